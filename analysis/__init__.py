@@ -1,0 +1,1 @@
+"""analysis: studies fixedid checkpoints (hookable wrappers, patching, interventions, probes, figures)."""

@@ -1,0 +1,219 @@
+"""Verified checkpoints: a directory of JSON and safetensors, written atomically, checked on every load.
+
+Layout of ``path/``::
+
+    config.json        the whole ModelConfig, the gf2 recoding as explicit bit rows (matrix A, offset b)
+    model.safetensors  the parameters (the fixed code is not stored: it is recomputed from config.json)
+    tokenizer.json     optional, a `tokenizers` tokenizer
+    meta.json          {"format": "fixedid-checkpoint/1", "code_table_sha256", "files": {name: sha256},
+                        "versions": {...}, "param_counts": {...}, plus whatever the caller adds (step, ...)}
+
+Saving builds the directory under a temporary name beside ``path`` and renames it into place; files in an existing
+``path`` that are not checkpoint files (a trainer's ``metrics.jsonl``, say) are carried over. Loading refuses, with
+:class:`~fixedid.errors.CheckpointError`, anything missing, truncated, corrupted (sha256), of another shape or
+dtype, of an unknown format or config field, or whose recomputed code table differs from the recorded hash.
+Nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .codes import table_sha256
+from .config import ModelConfig
+from .errors import CheckpointError, ConfigError
+from .model import FixedIdLM
+
+FORMAT = "fixedid-checkpoint/1"
+CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json", "meta.json")
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def code_table_hash(model: FixedIdLM) -> str | None:
+    """sha256 of the model's fixed code table, or None for a learned interface."""
+    if not model.cfg.is_fixed:
+        return None
+    return table_sha256(model.embed.code.detach().cpu().numpy())
+
+
+def package_versions() -> dict[str, str]:
+    import safetensors
+
+    from . import __version__
+
+    return {"fixedid": __version__, "torch": torch.__version__, "safetensors": safetensors.__version__}
+
+
+def _write_text(path: Path, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _json_safe(meta: dict) -> dict:
+    try:
+        return json.loads(json.dumps(meta))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint metadata must be JSON-serialisable: {e}") from None
+
+
+def save_checkpoint(model: FixedIdLM, path, tokenizer=None, **meta) -> Path:
+    """Write ``model`` (and an optional ``tokenizers.Tokenizer``) to the directory ``path`` atomically.
+
+    Extra keyword arguments (``step=...``) are recorded in ``meta.json``. Returns the path.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CheckpointError(f"{path} exists and is not a directory; choose another checkpoint path")
+    if path.is_dir() and any(path.iterdir()) and not (path / "meta.json").exists():
+        raise CheckpointError(f"{path} is a non-empty directory that is not a fixedid checkpoint; refusing to "
+                              "overwrite it, choose another path")
+    reserved = {"format", "code_table_sha256", "files", "versions", "param_counts"} & set(meta)
+    if reserved:
+        raise CheckpointError(f"metadata keys {sorted(reserved)} are reserved by the checkpoint format")
+    extra = _json_safe(meta)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        _write_text(tmp / "config.json", model.cfg.resolved().to_json())
+        state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
+        if tokenizer is not None:
+            _write_text(tmp / "tokenizer.json", tokenizer.to_str())
+        files = {name: file_sha256(tmp / name) for name in CHECKPOINT_FILES if (tmp / name).exists()}
+        full_meta = {"format": FORMAT, "code_table_sha256": code_table_hash(model), "files": files,
+                     "versions": package_versions(), "param_counts": model.param_counts(), **extra}
+        _write_text(tmp / "meta.json", json.dumps(full_meta, indent=1, sort_keys=True))
+        _swap_into_place(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _swap_into_place(tmp: Path, path: Path) -> None:
+    if not path.exists():
+        os.rename(tmp, path)
+        return
+    old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+    os.rename(path, old)
+    os.rename(tmp, path)
+    for entry in old.iterdir():
+        if entry.name not in CHECKPOINT_FILES:
+            os.rename(entry, path / entry.name)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{what} {path} cannot be read as JSON ({e}); the checkpoint is corrupted") from None
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{what} {path} must hold a JSON object; the checkpoint is corrupted")
+    return d
+
+
+def read_meta(path) -> dict:
+    """The verified ``meta.json`` of a checkpoint directory (format and file hashes checked)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"no checkpoint directory at {path}")
+    for name in ("meta.json", "config.json", "model.safetensors"):
+        if not (path / name).is_file():
+            raise CheckpointError(f"{path} is missing {name}; not a complete fixedid checkpoint")
+    meta = _read_json(path / "meta.json", "checkpoint metadata")
+    fmt = meta.get("format")
+    if fmt != FORMAT:
+        raise CheckpointError(f"{path}: unknown checkpoint format {fmt!r}; this fixedid reads {FORMAT!r}")
+    files = meta.get("files")
+    if not isinstance(files, dict) or "config.json" not in files or "model.safetensors" not in files:
+        raise CheckpointError(f"{path}/meta.json lacks the file hashes; the checkpoint is corrupted")
+    for name, digest in files.items():
+        if name not in CHECKPOINT_FILES:
+            raise CheckpointError(f"{path}/meta.json lists an unknown file {name!r}")
+        if not (path / name).is_file():
+            raise CheckpointError(f"{path} is missing {name}, which meta.json records")
+        if file_sha256(path / name) != digest:
+            raise CheckpointError(f"{path}/{name} does not match its recorded sha256: the file is truncated or "
+                                  "corrupted; restore it or re-save the checkpoint")
+    if (path / "tokenizer.json").exists() and "tokenizer.json" not in files:
+        raise CheckpointError(f"{path}/tokenizer.json is not recorded in meta.json; the checkpoint is inconsistent")
+    return meta
+
+
+def load_config(path) -> ModelConfig:
+    path = Path(path)
+    try:
+        return ModelConfig.from_dict(_read_json(path / "config.json", "model config"))
+    except ConfigError as e:
+        raise CheckpointError(f"{path}/config.json: {e}") from None
+
+
+def load_checkpoint(path, *, device: str | torch.device = "cpu") -> FixedIdLM:
+    """Load and verify a checkpoint directory. Returns the model in eval mode.
+
+    The model carries ``.tokenizer`` (a ``tokenizers.Tokenizer`` or None), ``.meta`` (meta.json) and
+    ``.checkpoint_path``.
+    """
+    path = Path(path)
+    meta = read_meta(path)
+    cfg = load_config(path)
+    try:
+        state = load_file(str(path / "model.safetensors"))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}/model.safetensors cannot be read ({e}); the file is corrupted") from None
+    with torch.device("meta"):
+        expected = FixedIdLM(cfg, init=False).state_dict()
+    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise CheckpointError(f"{path}/model.safetensors does not fit config.json: missing tensors {missing[:5]}, "
+                              f"unexpected tensors {unexpected[:5]}")
+    for name, ref in expected.items():
+        t = state[name]
+        if t.shape != ref.shape or t.dtype != ref.dtype:
+            raise CheckpointError(f"{path}: tensor {name} is {t.dtype} {tuple(t.shape)} but config.json implies "
+                                  f"{ref.dtype} {tuple(ref.shape)}")
+    with torch.device(device):
+        model = FixedIdLM(cfg, init=False)
+    model.load_state_dict(state, strict=True)
+    recorded, actual = meta.get("code_table_sha256"), code_table_hash(model)
+    if recorded != actual:
+        raise CheckpointError(f"{path}: the code table recomputed from config.json (sha256 {str(actual)[:12]}) "
+                              f"differs from the recorded one ({str(recorded)[:12]}); the interface changed since "
+                              "the model was trained")
+    model.tokenizer = _load_tokenizer(path / "tokenizer.json", cfg) if (path / "tokenizer.json").exists() else None
+    model.meta = meta
+    model.checkpoint_path = path
+    return model.eval()
+
+
+def _load_tokenizer(path: Path, cfg: ModelConfig):
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_str(path.read_text())
+    except Exception as e:  # tokenizers raises a bare Exception on malformed JSON
+        raise CheckpointError(f"{path} is not a valid tokenizer ({e})") from None
+    if tok.get_vocab_size(with_added_tokens=True) > cfg.vocab_size:
+        raise CheckpointError(f"{path} has {tok.get_vocab_size(with_added_tokens=True)} tokens but the model's "
+                              f"vocabulary is {cfg.vocab_size}")
+    return tok

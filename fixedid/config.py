@@ -1,0 +1,200 @@
+"""Model configuration: one dataclass for all three input interfaces, with presets and a strict JSON round trip.
+
+The open choices of the study (PAPER.md, "Open choices") are fields with documented defaults:
+
+- ``bit_order``: ``"msb"`` (default) or ``"lsb"`` - a coordinate permutation of the code;
+- ``value_map``: ``"pm1"`` = {-1,+1} (default) or ``"01"`` = {0,1}, times ``code_scale``; not equivalent under a
+  pre-norm backbone, since the {0,1} norm varies with the popcount;
+- ``repeat``: how the n-bit code fills ``d_model``: ``"tile"`` = whole-code tiling [c, c, c, ...] (default) or
+  ``"interleave"`` = each bit repeated d_model/n_bits times in a row [c0, c0, ..., c1, c1, ...] - a permutation;
+- the GF(2) recoding of the ``gf2`` interface: drawn uniformly from GL(n_bits, 2) by ``gf2_seed`` (default 0),
+  with a uniform offset b when ``gf2_affine`` (default False); or given explicitly as ``gf2_matrix`` /
+  ``gf2_offset`` (bit rows). A checkpoint always stores the explicit matrix and offset (:meth:`resolved`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .codes import BIT_ORDERS, VALUE_MAPS, GF2Code
+from .errors import CodeError, ConfigError
+
+INTERFACES = ("learned", "canonical", "gf2")
+NORMS = ("rms", "ln")
+MLPS = ("swiglu", "gelu")
+REPEATS = ("tile", "interleave")
+
+
+@dataclass
+class ModelConfig:
+    """Shape and input interface of a :class:`fixedid.FixedIdLM`. Build one with ``ModelConfig.preset(name)``."""
+
+    vocab_size: int = 2048
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int | None = None  # None: same as n_heads (no grouped-query attention)
+    d_ff: int = 384
+    context: int = 128
+    # input interface
+    interface: str = "canonical"
+    n_bits: int = 16
+    bit_order: str = "msb"
+    value_map: str = "pm1"
+    code_scale: float = 1.0
+    repeat: str = "tile"
+    gf2_seed: int = 0
+    gf2_affine: bool = False
+    gf2_matrix: list[list[int]] | None = None
+    gf2_offset: list[int] | None = None
+    # backbone
+    norm: str = "rms"
+    norm_eps: float = 1e-5
+    mlp: str = "swiglu"
+    bias: bool = False
+    rope_theta: float = 10000.0
+    init_std: float = 0.02
+    seed: int = 0
+    name: str = field(default="custom", compare=False)
+
+    def __post_init__(self):
+        self.validate()
+
+    # ----------------------------------------------------------------------------------------------------------
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.interface != "learned"
+
+    @property
+    def code_repeats(self) -> int:
+        return self.d_model // self.n_bits
+
+    def validate(self) -> None:
+        def need(cond, msg):
+            if not cond:
+                raise ConfigError(msg)
+
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "context", "n_bits"):
+            v = getattr(self, name)
+            need(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f"{name} must be a positive integer, got {v!r}")
+        need(self.interface in INTERFACES, f"unknown interface {self.interface!r}; use one of {INTERFACES}")
+        need(self.bit_order in BIT_ORDERS, f"unknown bit_order {self.bit_order!r}; use one of {BIT_ORDERS}")
+        need(self.value_map in VALUE_MAPS, f"unknown value_map {self.value_map!r}; use one of {VALUE_MAPS}")
+        need(self.repeat in REPEATS, f"unknown repeat {self.repeat!r}; use one of {REPEATS}")
+        need(self.norm in NORMS, f"unknown norm {self.norm!r}; use one of {NORMS}")
+        need(self.mlp in MLPS, f"unknown mlp {self.mlp!r}; use one of {MLPS}")
+        need(self.n_bits <= 24, f"n_bits {self.n_bits} is too large (at most 24)")
+        need(self.d_model % self.n_heads == 0,
+             f"n_heads {self.n_heads} does not divide d_model {self.d_model}; pick a divisor")
+        need(self.d_head % 2 == 0, f"head size d_model/n_heads = {self.d_head} must be even for RoPE")
+        need(self.kv_heads >= 1 and self.n_heads % self.kv_heads == 0,
+             f"n_kv_heads {self.n_kv_heads} must divide n_heads {self.n_heads}")
+        need(self.code_scale > 0, f"code_scale must be positive, got {self.code_scale}")
+        need(self.init_std > 0, f"init_std must be positive, got {self.init_std}")
+        if self.is_fixed:
+            need(self.vocab_size <= (1 << self.n_bits),
+                 f"vocab_size {self.vocab_size} > 2**n_bits = {1 << self.n_bits}: a {self.n_bits}-bit code cannot "
+                 "name every token; raise n_bits or shrink the vocabulary")
+            need(self.d_model % self.n_bits == 0,
+                 f"d_model {self.d_model} is not divisible by n_bits {self.n_bits}: the fixed code is repeated to "
+                 "width with no projection; pick d_model a multiple of n_bits")
+        if (self.gf2_matrix is None) != (self.gf2_offset is None):
+            raise ConfigError("gf2_matrix and gf2_offset go together: give both (bit rows) or neither")
+        if self.gf2_matrix is not None:
+            try:
+                code = GF2Code(np.array(self.gf2_matrix), np.array(self.gf2_offset))
+            except CodeError as e:
+                raise ConfigError(f"gf2_matrix/gf2_offset: {e}") from None
+            need(code.n_bits == self.n_bits, f"gf2_matrix is {code.n_bits}x{code.n_bits} but n_bits is {self.n_bits}")
+
+    # ----------------------------------------------------------------------------------------------------------
+    def recoding(self) -> GF2Code | None:
+        """The GF(2) recoding of a ``gf2`` interface (None for ``canonical`` and ``learned``)."""
+        if self.interface != "gf2":
+            return None
+        if self.gf2_matrix is not None:
+            return GF2Code(np.array(self.gf2_matrix), np.array(self.gf2_offset))
+        return GF2Code.random(self.n_bits, self.gf2_seed, affine=self.gf2_affine)
+
+    def resolved(self) -> "ModelConfig":
+        """A copy whose gf2 recoding is explicit (matrix and offset as bit rows), as checkpoints store it."""
+        code = self.recoding()
+        if code is None or self.gf2_matrix is not None:
+            return self.replace()
+        j = code.to_json()
+        return self.replace(gf2_matrix=j["matrix"], gf2_offset=j["offset"])
+
+    def replace(self, **changes) -> "ModelConfig":
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ConfigError(f"unknown ModelConfig field(s) {sorted(unknown)}; known: {field_names()}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        if not isinstance(d, dict):
+            raise ConfigError(f"a model config must be a JSON object, got {type(d).__name__}")
+        unknown = set(d) - set(field_names())
+        if unknown:
+            raise ConfigError(f"unknown ModelConfig field(s) {sorted(unknown)}; known: {field_names()}")
+        try:
+            return cls(**d)
+        except TypeError as e:
+            raise ConfigError(f"invalid model config: {e}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ModelConfig":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"model config is not valid JSON: {e}") from None
+        return cls.from_dict(d)
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "ModelConfig":
+        """A named shape (see :data:`PRESETS`) with field overrides, e.g. ``preset("tiny", interface="gf2")``."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        d = dict(PRESETS[name], name=name)
+        unknown = set(overrides) - set(field_names())
+        if unknown:
+            raise ConfigError(f"unknown ModelConfig field(s) {sorted(unknown)}; known: {field_names()}")
+        d.update(overrides)
+        return cls(**d)
+
+
+def field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(ModelConfig)]
+
+
+#: Named shapes. ``tiny`` trains in minutes on 2 CPU cores; ``small`` has ~17M parameters; ``paper-1.7b`` is the
+#: SmolLM2-1.7B shape inferred in PAPER.md (its parameter arithmetic matches the paper exactly); ``prior-1024`` is
+#: the predecessor paper's model (vocab 65,536, d 1024, 32 layers, GELU).
+PRESETS: dict[str, dict] = {
+    "tiny": dict(vocab_size=2048, d_model=128, n_layers=4, n_heads=4, d_ff=384, context=128),
+    "small": dict(vocab_size=8192, d_model=384, n_layers=6, n_heads=6, d_ff=1024, context=256),
+    "gpt2-small": dict(vocab_size=50257, d_model=768, n_layers=12, n_heads=12, d_ff=3072, context=1024,
+                       norm="ln", mlp="gelu", bias=True),
+    "paper-1.7b": dict(vocab_size=49152, d_model=2048, n_layers=24, n_heads=32, d_ff=8192, context=2048,
+                       rope_theta=130000.0),
+    "prior-1024": dict(vocab_size=65536, d_model=1024, n_layers=32, n_heads=32, d_ff=4096, context=1024,
+                       mlp="gelu"),
+}

@@ -1,0 +1,26 @@
+"""The package's own exception types.
+
+Every error that bad input can cause (a config, a checkpoint, a dataset, a prompt) is raised as a subclass of
+:class:`FixedIdError`, with a message that says what was wrong and how to fix it. The CLIs turn these into one
+line on stderr and exit status 2; anything else escaping is a bug.
+"""
+
+
+class FixedIdError(Exception):
+    """Base class of every error fixedid raises on bad input."""
+
+
+class ConfigError(FixedIdError, ValueError):
+    """A model or training configuration is invalid (unknown field, impossible shape, unknown preset...)."""
+
+
+class CodeError(FixedIdError, ValueError):
+    """A GF(2) code is invalid: a singular matrix, a wrong shape, bits that are not 0/1."""
+
+
+class CheckpointError(FixedIdError):
+    """A checkpoint directory is missing, corrupted, inconsistent or of an unknown format."""
+
+
+class DataError(FixedIdError):
+    """A corpus, tokenizer or token shard cannot be used as asked."""

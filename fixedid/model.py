@@ -1,0 +1,310 @@
+"""FixedIdLM: one decoder-only LM class for the three input interfaces, hookable like TransformerLens.
+
+The same module trains and is analysed, bit for bit. Its input interface is either a learned ``V x d`` table
+(``learned``) or a fixed n-bit code of each token id held in a non-trainable buffer and repeated to ``d_model``
+with no projection (``canonical``, ``gf2``; see :mod:`fixedid.codes`). After that: pre-norm blocks (RoPE attention
+through SDPA, a SwiGLU or GELU MLP), a final norm and an untied, trainable output head.
+
+Hook points carry TransformerLens's legacy names, so ``run_with_cache`` / ``run_with_hooks`` work directly::
+
+    hook_embed                                  [batch, pos, d_model]   the input code (or embedding) itself
+    blocks.{i}.hook_resid_pre|mid|post          [batch, pos, d_model]
+    blocks.{i}.ln1|ln2.hook_scale|hook_normalized
+    blocks.{i}.attn.hook_q|hook_rot_q           [batch, pos, n_heads, d_head]
+    blocks.{i}.attn.hook_k|v|hook_rot_k         [batch, pos, n_kv_heads, d_head]
+    blocks.{i}.attn.hook_attn_scores|hook_pattern   [batch, n_heads, query_pos, key_pos]
+    blocks.{i}.attn.hook_z                      [batch, pos, n_heads, d_head]
+    blocks.{i}.hook_attn_out|hook_mlp_out       [batch, pos, d_model]
+    blocks.{i}.mlp.hook_pre|hook_pre_linear|hook_post   [batch, pos, d_ff]
+    ln_final.hook_scale|hook_normalized
+
+Attention runs through ``scaled_dot_product_attention`` unless something hooks ``hook_attn_scores`` or
+``hook_pattern`` of that layer (or ``model.force_explicit_attention`` is set): only then is the pattern
+materialised. Both paths agree to ~1e-6 in fp32. No weight processing (folding, centring) ever touches the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from transformer_lens.HookedRootModule import HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from .codes import code_table
+from .config import ModelConfig
+from .errors import ConfigError
+
+
+def _is_hooked(hp: nn.Module) -> bool:
+    return bool(hp._forward_hooks or hp._forward_pre_hooks or hp._backward_hooks)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.w = nn.Parameter(torch.ones(d))
+        self.hook_scale = HookPoint()  # [batch, pos, 1]
+        self.hook_normalized = HookPoint()  # [batch, pos, d_model]
+
+    def forward(self, x):
+        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+        return self.hook_normalized(x / scale * self.w)
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.w = nn.Parameter(torch.ones(d))
+        self.b = nn.Parameter(torch.zeros(d))
+        self.hook_scale = HookPoint()
+        self.hook_normalized = HookPoint()
+
+    def forward(self, x):
+        x = x - x.mean(-1, keepdim=True)
+        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+        return self.hook_normalized(x / scale * self.w + self.b)
+
+
+def _norm(cfg: ModelConfig) -> nn.Module:
+    return (RMSNorm if cfg.norm == "rms" else LayerNorm)(cfg.d_model, cfg.norm_eps)
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads, self.n_kv, self.d_head = cfg.n_heads, cfg.kv_heads, cfg.d_head
+        self.q_proj = nn.Linear(cfg.d_model, self.n_heads * self.d_head, bias=cfg.bias)
+        self.k_proj = nn.Linear(cfg.d_model, self.n_kv * self.d_head, bias=cfg.bias)
+        self.v_proj = nn.Linear(cfg.d_model, self.n_kv * self.d_head, bias=cfg.bias)
+        self.o_proj = nn.Linear(self.n_heads * self.d_head, cfg.d_model, bias=cfg.bias)
+        for name in ("q", "k", "v", "rot_q", "rot_k", "attn_scores", "pattern", "z"):
+            setattr(self, f"hook_{name}", HookPoint())
+        self.force_explicit = False
+
+    def wants_pattern(self) -> bool:
+        return self.force_explicit or _is_hooked(self.hook_pattern) or _is_hooked(self.hook_attn_scores)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        q = self.hook_q(self.q_proj(x).view(B, T, self.n_heads, self.d_head))
+        k = self.hook_k(self.k_proj(x).view(B, T, self.n_kv, self.d_head))
+        v = self.hook_v(self.v_proj(x).view(B, T, self.n_kv, self.d_head))
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        q = self.hook_rot_q(q * cos + _rotate_half(q) * sin)
+        k = self.hook_rot_k(k * cos + _rotate_half(k) * sin)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, heads, T, d_head]
+        if self.wants_pattern():
+            if self.n_kv != self.n_heads:
+                k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)
+                v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.d_head)
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            scores = self.hook_attn_scores(scores.masked_fill(mask, float("-inf")))
+            pattern = self.hook_pattern(scores.softmax(-1))
+            z = pattern.to(v.dtype) @ v
+        else:
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
+        z = self.hook_z(z.transpose(1, 2))  # [B, T, heads, d_head]
+        return self.o_proj(z.reshape(B, T, self.n_heads * self.d_head))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.kind = cfg.mlp
+        if cfg.mlp == "swiglu":
+            self.gate_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
+            self.up_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
+            self.hook_pre_linear = HookPoint()
+        else:
+            self.fc_in = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
+        self.down_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.hook_pre = HookPoint()
+        self.hook_post = HookPoint()
+
+    def forward(self, x):
+        if self.kind == "swiglu":
+            h = F.silu(self.hook_pre(self.gate_proj(x))) * self.hook_pre_linear(self.up_proj(x))
+        else:
+            h = F.gelu(self.hook_pre(self.fc_in(x)))
+        return self.down_proj(self.hook_post(h))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln1, self.attn, self.ln2, self.mlp = _norm(cfg), Attention(cfg), _norm(cfg), MLP(cfg)
+        for name in ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post"):
+            setattr(self, f"hook_{name}", HookPoint())
+
+    def forward(self, x, cos, sin):
+        x = self.hook_resid_pre(x)
+        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x), cos, sin)))
+        return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
+
+
+class FixedCodeInput(nn.Module):
+    """The immutable input: a ``[vocab, n_bits]`` code table in a buffer, repeated to ``d_model``.
+
+    The buffer is not part of the state dict: it is recomputed from the config, and a checkpoint verifies it
+    against the sha256 it recorded.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        table = code_table(cfg.vocab_size, cfg.n_bits, recoding=cfg.recoding(), bit_order=cfg.bit_order,
+                           value_map=cfg.value_map, scale=cfg.code_scale)
+        self.register_buffer("code", torch.from_numpy(table).to(torch.get_default_device()), persistent=False)
+        self.repeats, self.mode = cfg.code_repeats, cfg.repeat
+
+    def widen(self, rows):
+        """``[..., n_bits]`` code rows -> ``[..., d_model]`` as the model reads them."""
+        if self.mode == "tile":
+            return rows.repeat(*([1] * (rows.dim() - 1)), self.repeats)
+        return rows.repeat_interleave(self.repeats, dim=-1)
+
+    def forward(self, tokens):
+        return self.widen(self.code[tokens])
+
+
+class LearnedInput(nn.Module):
+    """An ordinary trainable ``[vocab, d_model]`` embedding table."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.W_E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
+
+    def forward(self, tokens):
+        return F.embedding(tokens, self.W_E)
+
+
+def _param_seed(seed: int, name: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}/{name}".encode()).digest()[:8], "little") & ((1 << 63) - 1)
+
+
+class FixedIdLM(HookedRootModule):
+    """Decoder-only LM with a ``learned``, ``canonical`` or ``gf2`` input interface (see the module docstring).
+
+    ``forward(tokens)`` returns logits ``[batch, pos, vocab]``; ``return_type="loss"`` the mean next-token loss
+    (of ``targets`` when given, else of ``tokens`` shifted by one), ``"both"`` a ``(logits, loss)`` pair. With
+    ``start_at_layer=L`` the input is the residual stream entering block ``L``; with ``stop_at_layer=L`` the
+    output is the residual stream entering block ``L`` (TransformerLens conventions).
+
+    Initialisation draws every tensor from a generator seeded by ``(config.seed, parameter name)``, so two
+    variants built with one seed have bit-identical backbone and head weights whatever their input interface.
+    """
+
+    def __init__(self, config: ModelConfig, *, init: bool = True):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise ConfigError(f"FixedIdLM needs a ModelConfig, got {type(config).__name__}")
+        self.cfg = config
+        self.embed = FixedCodeInput(config) if config.is_fixed else LearnedInput(config)
+        self.hook_embed = HookPoint()  # [batch, pos, d_model]
+        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layers)])
+        self.ln_final = _norm(config)
+        self.unembed = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        inv = 1.0 / (config.rope_theta ** (torch.arange(0, config.d_head, 2, dtype=torch.float32) / config.d_head))
+        freqs = torch.outer(torch.arange(config.context, dtype=torch.float32), inv)
+        freqs = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # [context, 1, d_head]
+        self.register_buffer("rope_cos", freqs.cos(), persistent=False)
+        self.register_buffer("rope_sin", freqs.sin(), persistent=False)
+        self.tokenizer = None
+        self.setup()
+        if init:
+            self.init_weights()
+
+    # ----------------------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """(Re)draw every parameter from ``(cfg.seed, name)``-seeded generators; a no-op on the meta device."""
+        resid_std = self.cfg.init_std / math.sqrt(2 * self.cfg.n_layers)
+        for name, p in self.named_parameters():
+            if p.is_meta:
+                continue
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "w" and p.dim() == 1:
+                p.fill_(1.0)
+            elif leaf in ("b", "bias"):
+                p.zero_()
+            else:
+                std = resid_std if name.endswith(("o_proj.weight", "down_proj.weight")) else self.cfg.init_std
+                g = torch.Generator().manual_seed(_param_seed(self.cfg.seed, name))
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32) * std)
+
+    @property
+    def force_explicit_attention(self) -> bool:
+        return all(b.attn.force_explicit for b in self.blocks)
+
+    @force_explicit_attention.setter
+    def force_explicit_attention(self, value: bool) -> None:
+        for b in self.blocks:
+            b.attn.force_explicit = bool(value)
+
+    def param_counts(self) -> dict[str, int]:
+        """Parameter accounting: ``total``, ``trainable``, ``input_interface``, ``backbone``, ``output_head``.
+
+        The fixed code is a buffer, not a parameter: a fixed interface has ``input_interface == 0``.
+        """
+        def count(params, trainable_only=False):
+            return sum(p.numel() for p in params if p.requires_grad or not trainable_only)
+
+        backbone = list(self.blocks.parameters()) + list(self.ln_final.parameters())
+        return {
+            "total": count(self.parameters()),
+            "trainable": count(self.parameters(), True),
+            "input_interface": count(self.embed.parameters(), True),
+            "backbone": count(backbone),
+            "output_head": count(self.unembed.parameters()),
+        }
+
+    def input_code(self, tokens: torch.Tensor) -> torch.Tensor:
+        """What enters the residual stream for ``tokens`` (the widened code, or the embedding rows)."""
+        return self.embed(tokens)
+
+    # ----------------------------------------------------------------------------------------------------------
+    def forward(self, tokens, return_type: str | None = "logits", *, targets=None, start_at_layer: int | None = None,
+                stop_at_layer: int | None = None):
+        if start_at_layer is None:
+            if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32):
+                raise ValueError(f"tokens must be an integer tensor [batch, pos], got {tuple(tokens.shape)} "
+                                 f"{tokens.dtype}")
+            x = self.hook_embed(self.embed(tokens))
+            start_at_layer = 0
+        else:
+            x = tokens
+        T = x.shape[1]
+        if T > self.cfg.context:
+            raise ValueError(f"sequence length {T} exceeds the model's context {self.cfg.context}")
+        cos, sin = self.rope_cos[:T], self.rope_sin[:T]
+        for block in self.blocks[start_at_layer:stop_at_layer]:
+            x = block(x, cos, sin)
+        if stop_at_layer is not None:
+            return x
+        logits = self.unembed(self.ln_final(x))
+        if return_type is None:
+            return None
+        if return_type == "logits":
+            return logits
+        if return_type not in ("loss", "both"):
+            raise ValueError(f"unknown return_type {return_type!r}; use 'logits', 'loss', 'both' or None")
+        if targets is None:
+            if start_at_layer:
+                raise ValueError("targets are needed for a loss when start_at_layer is set")
+            logits_for_loss, targets = logits[:, :-1], tokens[:, 1:]
+        else:
+            logits_for_loss = logits
+        loss = F.cross_entropy(logits_for_loss.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                               ignore_index=-100)
+        return loss if return_type == "loss" else (logits, loss)

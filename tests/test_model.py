@@ -1,0 +1,128 @@
+import numpy as np
+import pytest
+import torch
+
+from fixedid import FixedIdLM, ModelConfig
+from fixedid.codes import code_table
+
+TINY = dict(vocab_size=512, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32)
+
+
+def model(**kw):
+    return FixedIdLM(ModelConfig.preset("tiny", **{**TINY, **kw})).eval()
+
+
+def tokens(batch=2, pos=12, vocab=512, seed=0):
+    return torch.randint(0, vocab, (batch, pos), generator=torch.Generator().manual_seed(seed))
+
+
+def test_run_with_cache_has_the_legacy_hook_names():
+    m = model()
+    _, cache = m.run_with_cache(tokens())
+    names = set(cache.keys())
+    for i in range(2):
+        for hook in ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out",
+                     "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z", "attn.hook_pattern"):
+            assert f"blocks.{i}.{hook}" in names
+    assert {"hook_embed", "ln_final.hook_normalized"} <= names
+    assert cache["blocks.0.attn.hook_pattern"].shape == (2, 4, 12, 12)
+    assert cache["blocks.1.attn.hook_z"].shape == (2, 12, 4, 16)
+    torch.testing.assert_close(cache["blocks.0.attn.hook_pattern"].sum(-1), torch.ones(2, 4, 12))
+
+
+@pytest.mark.parametrize("interface", ["canonical", "gf2"])
+@pytest.mark.parametrize("repeat", ["tile", "interleave"])
+def test_hook_embed_is_exactly_the_code(interface, repeat):
+    m = model(interface=interface, repeat=repeat, gf2_seed=5)
+    t = tokens()
+    _, cache = m.run_with_cache(t, names_filter="hook_embed")
+    table = torch.from_numpy(code_table(512, 16, recoding=m.cfg.recoding()))
+    rows = table[t]  # [batch, pos, 16]
+    if repeat == "tile":
+        expected = rows.repeat(1, 1, 4)
+        assert torch.equal(cache["hook_embed"][..., 16:32], rows)
+    else:
+        expected = rows.repeat_interleave(4, dim=-1)
+        assert torch.equal(cache["hook_embed"][..., 0:4], rows[..., :1].expand(-1, -1, 4))
+    assert torch.equal(cache["hook_embed"], expected)
+    assert not any(p is m.embed.code for p in m.parameters())
+    assert m.param_counts()["input_interface"] == 0
+
+
+def test_value_map_and_scale_reach_the_residual_stream():
+    m = model(value_map="01", code_scale=3.0)
+    _, cache = m.run_with_cache(tokens(), names_filter="hook_embed")
+    assert set(cache["hook_embed"].unique().tolist()) <= {0.0, 3.0}
+
+
+def test_run_with_hooks_overwrites_resid_pre_and_changes_logits():
+    m, t = model(), tokens()
+    clean = m(t)
+    seen = {}
+
+    def zero(x, hook):
+        seen[hook.name] = x.shape
+        return torch.zeros_like(x)
+
+    patched = m.run_with_hooks(t, fwd_hooks=[("blocks.0.hook_resid_pre", zero)])
+    assert seen == {"blocks.0.hook_resid_pre": (2, 12, 64)}
+    assert not torch.allclose(clean, patched)
+    torch.testing.assert_close(m(t), clean)  # hooks were removed
+
+
+@pytest.mark.parametrize("kw", [{}, dict(n_kv_heads=2), dict(norm="ln", mlp="gelu", bias=True)])
+def test_explicit_attention_matches_sdpa(kw):
+    m, t = model(**kw), tokens(pos=20)
+    fast = m(t)
+    assert not m.blocks[0].attn.wants_pattern()
+    m.force_explicit_attention = True
+    slow = m(t)
+    m.force_explicit_attention = False
+    assert (fast - slow).abs().max() < 1e-5
+    _, cache = m.run_with_cache(t, names_filter=lambda n: n.endswith("hook_pattern"))  # hooks trigger it too
+    assert cache["blocks.1.attn.hook_pattern"].shape == (2, 4, 20, 20)
+
+
+def test_backbone_matched_init():
+    states = {i: FixedIdLM(ModelConfig.preset("tiny", **TINY, interface=i, seed=3)).state_dict()
+              for i in ("learned", "canonical", "gf2")}
+    keys = set(states["canonical"])
+    assert keys == set(states["gf2"]) == set(states["learned"]) - {"embed.W_E"}
+    for k in keys:
+        assert torch.equal(states["canonical"][k], states["learned"][k]), k
+        assert torch.equal(states["canonical"][k], states["gf2"][k]), k
+    other = FixedIdLM(ModelConfig.preset("tiny", **TINY, seed=4)).state_dict()
+    assert not torch.equal(other["blocks.0.attn.q_proj.weight"], states["canonical"]["blocks.0.attn.q_proj.weight"])
+
+
+def test_loss_targets_and_layer_slicing():
+    m, t = model(), tokens()
+    logits, loss = m(t, return_type="both")
+    ref = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 512), t[:, 1:].reshape(-1))
+    torch.testing.assert_close(loss, ref)
+    resid = m(t, stop_at_layer=1)
+    _, cache = m.run_with_cache(t, names_filter="blocks.1.hook_resid_pre")
+    torch.testing.assert_close(resid, cache["blocks.1.hook_resid_pre"])
+    torch.testing.assert_close(m(resid, start_at_layer=1), logits)
+
+
+def test_learned_gradients_flow_and_fixed_code_is_frozen():
+    for interface in ("learned", "canonical"):
+        m = model(interface=interface).train()
+        m(tokens(), return_type="loss").backward()
+        grads = {n: p.grad is not None for n, p in m.named_parameters()}
+        assert all(grads.values())
+        assert ("embed.W_E" in grads) == (interface == "learned")
+
+
+def test_bad_inputs():
+    m = model()
+    with pytest.raises(ValueError, match="integer tensor"):
+        m(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="context"):
+        m(tokens(pos=40))
+
+
+def test_code_rows_distinct_for_every_token():
+    m = model(interface="gf2")
+    assert len(np.unique(m.embed.code.numpy(), axis=0)) == 512
