@@ -1,0 +1,462 @@
+"""A seeded, deterministic toy English with known latent structure.
+
+The language is the default training corpus and the ground truth for probes and activation patching: its
+value is that every phenomenon in it is known exactly, not that it is realistic. A *world* (``seed``) fixes
+the made-up entity and city names and a fact base; a *stream* (``documents(seed=...)``) samples text from it.
+
+Grammar (``S`` = sentence; ``N``/``Ns`` a singular/plural noun; ``{x|y}`` a choice; depth in brackets)::
+
+    S -> IOI | AGREE | FACT | NESTED | LIST | FILLER | REPEAT
+    IOI    -> {When|After} A and B {went|walked|ran} to the PLACE[1] , S {gave|handed|...} a OBJ to IO .
+              where {A, B} = {S, IO} in either order (the indirect object IO is the name that occurs once)
+    AGREE  -> The N_subj PREP the N_attr V_agree {ADJ | {on|under|near|behind} the N} .
+              the attractor has the opposite number to the subject with probability 3/4 (else the same, so
+              "agree with the nearest noun" is no shortcut); V_agree in is/are, was/were, looks/look, seems/seem
+    FACT   -> E lives in CITY .  |  E likes FOOD .  |  E works as a JOB .
+              (E a made-up entity; its attribute for each relation is drawn once per world, see ``facts``)
+    NESTED -> The N_0 (that the N_k)* [that {NAME | the N_d}] V_d ... V_1 {is|are|was|were} ADJ .
+              centre-embedded object relative clauses of depth d uniform in 0..3; word k levels deep has
+              depth k; the main verb agrees with N_0 across the clauses; V_k are past-tense transitive verbs
+    LIST   -> The words are W_1 ... W_L .     (L in 4..8 distinct words drawn from a pool of ~60)
+              every LIST is repeated verbatim 1-3 sentences later in the same document (induction)
+    FILLER -> NAME walked to the PLACE . | NAME saw a ANIMAL . | The N {is|are} ADJ .
+              | NAME went to the PLACE because {he|she}[1] was[1] ADJ[1] .   (pronoun matches the name's gender)
+    REPEAT -> a verbatim copy of an earlier sentence of the same document
+
+Rendering: words are joined by single spaces, ``,`` and ``.`` attach to the preceding word; sentences in a
+document are joined by one space. Words are lowercase ASCII except names, entities, cities and the
+capitalised sentence starts ``The``, ``When``, ``After``. No word contains punctuation, so every word is one
+whitespace/punctuation-delimited unit and :attr:`SyntheticLanguage.vocabulary` lists them all.
+
+Labels (:class:`WordLabel`): ``pos`` is one of :data:`POS_TAGS`; ``number`` is "sg"/"pl" for nouns, names,
+pronouns, entities, cities and agreeing verbs, "none" otherwise (past-tense verbs do not agree); ``entity``
+is the index into ``names`` for NAME and PRON (the pronoun's antecedent), into ``entities`` for ENTITY, into
+``cities`` for CITY, else -1; ``depth`` is the clause depth (0 = main clause; IOI "When..." and "because..."
+subordinate clauses are depth 1). Punctuation is labelled PUNCT at depth 0. Within any sentence every verb
+whose number is not "none" agrees with the first nominal (NOUN/NAME/ENTITY/PRON) at its depth.
+"""
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..errors import DataError
+
+POS_TAGS = ("NAME", "ENTITY", "CITY", "DET", "NOUN", "VERB", "ADJ", "PREP", "CONJ", "PRON", "REL", "PUNCT")
+NUMBERS = ("sg", "pl", "none")
+RELATIONS = ("lives_in", "likes", "works_as")
+PUNCTUATION = (",", ".")
+
+_FEMALE = ("Mary Anna Emma Sarah Laura Julia Alice Grace Emily Rachel Helen Clara Lucy Jane Kate Rose Ruth Amy "
+           "Ellen Nora Olivia Sophie Lisa Diana Irene Paula Vera Megan Hannah Karen Susan Linda").split()
+_MALE = ("John David Michael James Robert Thomas Daniel Peter Paul Mark Steven Kevin Brian George Edward Henry "
+         "Frank Adam Luke Simon Oscar Victor Jacob Ryan Eric Scott Martin Oliver Arthur Samuel Walter Carl").split()
+_OPENERS = ("When", "After")
+_MOTION = ("went", "walked", "ran")
+_GIVE = ("gave", "handed", "passed", "threw", "sent", "brought")
+_PLACES = "park store school beach river market garden station library church office lake".split()
+_OBJECTS = "ball gift drink kite ring pen hat toy map coin".split()
+_NOUNS = [tuple(p.split(":")) for p in (
+    "key:keys cabinet:cabinets box:boxes book:books table:tables door:doors lamp:lamps cup:cups chair:chairs "
+    "window:windows letter:letters bottle:bottles picture:pictures coat:coats basket:baskets shelf:shelves "
+    "knife:knives bridge:bridges tower:towers car:cars").split()]
+_ANIMATE = [tuple(p.split(":")) for p in (
+    "dog:dogs cat:cats bird:birds horse:horses fox:foxes mouse:mice girl:girls boy:boys child:children "
+    "man:men woman:women wolf:wolves rabbit:rabbits goat:goats").split()]
+_ATTR_PREPS = "to of near behind under beside with".split()
+_LOC_PREPS = "on under near behind".split()
+_VERB_PAIRS = (("is", "are"), ("was", "were"), ("looks", "look"), ("seems", "seem"))
+_ADJS = "red old new small big heavy broken clean dirty green blue warm cold dark bright".split()
+_ANIM_ADJS = "happy sad tired hungry quiet angry calm old small big".split()
+_TRANSITIVE = "saw chased fed helped followed heard found watched pushed called".split()
+_FOODS = "soup bread rice cheese apples honey fish beans pears plums cake pasta eggs nuts".split()
+_PLURAL_FOODS = frozenset("apples beans pears plums eggs nuts".split())
+_JOBS = "baker farmer doctor teacher painter pilot singer tailor writer nurse guard cook miner sailor".split()
+_FIXED_WORDS = ("The the a and to that because he she in as lives likes works words saw walked went "
+                "is are was were").split()
+# Induction pool: (word, pos, number) for the random word lists.
+_POOL = ([(w, "NOUN", "sg") for w in _OBJECTS] + [(n[0], "NOUN", "sg") for n in _NOUNS]
+         + [(w, "NOUN", "sg") for w in _PLACES] + [(w, "ADJ", "none") for w in _ADJS])
+_POOL_TOKS = [(w, pos, num, -1, 0) for w, pos, num in _POOL]
+
+N_ENTITIES = 32
+N_CITIES = 12
+_ONSETS = "b d f g k l m n p r s t v z br dr kr gl th sh".split()
+_VOWELS = "a e i o u a e o ai or".split()
+_CODAS = ["", "", "n", "r", "l", "s", "th", "m"]
+
+_PERIOD = (".", "PUNCT", "none", -1, 0)
+_COMMA = (",", "PUNCT", "none", -1, 0)
+_THE0 = ("The", "DET", "none", -1, 0)
+_FLIP = {"sg": "pl", "pl": "sg"}
+# Sentence kinds of the document mixture and their probabilities.
+_KINDS = ("ioi", "agreement", "fact", "nested", "list", "repeat", "filler")
+_WEIGHTS = (0.20, 0.18, 0.20, 0.15, 0.08, 0.04, 0.15)
+
+
+@dataclass(frozen=True)
+class WordLabel:
+    """One word (or punctuation mark) of a sentence with its latent labels; see the module docstring."""
+    word: str
+    pos: str
+    number: str
+    entity: int
+    depth: int
+
+
+@dataclass(frozen=True)
+class PromptPair:
+    """A clean/corrupt prompt pair for patching; the answer continues ``clean`` as ``" " + answer``."""
+    task: str
+    clean: str
+    corrupt: str
+    answer: str
+    wrong: str
+
+
+def _render(toks) -> str:
+    """Render internal token tuples exactly as :meth:`SyntheticLanguage.sentence_text` does."""
+    return " ".join([t[0] for t in toks]).replace(" ,", ",").replace(" .", ".")
+
+
+def _check_int(value, what: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DataError(f"{what} must be an int, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise DataError(f"{what} must be >= {minimum}, got {value}")
+    return value
+
+
+class SyntheticLanguage:
+    """The toy language of one world seed. Building it is cheap (microseconds to milliseconds)."""
+
+    TASKS = ("ioi", "agreement", "facts", "induction")
+
+    def __init__(self, seed: int = 0):
+        self.seed = _check_int(seed, "seed")
+        rng = random.Random(f"fixedid.synthetic.world:{seed}")
+        self._names = tuple(_FEMALE + _MALE)
+        taken = {w.lower() for w in self._fixed_vocabulary()}
+        self._entities = tuple(self._made_up(rng, N_ENTITIES, taken))
+        self._cities = tuple(self._made_up(rng, N_CITIES, taken))
+        self._attr_words = (self._cities, _FOODS, _JOBS)  # the value words of each relation in RELATIONS
+        self._attr = attr = [[rng.randrange(len(words)) for _ in range(N_ENTITIES)] for words in self._attr_words]
+        for values, words in zip(attr, self._attr_words):
+            if len(set(values)) < 2:  # every relation needs two distinct values for the facts task
+                values[0] = (values[1] + 1) % len(words)
+        self._facts = {(self._entities[e], rel): self._attr_words[r][attr[r][e]]
+                       for e in range(N_ENTITIES) for r, rel in enumerate(RELATIONS)}
+        self._vocab = sorted(set(self._fixed_vocabulary()) | set(self._entities) | set(self._cities))
+        self._cumulative = list(itertools.accumulate(_WEIGHTS))
+        self._simple = {"ioi": self._ioi, "agreement": self._agreement, "fact": self._fact, "nested": self._nested}
+
+    # ----------------------------------------------------------------------------------------- world
+    def _fixed_vocabulary(self) -> list[str]:
+        words = list(self._names) + list(_FIXED_WORDS) + list(_OPENERS) + list(_MOTION) + list(_GIVE)
+        words += _PLACES + _OBJECTS + _ATTR_PREPS + _LOC_PREPS + _ADJS + _ANIM_ADJS + _TRANSITIVE
+        words += _FOODS + _JOBS + [w for pair in _NOUNS + _ANIMATE + list(_VERB_PAIRS) for w in pair]
+        return words
+
+    @staticmethod
+    def _made_up(rng: random.Random, count: int, taken: set[str]) -> list[str]:
+        """``count`` new capitalised pseudo-words of 2-3 syllables, none in (and all added to) ``taken``."""
+        out = []
+        while len(out) < count:
+            n = 2 if rng.random() < 0.7 else 3
+            word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(n)) + rng.choice(_CODAS)
+            if 4 <= len(word) <= 9 and word not in taken:
+                taken.add(word)
+                out.append(word.capitalize())
+        return out
+
+    @property
+    def facts(self) -> dict[tuple[str, str], str]:
+        """The fact base: ``(entity, relation) -> attribute`` for every entity and relation in RELATIONS."""
+        return dict(self._facts)
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """Every word the language can emit (sorted, unique; punctuation excluded, see PUNCTUATION)."""
+        return list(self._vocab)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Person names; the first half are female (pronoun "she"), the second half male ("he")."""
+        return self._names
+
+    @property
+    def entities(self) -> tuple[str, ...]:
+        """Made-up fact-base entity names (subjects of FACT sentences)."""
+        return self._entities
+
+    @property
+    def cities(self) -> tuple[str, ...]:
+        """Made-up city names (values of the lives_in relation)."""
+        return self._cities
+
+    # ------------------------------------------------------------------------- sentence generators
+    # Each returns a list of (word, pos, number, entity, depth) tuples, the field order of WordLabel.
+    def _name(self, i: int, depth: int = 0) -> tuple:
+        return (self._names[i], "NAME", "sg", i, depth)
+
+    def _ioi(self, rng: random.Random) -> list[tuple]:
+        n = len(self._names)
+        s = rng.randrange(n)
+        io = rng.randrange(n - 1)
+        io += io >= s
+        a, b = (s, io) if rng.random() < 0.5 else (io, s)
+        return [(rng.choice(_OPENERS), "CONJ", "none", -1, 1), self._name(a, 1), ("and", "CONJ", "none", -1, 1),
+                self._name(b, 1), (rng.choice(_MOTION), "VERB", "none", -1, 1), ("to", "PREP", "none", -1, 1),
+                ("the", "DET", "none", -1, 1), (rng.choice(_PLACES), "NOUN", "sg", -1, 1), _COMMA,
+                self._name(s), (rng.choice(_GIVE), "VERB", "none", -1, 0), ("a", "DET", "none", -1, 0),
+                (rng.choice(_OBJECTS), "NOUN", "sg", -1, 0), ("to", "PREP", "none", -1, 0), self._name(io),
+                _PERIOD]
+
+    def _agreement(self, rng: random.Random, opposite: bool | None = None) -> list[tuple]:
+        i = rng.randrange(len(_NOUNS))
+        j = rng.randrange(len(_NOUNS) - 1)
+        j += j >= i
+        num = "pl" if rng.random() < 0.5 else "sg"
+        if opposite is None:
+            opposite = rng.random() < 0.75
+        anum = _FLIP[num] if opposite else num
+        pair = rng.choice(_VERB_PAIRS)
+        toks = [_THE0, (_NOUNS[i][num == "pl"], "NOUN", num, -1, 0), (rng.choice(_ATTR_PREPS), "PREP", "none", -1, 0),
+                ("the", "DET", "none", -1, 0), (_NOUNS[j][anum == "pl"], "NOUN", anum, -1, 0),
+                (pair[num == "pl"], "VERB", num, -1, 0)]
+        if pair[0] in ("is", "was") and rng.random() < 0.5:
+            knum = "pl" if rng.random() < 0.5 else "sg"
+            toks += [(rng.choice(_LOC_PREPS), "PREP", "none", -1, 0), ("the", "DET", "none", -1, 0),
+                     (rng.choice(_NOUNS)[knum == "pl"], "NOUN", knum, -1, 0)]
+        else:
+            toks.append((rng.choice(_ADJS), "ADJ", "none", -1, 0))
+        toks.append(_PERIOD)
+        return toks
+
+    def _fact(self, rng: random.Random, e: int | None = None, rel: int | None = None) -> list[tuple]:
+        if e is None:
+            e = rng.randrange(N_ENTITIES)
+        if rel is None:
+            rel = rng.randrange(len(RELATIONS))
+        head, v = (self._entities[e], "ENTITY", "sg", e, 0), self._attr[rel][e]
+        if rel == 0:
+            return [head, ("lives", "VERB", "sg", -1, 0), ("in", "PREP", "none", -1, 0),
+                    (self._cities[v], "CITY", "sg", v, 0), _PERIOD]
+        if rel == 1:
+            food = _FOODS[v]
+            return [head, ("likes", "VERB", "sg", -1, 0),
+                    (food, "NOUN", "pl" if food in _PLURAL_FOODS else "sg", -1, 0), _PERIOD]
+        return [head, ("works", "VERB", "sg", -1, 0), ("as", "PREP", "none", -1, 0), ("a", "DET", "none", -1, 0),
+                (_JOBS[v], "NOUN", "sg", -1, 0), _PERIOD]
+
+    def _nested(self, rng: random.Random, depth: int | None = None) -> list[tuple]:
+        d = rng.randrange(4) if depth is None else depth
+        heads = rng.sample(range(len(_ANIMATE)), d + 1)
+        nums = ["pl" if rng.random() < 0.5 else "sg" for _ in heads]
+        toks = [_THE0, (_ANIMATE[heads[0]][nums[0] == "pl"], "NOUN", nums[0], -1, 0)]
+        for k in range(1, d + 1):
+            toks.append(("that", "REL", "none", -1, k))
+            if k == d and rng.random() < 0.5:
+                toks.append(self._name(rng.randrange(len(self._names)), k))
+            else:
+                toks += [("the", "DET", "none", -1, k), (_ANIMATE[heads[k]][nums[k] == "pl"], "NOUN", nums[k], -1, k)]
+        verbs = rng.sample(_TRANSITIVE, d)  # distinct, so "saw saw" never occurs
+        toks += [(verbs[k - 1], "VERB", "none", -1, k) for k in range(d, 0, -1)]
+        pair = _VERB_PAIRS[rng.randrange(2)]
+        toks += [(pair[nums[0] == "pl"], "VERB", nums[0], -1, 0), (rng.choice(_ANIM_ADJS), "ADJ", "none", -1, 0),
+                 _PERIOD]
+        return toks
+
+    def _word_list(self, rng: random.Random, indices: list[int] | None = None) -> list[tuple]:
+        if indices is None:
+            indices = rng.sample(range(len(_POOL)), rng.randint(4, 8))
+        return ([_THE0, ("words", "NOUN", "pl", -1, 0), ("are", "VERB", "pl", -1, 0)]
+                + [_POOL_TOKS[i] for i in indices] + [_PERIOD])
+
+    def _filler(self, rng: random.Random) -> list[tuple]:
+        kind = rng.randrange(4)
+        if kind == 0:
+            return [self._name(rng.randrange(len(self._names))), ("walked", "VERB", "none", -1, 0),
+                    ("to", "PREP", "none", -1, 0), ("the", "DET", "none", -1, 0),
+                    (rng.choice(_PLACES), "NOUN", "sg", -1, 0), _PERIOD]
+        if kind == 1:
+            return [self._name(rng.randrange(len(self._names))), ("saw", "VERB", "none", -1, 0),
+                    ("a", "DET", "none", -1, 0), (rng.choice(_ANIMATE)[0], "NOUN", "sg", -1, 0), _PERIOD]
+        if kind == 2:
+            num = "pl" if rng.random() < 0.5 else "sg"
+            return [_THE0, (rng.choice(_NOUNS)[num == "pl"], "NOUN", num, -1, 0),
+                    ("are" if num == "pl" else "is", "VERB", num, -1, 0), (rng.choice(_ADJS), "ADJ", "none", -1, 0),
+                    _PERIOD]
+        i = rng.randrange(len(self._names))
+        pron = "she" if i < len(_FEMALE) else "he"
+        return [self._name(i), ("went", "VERB", "none", -1, 0), ("to", "PREP", "none", -1, 0),
+                ("the", "DET", "none", -1, 0), (rng.choice(_PLACES), "NOUN", "sg", -1, 0),
+                ("because", "CONJ", "none", -1, 1), (pron, "PRON", "sg", i, 1), ("was", "VERB", "sg", -1, 1),
+                (rng.choice(_ANIM_ADJS), "ADJ", "none", -1, 1), _PERIOD]
+
+    def _doc_sentences(self, rng: random.Random, lo: int, hi: int) -> list[list[tuple]]:
+        """One document as a list of sentences; LIST sentences are always repeated within the document."""
+        n = rng.randint(lo, hi)
+        out: list[list[tuple]] = []
+        pending, due = None, 0
+        cumulative, simple, last = self._cumulative, self._simple, len(self._cumulative) - 1
+        while len(out) < n:
+            i = len(out)
+            if pending is not None and i >= due:
+                out.append(pending)
+                pending = None
+                continue
+            r = rng.random() * cumulative[-1]
+            k = 0
+            while k < last and r >= cumulative[k]:
+                k += 1
+            kind = _KINDS[k]
+            if kind in simple:
+                out.append(simple[kind](rng))
+            elif kind == "list" and pending is None and i <= n - 2:
+                pending = self._word_list(rng)
+                due = min(i + 1 + rng.randrange(3), n - 1)
+                out.append(pending)
+            elif kind == "repeat" and i > 0:
+                out.append(out[rng.randrange(i)])
+            else:
+                out.append(self._filler(rng))
+        return out
+
+    def _stream(self, seed: int, lo: int, hi: int) -> Iterator[list[list[tuple]]]:
+        rng = random.Random(f"fixedid.synthetic.docs:{self.seed}:{seed}")
+        while True:
+            yield self._doc_sentences(rng, lo, hi)
+
+    # ---------------------------------------------------------------------------------- public text
+    @staticmethod
+    def _check_spd(sentences_per_doc) -> tuple[int, int]:
+        try:
+            lo, hi = sentences_per_doc
+        except (TypeError, ValueError):
+            raise DataError(f"sentences_per_doc must be a pair (min, max), got {sentences_per_doc!r}") from None
+        _check_int(lo, "sentences_per_doc[0]", 1)
+        _check_int(hi, "sentences_per_doc[1]", 1)
+        if hi < lo:
+            raise DataError(f"sentences_per_doc must have min <= max, got {sentences_per_doc!r}")
+        return lo, hi
+
+    def documents(self, n: int | None = None, *, seed: int = 0,
+                  sentences_per_doc: tuple[int, int] = (4, 12)) -> Iterator[str]:
+        """Yield ``n`` documents (forever if ``n`` is None), deterministic in (world seed, ``seed``).
+
+        A document holds ``sentences_per_doc`` sentences (inclusive range) joined by single spaces.
+        """
+        if n is not None:
+            _check_int(n, "n", 0)
+        _check_int(seed, "seed")
+        lo, hi = self._check_spd(sentences_per_doc)
+        return self._documents(n, seed, lo, hi)
+
+    def _documents(self, n: int | None, seed: int, lo: int, hi: int) -> Iterator[str]:
+        for count, doc in enumerate(self._stream(seed, lo, hi)):
+            if n is not None and count >= n:
+                return
+            yield " ".join([_render(s) for s in doc])
+
+    def text(self, n_bytes: int, *, seed: int = 0) -> str:
+        """Documents of ``documents(seed=seed)`` joined by "\\n", stopping once at least ``n_bytes`` long.
+
+        The text is ASCII (one byte per character) and overshoots ``n_bytes`` by less than one document.
+        """
+        _check_int(n_bytes, "n_bytes", 1)
+        parts, total = [], -1
+        for doc in self.documents(seed=seed):
+            parts.append(doc)
+            total += len(doc) + 1
+            if total >= n_bytes:
+                break
+        return "\n".join(parts)
+
+    def labelled_sentences(self, n: int, *, seed: int = 0) -> Iterator[list[WordLabel]]:
+        """Yield the first ``n`` sentences of ``documents(seed=seed)`` (default sentences_per_doc), labelled.
+
+        ``sentence_text`` of the k-th yielded list is exactly the k-th sentence of that document stream.
+        """
+        _check_int(n, "n", 0)
+        _check_int(seed, "seed")
+        return self._labelled(n, seed)
+
+    def _labelled(self, n: int, seed: int) -> Iterator[list[WordLabel]]:
+        count = 0
+        for doc in self._stream(seed, 4, 12):
+            for sentence in doc:
+                if count >= n:
+                    return
+                yield [WordLabel(*t) for t in sentence]
+                count += 1
+
+    def sentence_text(self, words: list[WordLabel]) -> str:
+        """Render a labelled sentence exactly as :meth:`documents` does (PUNCT attaches to the previous word)."""
+        if not words:
+            raise DataError("sentence_text needs a non-empty list of WordLabel")
+        out: list[str] = []
+        for w in words:
+            if not isinstance(w, WordLabel):
+                raise DataError(f"sentence_text expects WordLabel items, got {type(w).__name__}")
+            if w.pos == "PUNCT" and out:
+                out[-1] += w.word
+            else:
+                out.append(w.word)
+        return " ".join(out)
+
+    # ------------------------------------------------------------------------------------- tasks
+    def task_pairs(self, task: str, n: int, *, seed: int = 0) -> list[PromptPair]:
+        """``n`` clean/corrupt prompt pairs for ``task`` (one of TASKS), deterministic in (world seed, seed).
+
+        Clean and corrupt have the same number of words and differ only in the patched word: the second
+        subject mention (ioi), the subject noun's number (agreement), the entity (facts), or the word at the
+        answer's position in the first copy of the list (induction).
+        """
+        if task not in self.TASKS:
+            raise DataError(f"unknown task {task!r}; valid tasks are: {', '.join(self.TASKS)}")
+        _check_int(n, "n", 1)
+        _check_int(seed, "seed")
+        rng = random.Random(f"fixedid.synthetic.task:{self.seed}:{task}:{seed}")
+        make = {"ioi": self._ioi_pair, "agreement": self._agreement_pair, "facts": self._facts_pair,
+                "induction": self._induction_pair}[task]
+        return [make(rng) for _ in range(n)]
+
+    def _ioi_pair(self, rng: random.Random) -> PromptPair:
+        toks = self._ioi(rng)  # S2 is word 9, IO is word 14
+        clean = toks[:14]
+        corrupt = list(clean)
+        corrupt[9] = toks[14]
+        return PromptPair("ioi", _render(clean), _render(corrupt), toks[14][0], toks[9][0])
+
+    def _agreement_pair(self, rng: random.Random) -> PromptPair:
+        toks = self._agreement(rng, opposite=True)  # subject is word 1, verb word 5
+        subject, verb = toks[1], toks[5]
+        pair = next(p for p in _VERB_PAIRS if verb[0] in p)
+        noun = next(p for p in _NOUNS if subject[0] in p)
+        corrupt = list(toks[:5])
+        corrupt[1] = (noun[subject[2] == "sg"],) + subject[1:]
+        return PromptPair("agreement", _render(toks[:5]), _render(corrupt), verb[0], pair[verb[2] == "sg"])
+
+    def _facts_pair(self, rng: random.Random) -> PromptPair:
+        rel = rng.randrange(len(RELATIONS))
+        e = rng.randrange(N_ENTITIES)
+        values = self._attr[rel]
+        other = rng.choice([j for j in range(N_ENTITIES) if values[j] != values[e]])
+        clean, corrupt = self._fact(rng, e, rel)[:-2], self._fact(rng, other, rel)[:-2]
+        words = self._attr_words[rel]
+        return PromptPair("facts", _render(clean), _render(corrupt), words[values[e]], words[values[other]])
+
+    def _induction_pair(self, rng: random.Random) -> PromptPair:
+        length = rng.randint(5, 8)
+        indices = rng.sample(range(len(_POOL)), length + 1)  # the last one is the corrupting word
+        k = rng.randint(2, length - 1)  # the repeat shows the first k list words; the answer is word k
+        first = self._word_list(rng, indices[:length])
+        repeat = self._word_list(rng, indices[:k])[:-1]
+        bad = list(indices[:length])
+        bad[k] = indices[length]
+        corrupt = self._word_list(rng, bad)
+        return PromptPair("induction", _render(first + repeat), _render(corrupt + repeat),
+                          _POOL[indices[k]][0], _POOL[indices[length]][0])

@@ -1,0 +1,320 @@
+"""Tests of the data pipeline: corpus sources, BPE tokenizers, uint16 token shards and the stateless sampler.
+
+Everything runs offline on small files written under tmp_path; nothing touches the network or user caches.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from fixedid.errors import DataError
+from fixedid.data.corpus import iter_texts
+from fixedid.data.shards import FORMAT, TokenShards, batch_at, build_shards, load_manifest
+from fixedid.data.tokenizer import (check_vocab_fits, eot_id, load_tokenizer, tokenizer_hash, train_bpe)
+
+try:
+    from fixedid.data.synthetic import SyntheticLanguage
+except ImportError:  # pragma: no cover - the synthetic language is written separately
+    SyntheticLanguage = None
+
+
+def _docs(n: int, seed: int = 0) -> list[str]:
+    """Small English-ish documents: the synthetic language if present, else a tiny random word soup."""
+    if SyntheticLanguage is not None:
+        return list(SyntheticLanguage(0).documents(n, seed=seed))
+    rng = np.random.default_rng(seed)
+    words = "the a cat dog sat on mat and ran to park Mary John gave ball is are big small".split()
+    return [" ".join(rng.choice(words, size=rng.integers(5, 40))) + "." for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return train_bpe(_docs(300), 400)
+
+
+def _expected_stream(tok, docs):
+    out = []
+    for d in docs:
+        out.extend(tok.encode(d, add_special_tokens=False).ids)
+        out.append(eot_id(tok))
+    return np.array(out, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------------------- tokenizer
+
+
+def test_bpe_deterministic_and_round_trips(tok):
+    again = train_bpe(_docs(300), 400)
+    assert tokenizer_hash(again) == tokenizer_hash(tok)
+    assert tok.get_vocab_size() <= 400
+    assert tok.token_to_id("<|endoftext|>") == 0 and eot_id(tok) == 0
+    for s in _docs(20, seed=7) + ["héllo wörld\n\n  tabs\tand 日本語 🙂 ", " leading space", ""]:
+        assert tok.decode(tok.encode(s).ids) == s
+
+
+def test_bpe_special_tokens_order_and_too_small_vocab():
+    t = train_bpe(_docs(50), 300, special_tokens=("<|endoftext|>", "<pad>"))
+    assert t.token_to_id("<|endoftext|>") == 0 and t.token_to_id("<pad>") == 1
+    with pytest.raises(DataError, match="too small"):
+        train_bpe(_docs(5), 200)
+
+
+def test_check_vocab_fits(tok):
+    check_vocab_fits(tok, 16)
+    check_vocab_fits(tok, 9)  # 400 <= 512
+    with pytest.raises(DataError, match=r"8-bit code can name only 256"):
+        check_vocab_fits(tok, 8)
+
+
+def test_eot_missing():
+    t = train_bpe(_docs(20), 300, special_tokens=("<pad>",))
+    with pytest.raises(DataError, match="end-of-text"):
+        eot_id(t)
+
+
+def test_load_tokenizer_file_and_dir(tok, tmp_path):
+    tok.save(str(tmp_path / "tokenizer.json"))
+    for spec in (str(tmp_path / "tokenizer.json"), str(tmp_path)):
+        loaded = load_tokenizer(spec)
+        assert tokenizer_hash(loaded) == tokenizer_hash(tok)
+    with pytest.raises(DataError, match="not found"):
+        load_tokenizer(str(tmp_path / "nope" / "tokenizer.json"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataError, match="no tokenizer.json"):
+        load_tokenizer(str(empty))
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(DataError, match="not a valid tokenizer.json"):
+        load_tokenizer(str(tmp_path / "bad.json"))
+
+
+def _offline(monkeypatch, tmp_path):
+    """Force Hugging Face offline mode, also in modules that read the environment at import time."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf" / "datasets")
+
+
+def test_load_tokenizer_hub_offline_fails_fast(monkeypatch, tmp_path):
+    _offline(monkeypatch, tmp_path)
+    t0 = time.monotonic()
+    with pytest.raises(DataError, match="could not be loaded from the Hugging Face hub"):
+        load_tokenizer("fixedid-test-org/no-such-tokenizer")
+    assert time.monotonic() - t0 < 10
+
+
+# ------------------------------------------------------------------------------------------------------------ corpus
+
+
+def test_txt_paragraphs(tmp_path):
+    p = tmp_path / "a.txt"
+    p.write_text("first doc\nline two\n\n\n  \nsecond doc\n\nthird\n", encoding="utf-8")
+    assert list(iter_texts(str(p))) == ["first doc\nline two", "second doc", "third"]
+    assert list(iter_texts(str(p), limit_docs=2)) == ["first doc\nline two", "second doc"]
+
+
+def test_jsonl_json_parquet_and_directory(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "b.jsonl").write_text("\n".join(json.dumps({"text": t, "id": i}) for i, t in enumerate(["j1", "j2"])) + "\n")
+    (d / "c.json").write_text(json.dumps([{"text": "a1"}, {"text": None}, {"text": "a2"}]))
+    pq.write_table(pa.table({"content": ["p1", "p2", None, "p3"], "n": [1, 2, 3, 4]}), d / "a.parquet")
+    (d / "ignored.csv").write_text("x")
+    assert list(iter_texts(str(d / "b.jsonl"))) == ["j1", "j2"]
+    assert list(iter_texts(str(d / "c.json"))) == ["a1", "a2"]
+    assert list(iter_texts(str(d / "a.parquet"), text_field="content")) == ["p1", "p2", "p3"]
+    with pytest.raises(DataError, match=r"no column 'text'.*'content'"):
+        iter_texts(str(d / "a.parquet"))
+    with pytest.raises(DataError, match=r"no field 'body'.*\['id', 'text'\]"):
+        list(iter_texts(str(d / "b.jsonl"), text_field="body"))
+    (d / "a.parquet").unlink()
+    assert list(iter_texts(str(d))) == ["j1", "j2", "a1", "a2"]  # sorted: b.jsonl, c.json
+    assert list(iter_texts(str(d), limit_docs=3)) == ["j1", "j2", "a1"]
+
+
+def test_bad_local_sources(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        iter_texts(str(tmp_path / "missing.jsonl"))
+    (tmp_path / "x.jsonl").write_text('{"text": "ok"}\nnot json\n')
+    with pytest.raises(DataError, match=r"x.jsonl:2 is not valid JSON"):
+        list(iter_texts(str(tmp_path / "x.jsonl")))
+    (tmp_path / "y.jsonl").write_text('{"text": 3}\n')
+    with pytest.raises(DataError, match="not a string"):
+        list(iter_texts(str(tmp_path / "y.jsonl")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="holds no"):
+        iter_texts(str(tmp_path / "empty"))
+
+
+@pytest.mark.skipif(SyntheticLanguage is None, reason="fixedid.data.synthetic not available")
+def test_synthetic_source():
+    a = list(iter_texts("synthetic", limit_docs=5))
+    assert a == list(iter_texts("synthetic:0", limit_docs=5)) == list(SyntheticLanguage(0).documents(5))
+    assert a != list(iter_texts("synthetic", split="validation", limit_docs=5))
+    assert a != list(iter_texts("synthetic:1", limit_docs=5))
+    with pytest.raises(DataError, match="integer"):
+        iter_texts("synthetic:abc")
+
+
+def test_hub_dataset_offline_fails_fast(monkeypatch, tmp_path):
+    _offline(monkeypatch, tmp_path)
+    t0 = time.monotonic()
+    with pytest.raises(DataError, match=r"dataset 'fixedid-test-org/no-such-data:cfg' could not be loaded.*synthetic"):
+        iter_texts("fixedid-test-org/no-such-data:cfg")
+    assert time.monotonic() - t0 < 10
+
+
+# ------------------------------------------------------------------------------------------------------------ shards
+
+
+def test_shards_round_trip_across_boundaries(tok, tmp_path):
+    docs = _docs(40, seed=3)
+    expected = _expected_stream(tok, docs)
+    m = build_shards(iter(docs), tok, tmp_path, source="unit", split="train", shard_tokens=97, batch_docs=7)
+    info = m.splits["train"]
+    assert info.n_tokens == len(expected) and info.n_docs == 40 and len(info.shards) == -(-len(expected) // 97)
+    ts = TokenShards(tmp_path, "train")
+    assert len(ts) == len(expected) and ts.tokenizer_sha256 == tokenizer_hash(tok) and ts.eot_id == 0
+    np.testing.assert_array_equal(ts.slice(0, len(ts)), expected)
+    for start, length in [(90, 20), (96, 1), (97, 0), (5, 300), (len(ts) - 3, 3)]:  # crossing 97-token boundaries
+        np.testing.assert_array_equal(ts.slice(start, length), expected[start:start + length])
+    assert ts.slice(90, 20, dtype=np.uint16).dtype == np.uint16
+    with pytest.raises(IndexError):
+        ts.slice(len(ts) - 2, 3)
+    ts.verify(full=True)
+    raw = np.fromfile(tmp_path / "train_00000.bin", dtype="<u2")
+    np.testing.assert_array_equal(raw, expected[:97])
+
+
+def test_shards_max_tokens_exact_and_infinite_source(tok, tmp_path):
+    def forever():
+        while True:
+            yield from _docs(10)
+
+    m = build_shards(forever(), tok, tmp_path, source="unit", split="train", max_tokens=1000, shard_tokens=256)
+    assert m.splits["train"].n_tokens == 1000
+    assert [s.n_tokens for s in m.splits["train"].shards] == [256, 256, 256, 232]
+    ts = TokenShards(tmp_path, "train")
+    assert len(ts) == 1000
+    np.testing.assert_array_equal(ts.slice(0, 1000), _expected_stream(tok, _docs(10) * 20)[:1000])
+
+
+def test_manifest_layout_and_multiple_splits(tok, tmp_path):
+    build_shards(_docs(30), tok, tmp_path, source="unit", split="train", shard_tokens=100)
+    build_shards(_docs(5, seed=9), tok, tmp_path, source="unit", split="validation", shard_tokens=100)
+    d = json.loads((tmp_path / "manifest.json").read_text())
+    assert d["format"] == FORMAT and set(d["splits"]) == {"train", "validation"}
+    v = d["splits"]["validation"]
+    assert set(v) == {"source", "tokenizer_sha256", "vocab_size", "eot_id", "dtype", "n_tokens", "n_docs", "shards"}
+    assert v["dtype"] == "uint16" and v["shards"][0]["file"] == "validation_00000.bin"
+    assert load_manifest(tmp_path).split("train").n_tokens == len(TokenShards(tmp_path, "train"))
+    with pytest.raises(DataError, match="no split 'test'"):
+        TokenShards(tmp_path, "test")
+    # rebuilding a split with fewer shards replaces it and removes the stale files
+    n_before = len(list(tmp_path.glob("train_*.bin")))
+    build_shards(_docs(3), tok, tmp_path, source="unit", split="train", shard_tokens=100)
+    assert len(list(tmp_path.glob("train_*.bin"))) < n_before
+    assert not list(tmp_path.glob(".*tmp*"))
+    TokenShards(tmp_path, "train").verify()
+    TokenShards(tmp_path, "validation").verify()
+    other = train_bpe(_docs(50), 300)
+    with pytest.raises(DataError, match="another tokenizer"):
+        build_shards(_docs(3), other, tmp_path, source="unit", split="test")
+
+
+def test_shard_corruption_detected(tok, tmp_path):
+    build_shards(_docs(20), tok, tmp_path, source="unit", split="train", shard_tokens=128)
+    shard = tmp_path / "train_00001.bin"
+    data = bytearray(shard.read_bytes())
+    data[0] ^= 0xFF  # same size, different content: only the full check sees it
+    shard.write_bytes(bytes(data))
+    ts = TokenShards(tmp_path, "train")
+    ts.verify(full=False)
+    with pytest.raises(DataError, match="sha256"):
+        ts.verify(full=True)
+    shard.write_bytes(bytes(data[:-2]))  # truncated
+    with pytest.raises(DataError, match="truncated"):
+        TokenShards(tmp_path, "train")
+    shard.unlink()
+    with pytest.raises(DataError, match="missing"):
+        TokenShards(tmp_path, "train")
+    man = tmp_path / "manifest.json"
+    good = json.loads(man.read_text())
+    man.write_text(man.read_text()[:-20])
+    with pytest.raises(DataError, match="not valid JSON"):
+        TokenShards(tmp_path, "train")
+    man.write_text(json.dumps({**good, "format": "other/9"}))
+    with pytest.raises(DataError, match="unknown shard format"):
+        load_manifest(tmp_path)
+    good["splits"]["train"]["n_tokens"] += 1
+    man.write_text(json.dumps(good))
+    with pytest.raises(DataError, match="add up"):
+        load_manifest(tmp_path)
+    del good["splits"]["train"]["shards"]
+    man.write_text(json.dumps(good))
+    with pytest.raises(DataError, match="malformed"):
+        load_manifest(tmp_path)
+    with pytest.raises(DataError, match="no shard manifest"):
+        load_manifest(tmp_path / "nowhere")
+
+
+def test_build_shards_rejects_bad_input(tok, tmp_path):
+    with pytest.raises(DataError, match="produced no text"):
+        build_shards([], tok, tmp_path, source="unit", split="train")
+    with pytest.raises(DataError, match="not a string"):
+        build_shards(["ok", 3], tok, tmp_path, source="unit", split="train")
+    with pytest.raises(DataError, match="split name"):
+        build_shards(["ok"], tok, tmp_path, source="unit", split="../x")
+    assert not (tmp_path / "manifest.json").exists() and not list(tmp_path.iterdir())
+
+
+def test_build_shards_refuses_large_vocab(tmp_path):
+    from tokenizers import Tokenizer, models
+
+    big = Tokenizer(models.WordLevel({f"w{i}": i for i in range(70000)} | {"<|endoftext|>": 70000}, unk_token="w0"))
+    with pytest.raises(DataError, match="16-bit code can name only 65536"):
+        build_shards(["w1 w2"], big, tmp_path, source="unit", split="train")
+
+
+# ----------------------------------------------------------------------------------------------------------- sampler
+
+
+def test_batch_at_stateless_sharded_and_shifted(tok, tmp_path):
+    build_shards(_docs(60), tok, tmp_path, source="unit", split="train", shard_tokens=300)
+    ts = TokenShards(tmp_path, "train")
+    ctx, bs, world = 16, 3, 2
+    x, y = batch_at(ts, 5, bs, ctx, seed=11)
+    assert x.shape == y.shape == (bs, ctx) and str(x.dtype) == "torch.int64"
+    x2, y2 = batch_at(TokenShards(tmp_path, "train"), 5, bs, ctx, seed=11)  # fresh object, same batch
+    assert (x == x2).all() and (y == y2).all()
+    assert (x[:, 1:] == y[:, :-1]).all()
+    full = ts.slice(0, len(ts))
+    starts = np.random.default_rng([11, 5]).integers(0, len(ts) - ctx, size=bs)
+    for row, s in zip(range(bs), starts):
+        assert (x[row].numpy() == full[s:s + ctx]).all() and (y[row].numpy() == full[s + 1:s + ctx + 1]).all()
+    assert not (batch_at(ts, 6, bs, ctx, seed=11)[0] == x).all()
+    assert not (batch_at(ts, 5, bs, ctx, seed=12)[0] == x).all()
+    # DDP: the ranks' rows, stacked, are the single-process batch of the same global size
+    gx, gy = batch_at(ts, 9, bs * world, ctx, seed=11)
+    parts = [batch_at(ts, 9, bs, ctx, seed=11, rank=r, world_size=world) for r in range(world)]
+    assert (np.concatenate([p[0].numpy() for p in parts]) == gx.numpy()).all()
+    assert (np.concatenate([p[1].numpy() for p in parts]) == gy.numpy()).all()
+    with pytest.raises(DataError, match="too few"):
+        batch_at(ts, 0, 1, len(ts), seed=0)
+    with pytest.raises(ValueError):
+        batch_at(ts, 0, 1, 8, seed=0, rank=2, world_size=2)
