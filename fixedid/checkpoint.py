@@ -5,11 +5,13 @@ Layout of ``path/``::
     config.json        the whole ModelConfig, the gf2 recoding as explicit bit rows (matrix A, offset b)
     model.safetensors  the parameters (the fixed code is not stored: it is recomputed from config.json)
     tokenizer.json     optional, a `tokenizers` tokenizer
+    <extra files>      optional, whatever the caller adds (the trainer's optimizer and resume state)
     meta.json          {"format": "fixedid-checkpoint/1", "code_table_sha256", "files": {name: sha256},
                         "versions": {...}, "param_counts": {...}, plus whatever the caller adds (step, ...)}
 
 Saving builds the directory under a temporary name beside ``path`` and renames it into place; files in an existing
-``path`` that are not checkpoint files (a trainer's ``metrics.jsonl``, say) are carried over. Loading refuses, with
+``path`` that the old checkpoint did not record (a trainer's ``metrics.jsonl``, say) are carried over. Every file of
+a checkpoint, extra files included, is hashed in ``meta.json`` and verified on load. Loading refuses, with
 :class:`~fixedid.errors.CheckpointError`, anything missing, truncated, corrupted (sha256), of another shape or
 dtype, of an unknown format or config field, or whose recomputed code table differs from the recorded hash.
 Nothing is ever unpickled.
@@ -35,6 +37,7 @@ from .model import FixedIdLM
 
 FORMAT = "fixedid-checkpoint/1"
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json", "meta.json")
+RESERVED_META = ("format", "code_table_sha256", "files", "versions", "param_counts")
 
 
 def file_sha256(path: Path) -> str:
@@ -74,18 +77,26 @@ def _json_safe(meta: dict) -> dict:
         raise CheckpointError(f"checkpoint metadata must be JSON-serialisable: {e}") from None
 
 
-def save_checkpoint(model: FixedIdLM, path, tokenizer=None, **meta) -> Path:
+def save_checkpoint(model: FixedIdLM, path, tokenizer=None, *, extra_files: dict[str, bytes] | None = None,
+                    adopt_dir: bool = False, **meta) -> Path:
     """Write ``model`` (and an optional ``tokenizers.Tokenizer``) to the directory ``path`` atomically.
 
-    Extra keyword arguments (``step=...``) are recorded in ``meta.json``. Returns the path.
+    ``extra_files`` maps plain file names to bytes written (and hashed) alongside; extra keyword arguments
+    (``step=...``) are recorded in ``meta.json``. An existing non-empty ``path`` that is not a checkpoint is
+    refused unless ``adopt_dir`` (its files are then kept beside the checkpoint). Returns the path.
     """
+    extra_files = dict(extra_files or {})
+    for name in extra_files:
+        if name in CHECKPOINT_FILES or Path(name).name != name or name.startswith("."):
+            raise CheckpointError(f"extra checkpoint file name {name!r} must be a plain name other than "
+                                  f"{CHECKPOINT_FILES}")
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise CheckpointError(f"{path} exists and is not a directory; choose another checkpoint path")
-    if path.is_dir() and any(path.iterdir()) and not (path / "meta.json").exists():
+    if not adopt_dir and path.is_dir() and any(path.iterdir()) and not (path / "meta.json").exists():
         raise CheckpointError(f"{path} is a non-empty directory that is not a fixedid checkpoint; refusing to "
                               "overwrite it, choose another path")
-    reserved = {"format", "code_table_sha256", "files", "versions", "param_counts"} & set(meta)
+    reserved = set(RESERVED_META) & set(meta)
     if reserved:
         raise CheckpointError(f"metadata keys {sorted(reserved)} are reserved by the checkpoint format")
     extra = _json_safe(meta)
@@ -98,7 +109,12 @@ def save_checkpoint(model: FixedIdLM, path, tokenizer=None, **meta) -> Path:
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
         if tokenizer is not None:
             _write_text(tmp / "tokenizer.json", tokenizer.to_str())
-        files = {name: file_sha256(tmp / name) for name in CHECKPOINT_FILES if (tmp / name).exists()}
+        for name, data in extra_files.items():
+            with open(tmp / name, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir())}
         full_meta = {"format": FORMAT, "code_table_sha256": code_table_hash(model), "files": files,
                      "versions": package_versions(), "param_counts": model.param_counts(), **extra}
         _write_text(tmp / "meta.json", json.dumps(full_meta, indent=1, sort_keys=True))
@@ -113,11 +129,16 @@ def _swap_into_place(tmp: Path, path: Path) -> None:
     if not path.exists():
         os.rename(tmp, path)
         return
+    try:
+        recorded = set(json.loads((path / "meta.json").read_text()).get("files", {}))
+    except (OSError, ValueError, AttributeError):
+        recorded = set()
+    recorded |= set(CHECKPOINT_FILES)
     old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
     os.rename(path, old)
     os.rename(tmp, path)
     for entry in old.iterdir():
-        if entry.name not in CHECKPOINT_FILES:
+        if entry.name not in recorded:
             os.rename(entry, path / entry.name)
     shutil.rmtree(old, ignore_errors=True)
 
@@ -148,8 +169,8 @@ def read_meta(path) -> dict:
     if not isinstance(files, dict) or "config.json" not in files or "model.safetensors" not in files:
         raise CheckpointError(f"{path}/meta.json lacks the file hashes; the checkpoint is corrupted")
     for name, digest in files.items():
-        if name not in CHECKPOINT_FILES:
-            raise CheckpointError(f"{path}/meta.json lists an unknown file {name!r}")
+        if not isinstance(name, str) or Path(name).name != name or name.startswith("."):
+            raise CheckpointError(f"{path}/meta.json lists an invalid file name {name!r}")
         if not (path / name).is_file():
             raise CheckpointError(f"{path} is missing {name}, which meta.json records")
         if file_sha256(path / name) != digest:

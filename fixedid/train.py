@@ -1,0 +1,383 @@
+"""fixedid-train: the three backbone-matched variants from one command, resumable exactly, torchrun-ready.
+
+    fixedid-train --config experiments/configs/tiny.toml --variants learned,canonical,gf2 --out runs/tiny
+    torchrun --nproc_per_node=N -m fixedid.train <same args>
+
+Every variant is trained with one recipe, one seed and one data order into ``<out>/<variant>/``: a checkpoint
+directory (see :mod:`fixedid.checkpoint`, with the optimizer and resume state as extra files) plus
+``metrics.jsonl``. ``<out>/data/`` holds the tokenizer and shards, shared by the variants; ``<out>/run.json`` the
+training config. Backbone matching holds by construction: per-name seeded init (:class:`fixedid.FixedIdLM`) and a
+stateless data order (:func:`fixedid.data.batch_at`), so only the input interface differs.
+
+Exact resume: the learning rate and the batch are pure functions of the step, and a checkpoint carries the model,
+the AdamW state and the RNG state, so ``--resume`` after a SIGKILL logs the same per-step losses as an uninterrupted
+run. Under torchrun the global batch is sharded by rank (DDP; gloo on CPU, nccl on CUDA) and equals the single
+process batch of the same config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+from tqdm.auto import tqdm
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .config import INTERFACES
+from .data import batch_at, tokenizer_hash
+from .errors import CheckpointError, ConfigError, FixedIdError
+from .model import FixedIdLM
+from .optim import lr_at, make_optimizer, optimizer_state_bytes, restore_optimizer
+from .prepare import PreparedData, prepare_data, vocab_size_of
+from .trainconfig import TrainConfig
+
+PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self):
+        if self.world > 1:
+            dist.barrier()
+
+    def mean(self, value: float) -> float:
+        if self.world == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return t.item() / self.world
+
+
+def setup_dist(device_arg: str) -> Dist:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    want_cuda = device_arg == "cuda" or (device_arg == "auto" and torch.cuda.is_available())
+    if world == 1:
+        return Dist(device=torch.device("cuda" if want_cuda else "cpu"))
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if want_cuda:
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+    else:
+        device = torch.device("cpu")
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if want_cuda else "gloo")
+    return Dist(rank, world, device)
+
+
+def autocast_ctx(dtype: str, device: torch.device):
+    if dtype == "bf16" or (dtype == "auto" and device.type == "cuda"):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def flops_per_token(model: FixedIdLM) -> float:
+    """Training FLOPs per token, 6N for the matmul parameters plus the attention score terms (nanoGPT's count)."""
+    c = model.param_counts()
+    n = c["backbone"] + c["output_head"] + c["input_interface"] - (model.cfg.vocab_size * model.cfg.d_model
+                                                                   if not model.cfg.is_fixed else 0)
+    return 6 * n + 12 * model.cfg.n_layers * model.cfg.d_model * model.cfg.context
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the output directory
+
+
+def check_out_dir(out: Path, cfg: TrainConfig, resume: bool) -> None:
+    """Refuse, before anything is written, an --out that holds something else (or, without --resume, anything)."""
+    run_file = out / "run.json"
+    if run_file.exists():
+        try:
+            old = TrainConfig.from_dict(json.loads(run_file.read_text())["config"])
+        except (ValueError, KeyError, TypeError, ConfigError) as e:
+            raise ConfigError(f"{run_file} cannot be read ({e}); choose another --out") from None
+        if old.fingerprint() != cfg.fingerprint():
+            raise ConfigError(f"{out} holds a different run (differs in {', '.join(cfg.differences(old))}); "
+                              "choose another --out")
+        if not resume:
+            raise ConfigError(f"{out} already holds this run; pass --resume to continue it or choose another --out")
+    elif resume:
+        raise ConfigError(f"nothing to resume in {out} (no run.json); drop --resume to start a new run")
+    elif out.exists() and any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty and holds no fixedid run; choose another --out")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Keep the metrics lines up to ``step`` (and drop a line torn by a kill) before a resumed run appends."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("step", math.inf) <= step:
+            kept.append(line)
+    write_atomic(path, "".join(k + "\n" for k in kept))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# one variant
+
+
+def save_state(model: FixedIdLM, opt, vdir: Path, data: PreparedData, cfg: TrainConfig, step: int,
+               extra_meta: dict) -> None:
+    tensors, groups = optimizer_state_bytes(opt)
+    rng = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
+    state = {"step": step, "optimizer": groups}
+    save_checkpoint(model, vdir, tokenizer=data.tokenizer, step=step, tokens=step * cfg.train.batch_size *
+                    model.cfg.context, variant=model.cfg.interface, train_config=cfg.to_dict(),
+                    tokenizer_sha256=tokenizer_hash(data.tokenizer), unigram_loss=data.unigram_loss, **extra_meta,
+                    adopt_dir=True,
+                    extra_files={"optimizer.safetensors": tensors, "rng.safetensors": st_save(rng),
+                                 "trainer_state.json": json.dumps(state).encode()})
+
+
+def restore_state(model: FixedIdLM, opt, vdir: Path) -> int:
+    ck = load_checkpoint(vdir)
+    if ck.cfg.resolved() != model.cfg.resolved():
+        raise CheckpointError(f"{vdir} holds a model of another configuration; choose another --out")
+    model.load_state_dict(ck.state_dict())
+    try:
+        state = json.loads((vdir / "trainer_state.json").read_text())
+        restore_optimizer(opt, (vdir / "optimizer.safetensors").read_bytes(), state["optimizer"])
+        rng = st_load((vdir / "rng.safetensors").read_bytes())
+    except (OSError, ValueError, KeyError) as e:
+        raise CheckpointError(f"{vdir} has no usable resume state ({e}); it cannot be resumed") from None
+    torch.set_rng_state(rng["torch"])
+    if torch.cuda.is_available() and "cuda0" in rng:
+        torch.cuda.set_rng_state_all([rng[f"cuda{i}"] for i in range(torch.cuda.device_count()) if f"cuda{i}" in rng])
+    if state.get("step") != ck.meta.get("step"):
+        raise CheckpointError(f"{vdir}: resume state and model disagree on the step; the checkpoint is corrupted")
+    return int(state["step"])
+
+
+@torch.no_grad()
+def evaluate(model, data: PreparedData, cfg: TrainConfig, ctx: int, micro: int, d: Dist) -> float:
+    t = cfg.train
+    was_training = model.training
+    model.eval()
+    losses = []
+    for i in range(t.eval_batches):
+        x, y = batch_at(data.val, i, micro, ctx, seed=t.seed + 1, rank=d.rank, world_size=d.world)
+        with autocast_ctx(t.dtype, d.device):
+            losses.append(model(x.to(d.device), return_type="loss", targets=y.to(d.device)).item())
+    model.train(was_training)
+    return d.mean(sum(losses) / len(losses))
+
+
+def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData, d: Dist, *, resume: bool,
+                  quiet: bool) -> dict:
+    t = cfg.train
+    vocab = data.tokenizer.get_vocab_size(with_added_tokens=True)
+    model = FixedIdLM(cfg.model_config(variant, vocab))
+    ctx = model.cfg.context
+    vdir = out / variant
+    opt = make_optimizer(model, t)
+    start = 0
+    if resume and (vdir / "meta.json").exists():
+        start = restore_state(model, opt, vdir)
+        if d.main:
+            truncate_metrics(vdir / "metrics.jsonl", start)
+    model.to(d.device)
+    if start:  # the optimizer state must live where the parameters now are
+        for st in opt.state.values():
+            for k, v in st.items():
+                if torch.is_tensor(v) and k != "step":
+                    st[k] = v.to(d.device)
+    raw = model
+    if d.world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[d.device.index]
+                                                          if d.device.type == "cuda" else None)
+    if t.compile:
+        model = torch.compile(model)
+    micro = t.micro_batch_size or t.batch_size // d.world
+    if t.batch_size % (micro * d.world):
+        raise ConfigError(f"batch_size {t.batch_size} is not a multiple of micro_batch_size {micro} x {d.world} "
+                          "ranks; adjust one of them")
+    accum = t.batch_size // (micro * d.world)
+    tokens_per_step = t.batch_size * ctx
+    bar = tqdm(total=t.steps, initial=start, desc=f"{variant:>9}", unit="step", disable=quiet or not d.main,
+               dynamic_ncols=True, leave=True)
+    metrics = (vdir / "metrics.jsonl") if d.main else None
+    last = {"loss": float("nan"), "val_loss": float("nan")}
+    t_run, t_log, steps_log = time.perf_counter(), time.perf_counter(), 0
+    model.train()
+    for step in range(start, t.steps):
+        lr = lr_at(step, t)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss_sum = 0.0
+        for m in range(accum):
+            x, y = batch_at(data.train, step, micro, ctx, seed=t.seed, rank=d.rank * accum + m,
+                            world_size=d.world * accum)
+            sync = contextlib.nullcontext() if d.world == 1 or m == accum - 1 else model.no_sync()
+            with sync:
+                with autocast_ctx(t.dtype, d.device):
+                    loss = model(x.to(d.device), return_type="loss", targets=y.to(d.device))
+                (loss / accum).backward()
+            loss_sum += loss.detach().item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(raw.parameters(), t.grad_clip if t.grad_clip > 0 else math.inf)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        done, steps_log = step + 1, steps_log + 1
+        bar.update(1)
+        final = done == t.steps
+        if done % t.log_every == 0 or final:
+            loss_val = d.mean(loss_sum / accum)
+            now = time.perf_counter()
+            tok_s = tokens_per_step * steps_log / (now - t_log)
+            t_log, steps_log = now, 0
+            last["loss"] = loss_val
+            bar.set_postfix(loss=f"{loss_val:.3f}", tok_s=f"{tok_s:,.0f}")
+            if metrics:
+                vdir.mkdir(parents=True, exist_ok=True)
+                with open(metrics, "a") as f:
+                    f.write(json.dumps({"step": done, "loss": loss_val, "lr": lr, "grad_norm": float(grad_norm),
+                                        "tokens": done * tokens_per_step, "tok_per_s": tok_s}) + "\n")
+        if done % t.eval_every == 0 or final:
+            last["val_loss"] = evaluate(model, data, cfg, ctx, micro, d)
+            if metrics:
+                with open(metrics, "a") as f:
+                    f.write(json.dumps({"step": done, "val_loss": last["val_loss"]}) + "\n")
+        if done % t.save_every == 0 or final:
+            if d.main:
+                save_state(raw, opt, vdir, data, cfg, done, {"val_loss": last["val_loss"], "loss": last["loss"]})
+            d.barrier()
+    bar.close()
+    elapsed = time.perf_counter() - t_run
+    trained = t.steps - start
+    summary = {"variant": variant, "steps": t.steps, "trained_steps": trained, "loss": last["loss"],
+               "val_loss": last["val_loss"], "unigram_loss": data.unigram_loss,
+               "tok_per_s": trained * tokens_per_step / elapsed if trained else float("nan"),
+               "params": raw.param_counts()["trainable"]}
+    if d.device.type == "cuda" and trained:
+        name = torch.cuda.get_device_name(d.device)
+        peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+        if peak:
+            summary["mfu"] = summary["tok_per_s"] * flops_per_token(raw) / (peak * d.world)
+    return summary
+
+
+def format_summary(s: dict) -> str:
+    if not s["trained_steps"]:
+        return f"{s['variant']}: already trained to step {s['steps']}"
+    mfu = f", MFU {100 * s['mfu']:.1f}%" if "mfu" in s else ""
+    return (f"{s['variant']}: {s['steps']} steps, {s['params']:,} trainable params, train loss {s['loss']:.3f}, "
+            f"val loss {s['val_loss']:.3f} (unigram baseline {s['unigram_loss']:.3f}), "
+            f"{s['tok_per_s']:,.0f} tok/s{mfu}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the command line
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.")
+    p.add_argument("--config", required=True, help="TOML training config (see experiments/configs/)")
+    p.add_argument("--variants", default="learned,canonical,gf2", help="comma-separated subset of " +
+                   ",".join(INTERFACES))
+    p.add_argument("--out", required=True, help="run directory; each variant lands in OUT/<variant>/")
+    p.add_argument("--steps", type=int, help="override [train] steps")
+    p.add_argument("--save-every", type=int, help="override [train] save_every")
+    p.add_argument("--seed", type=int, help="override [train] seed")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint of each variant")
+    p.add_argument("--dry-run", action="store_true", help="print the parameter accounting and token budget, exit")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p.parse_args(argv)
+
+
+def load_run_config(args) -> tuple[TrainConfig, list[str]]:
+    cfg = TrainConfig.load(args.config)
+    overrides = {k: v for k, v in (("steps", args.steps), ("save_every", args.save_every), ("seed", args.seed))
+                 if v is not None}
+    if overrides:
+        cfg = cfg.replace_train(**overrides)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    bad = [v for v in variants if v not in INTERFACES]
+    if bad or not variants or len(set(variants)) != len(variants):
+        raise ConfigError(f"--variants {args.variants!r} must list distinct names from {list(INTERFACES)}")
+    return cfg, variants
+
+
+def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
+    vocab = vocab_size_of(cfg.data)
+    t = cfg.train
+    for v in variants:
+        with torch.device("meta"):
+            m = FixedIdLM(cfg.model_config(v, vocab))
+        c = m.param_counts()
+        print(f"{v:>9}: " + ", ".join(f"{k} {n:,}" for k, n in c.items()))
+    tokens = t.steps * t.batch_size * m.cfg.context
+    print(f"token budget: {t.steps:,} steps x {t.batch_size} sequences x {m.cfg.context} tokens = {tokens:,} "
+          f"tokens per variant ({tokens / c['trainable']:.2f} tokens per trainable parameter of {v})")
+
+
+def run(args) -> int:
+    cfg, variants = load_run_config(args)
+    if args.dry_run:
+        dry_run(cfg, variants)
+        return 0
+    out = Path(args.out)
+    d = setup_dist(args.device)
+    check_out_dir(out, cfg, args.resume)
+    n_bits = cfg.model_config("canonical", 2).n_bits
+    if d.main:
+        data = prepare_data(cfg.data, out / "data", n_bits=n_bits, progress=not args.quiet)
+        write_atomic(out / "run.json", json.dumps({"config": cfg.to_dict(), "variants": variants}, indent=1))
+    d.barrier()
+    if not d.main:
+        data = prepare_data(cfg.data, out / "data", n_bits=n_bits, build=False)
+    summaries = [train_variant(cfg, v, out, data, d, resume=args.resume, quiet=args.quiet) for v in variants]
+    if d.main:
+        for s in summaries:
+            print(format_summary(s))
+    return 0
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    try:
+        code = run(args)
+    except FixedIdError as e:
+        print(f"fixedid-train: error: {e}", file=sys.stderr)
+        code = 2
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["main", "run", "train_variant", "check_out_dir"]
