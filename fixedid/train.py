@@ -34,9 +34,9 @@ from safetensors.torch import save as st_save
 from tqdm.auto import tqdm
 
 from .checkpoint import load_checkpoint, save_checkpoint
-from .config import INTERFACES
+from .config import INTERFACES, PRESETS
 from .data import batch_at, tokenizer_hash
-from .errors import CheckpointError, ConfigError, FixedIdError
+from .errors import CheckpointError, ConfigError, DataError, FixedIdError
 from .model import FixedIdLM
 from .optim import lr_at, make_optimizer, optimizer_state_bytes, restore_optimizer
 from .prepare import PreparedData, prepare_data, vocab_size_of
@@ -329,7 +329,12 @@ def load_run_config(args) -> tuple[TrainConfig, list[str]]:
 
 
 def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
-    vocab = vocab_size_of(cfg.data)
+    try:
+        vocab = vocab_size_of(cfg.data)
+    except DataError as e:
+        preset = dict(cfg.model).get("preset", "tiny")
+        vocab = PRESETS[preset]["vocab_size"]
+        print(f"(the tokenizer cannot be loaded here, so the {preset} preset's vocab_size {vocab:,} is used: {e})")
     t = cfg.train
     for v in variants:
         with torch.device("meta"):

@@ -1,0 +1,85 @@
+"""Trainer throughput, measured side by side in one run.
+
+Prints two ratios on one prepared dataset (the tiny config's model, batch and optimizer):
+  trainer/bare     tokens/s of fixedid.train.train_variant (data sampling, LR schedule, clipping, logging, eval and
+                   checkpoint included) divided by a bare loop's: the same model, batch, fused AdamW and autocast,
+                   batches pre-sampled in memory, nothing else. Target >= 0.9.
+  fixed/learned    the trainer's tokens/s for canonical and gf2 divided by learned's. Target >= 1.0.
+
+Rounds are interleaved so machine noise hits every contender alike; ratios are medians over rounds.
+Usage: python experiments/benchmarks/train.py [--config experiments/configs/tiny.toml] [--steps 40] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from fixedid import FixedIdLM
+from fixedid.data import batch_at
+from fixedid.optim import make_optimizer
+from fixedid.prepare import prepare_data
+from fixedid.train import Dist, autocast_ctx, train_variant
+from fixedid.trainconfig import TrainConfig
+
+
+def trainer_tok_s(cfg, variant, data, workdir, n):
+    out = Path(tempfile.mkdtemp(dir=workdir))
+    t0 = time.perf_counter()
+    train_variant(cfg, variant, out, data, Dist(), resume=False, quiet=True)
+    return n * cfg.train.batch_size * cfg.model_config(variant, 2).context / (time.perf_counter() - t0)
+
+
+def bare_tok_s(cfg, variant, data, n):
+    t = cfg.train
+    vocab = data.tokenizer.get_vocab_size(with_added_tokens=True)
+    model = FixedIdLM(cfg.model_config(variant, vocab)).train()
+    ctx = model.cfg.context
+    opt = make_optimizer(model, t)
+    batches = [batch_at(data.train, s, t.batch_size, ctx, seed=t.seed) for s in range(n)]
+    dev = torch.device("cpu")
+    t0 = time.perf_counter()
+    for x, y in batches:
+        with autocast_ctx(t.dtype, dev):
+            loss = model(x, return_type="loss", targets=y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return n * t.batch_size * ctx / (time.perf_counter() - t0)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="experiments/configs/tiny.toml")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    base = TrainConfig.load(args.config)
+    n = args.steps
+    cfg = base.replace_train(steps=n, save_every=n, eval_every=n, log_every=10, warmup_steps=min(
+        base.train.warmup_steps, n - 1))
+    with tempfile.TemporaryDirectory() as work:
+        data = prepare_data(cfg.data, Path(work) / "data", n_bits=cfg.model_config("canonical", 2).n_bits)
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.config}: {n} steps x "
+              f"{cfg.train.batch_size} seqs per measurement, {args.rounds} interleaved rounds", file=sys.stderr)
+        rows = {k: [] for k in ("bare", "learned", "canonical", "gf2")}
+        for r in range(args.rounds):
+            rows["bare"].append(bare_tok_s(cfg, "canonical", data, n))
+            for v in ("learned", "canonical", "gf2"):
+                rows[v].append(trainer_tok_s(cfg, v, data, work, n))
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} tok/s" for k, v in rows.items()),
+                  file=sys.stderr)
+    med = lambda a, b: statistics.median(x / y for x, y in zip(rows[a], rows[b]))  # noqa: E731
+    print(f"trainer/bare tokens/s (canonical): {med('canonical', 'bare'):.3f}  (target >= 0.9)")
+    print(f"fixed/learned tokens/s: canonical {med('canonical', 'learned'):.3f}, gf2 {med('gf2', 'learned'):.3f}"
+          "  (target >= 1.0)")
+
+
+if __name__ == "__main__":
+    main()
