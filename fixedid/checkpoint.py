@@ -189,12 +189,16 @@ def load_config(path) -> ModelConfig:
         raise CheckpointError(f"{path}/config.json: {e}") from None
 
 
-def load_checkpoint(path, *, device: str | torch.device = "cpu") -> FixedIdLM:
+def load_checkpoint(path, *, device: str | torch.device = "cpu",
+                    model_class: type[FixedIdLM] = FixedIdLM) -> FixedIdLM:
     """Load and verify a checkpoint directory. Returns the model in eval mode.
 
     The model carries ``.tokenizer`` (a ``tokenizers.Tokenizer`` or None), ``.meta`` (meta.json) and
-    ``.checkpoint_path``.
+    ``.checkpoint_path``. ``model_class`` may be a subclass of :class:`FixedIdLM` that adds methods, never
+    parameters (the analysis package's notebook conveniences).
     """
+    if not (isinstance(model_class, type) and issubclass(model_class, FixedIdLM)):
+        raise TypeError(f"model_class must be FixedIdLM or a subclass, got {model_class!r}")
     path = Path(path)
     meta = read_meta(path)
     cfg = load_config(path)
@@ -214,7 +218,7 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu") -> FixedIdLM:
             raise CheckpointError(f"{path}: tensor {name} is {t.dtype} {tuple(t.shape)} but config.json implies "
                                   f"{ref.dtype} {tuple(ref.shape)}")
     with torch.device(device):
-        model = FixedIdLM(cfg, init=False)
+        model = model_class(cfg, init=False)
     model.load_state_dict(state, strict=True)
     recorded, actual = meta.get("code_table_sha256"), code_table_hash(model)
     if recorded != actual:

@@ -2,8 +2,9 @@
 
 Parameter groups: weight decay on matrices (``dim >= 2``: projections, the head, a learned input table), none on
 norm gains and biases. The schedule is a pure function of the step (linear warmup, cosine decay to a floor), so
-resuming needs no scheduler state. Optimizer state round-trips through safetensors (tensors) and JSON (the
-hyper-parameters of each group) - never through pickle.
+resuming needs no scheduler state. Optimizer state is stored keyed by parameter *name* (the layout of
+``torch.distributed.checkpoint``'s full optimizer state dict, so DDP, FSDP2 and single-process runs write the same
+thing): tensors go to safetensors as ``"<param name>:<state key>"``, group hyper-parameters to JSON. No pickle.
 """
 
 from __future__ import annotations
@@ -43,27 +44,44 @@ def lr_at(step: int, t: OptimConfig) -> float:
     return floor + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.lr - floor)
 
 
-def optimizer_state_bytes(opt: torch.optim.Optimizer) -> tuple[bytes, dict]:
-    """(safetensors bytes of every state tensor, JSON-able hyper-parameters of the groups)."""
+def _index_names(model: torch.nn.Module, opt: torch.optim.Optimizer) -> list[str]:
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [names[id(p)] for g in opt.param_groups for p in g["params"]]
+
+
+def named_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict:
+    """``opt.state_dict()`` with parameter names in place of indices (single process or DDP)."""
     sd = opt.state_dict()
+    names = _index_names(model, opt)
+    groups = [{**g, "params": [names[i] for i in g["params"]]} for g in sd["param_groups"]]
+    return {"state": {names[i]: s for i, s in sd["state"].items()}, "param_groups": groups}
+
+
+def load_named_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer, named: dict) -> None:
+    index = {n: i for i, n in enumerate(_index_names(model, opt))}
+    groups = [{**g, "params": [index[n] for n in g["params"]]} for g in named["param_groups"]]
+    opt.load_state_dict({"state": {index[n]: s for n, s in named["state"].items()}, "param_groups": groups})
+
+
+def serialize_optimizer_state(named: dict) -> tuple[bytes, dict]:
+    """(safetensors bytes of every state tensor, JSON-able group hyper-parameters) of a named state dict."""
     tensors = {}
-    for idx, state in sd["state"].items():
+    for name, state in named["state"].items():
         for k, v in state.items():
-            tensors[f"{idx}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().cpu().contiguous()
-    return st_save(tensors), {"param_groups": sd["param_groups"]}
+            tensors[f"{name}:{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().cpu().contiguous()
+    return st_save(tensors), {"param_groups": json.loads(json.dumps(named["param_groups"]))}
 
 
-def restore_optimizer(opt: torch.optim.Optimizer, tensor_bytes: bytes, groups: dict) -> None:
+def deserialize_optimizer_state(tensor_bytes: bytes, groups: dict) -> dict:
     try:
-        tensors = st_load(tensor_bytes)
-        state: dict[int, dict] = {}
-        for key, v in tensors.items():
-            idx, name = key.split(".", 1)
-            state.setdefault(int(idx), {})[name] = v
+        state: dict[str, dict] = {}
+        for key, v in st_load(tensor_bytes).items():
+            name, k = key.rsplit(":", 1)
+            state.setdefault(name, {})[k] = v
         param_groups = json.loads(json.dumps(groups["param_groups"]))
         for g in param_groups:
             if "betas" in g:
                 g["betas"] = tuple(g["betas"])
-        opt.load_state_dict({"state": state, "param_groups": param_groups})
-    except (KeyError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"the optimizer state cannot be restored ({e}); the resume state is corrupted") from None
+        return {"state": state, "param_groups": param_groups}
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise CheckpointError(f"the optimizer state cannot be read ({e}); the resume state is corrupted") from None

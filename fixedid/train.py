@@ -24,7 +24,6 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,49 +37,12 @@ from .config import INTERFACES, PRESETS
 from .data import batch_at, tokenizer_hash
 from .errors import CheckpointError, ConfigError, DataError, FixedIdError
 from .model import FixedIdLM
-from .optim import lr_at, make_optimizer, optimizer_state_bytes, restore_optimizer
+from .distributed import Dist, full_state, grad_sync, load_optimizer, setup_dist, wrap
+from .optim import deserialize_optimizer_state, lr_at, make_optimizer, serialize_optimizer_state
 from .prepare import PreparedData, prepare_data, vocab_size_of
 from .trainconfig import TrainConfig
 
 PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
-
-
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-    device: torch.device = torch.device("cpu")
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self):
-        if self.world > 1:
-            dist.barrier()
-
-    def mean(self, value: float) -> float:
-        if self.world == 1:
-            return value
-        t = torch.tensor([value], dtype=torch.float64, device=self.device)
-        dist.all_reduce(t)
-        return t.item() / self.world
-
-
-def setup_dist(device_arg: str) -> Dist:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    want_cuda = device_arg == "cuda" or (device_arg == "auto" and torch.cuda.is_available())
-    if world == 1:
-        return Dist(device=torch.device("cuda" if want_cuda else "cpu"))
-    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
-    if want_cuda:
-        torch.cuda.set_device(local)
-        device = torch.device("cuda", local)
-    else:
-        device = torch.device("cpu")
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if want_cuda else "gloo")
-    return Dist(rank, world, device)
 
 
 def autocast_ctx(dtype: str, device: torch.device):
@@ -145,38 +107,48 @@ def truncate_metrics(path: Path, step: int) -> None:
 # one variant
 
 
-def save_state(model: FixedIdLM, opt, vdir: Path, data: PreparedData, cfg: TrainConfig, step: int,
+def save_state(raw: FixedIdLM, opt, vdir: Path, data: PreparedData, cfg: TrainConfig, step: int, d: Dist,
                extra_meta: dict) -> None:
-    tensors, groups = optimizer_state_bytes(opt)
-    rng = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
-    state = {"step": step, "optimizer": groups}
-    save_checkpoint(model, vdir, tokenizer=data.tokenizer, step=step, tokens=step * cfg.train.batch_size *
-                    model.cfg.context, variant=model.cfg.interface, train_config=cfg.to_dict(),
-                    tokenizer_sha256=tokenizer_hash(data.tokenizer), unigram_loss=data.unigram_loss, **extra_meta,
-                    adopt_dir=True,
-                    extra_files={"optimizer.safetensors": tensors, "rng.safetensors": st_save(rng),
-                                 "trainer_state.json": json.dumps(state).encode()})
+    """Checkpoint the model with its optimizer, RNG and step (collective under FSDP; rank 0 writes)."""
+    state_dict, named_opt = full_state(raw, opt, d)
+    if d.main:
+        model = raw
+        if d.fsdp:  # rank 0 rebuilds a plain copy from the gathered full tensors
+            model = FixedIdLM(raw.cfg, init=False)
+            model.load_state_dict(state_dict)
+        tensors, groups = serialize_optimizer_state(named_opt)
+        rng = {"torch": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
+        state = {"step": step, "optimizer": groups}
+        save_checkpoint(model, vdir, tokenizer=data.tokenizer, adopt_dir=True, step=step,
+                        tokens=step * cfg.train.batch_size * raw.cfg.context, variant=raw.cfg.interface,
+                        train_config=cfg.to_dict(), tokenizer_sha256=tokenizer_hash(data.tokenizer),
+                        unigram_loss=data.unigram_loss, **extra_meta,
+                        extra_files={"optimizer.safetensors": tensors, "rng.safetensors": st_save(rng),
+                                     "trainer_state.json": json.dumps(state).encode()})
+    d.barrier()
 
 
-def restore_state(model: FixedIdLM, opt, vdir: Path) -> int:
+def restore_state(model: FixedIdLM, vdir: Path) -> tuple[int, dict]:
+    """Load the newest checkpoint's weights and RNG into ``model``; return (step, named optimizer state)."""
     ck = load_checkpoint(vdir)
     if ck.cfg.resolved() != model.cfg.resolved():
         raise CheckpointError(f"{vdir} holds a model of another configuration; choose another --out")
     model.load_state_dict(ck.state_dict())
     try:
         state = json.loads((vdir / "trainer_state.json").read_text())
-        restore_optimizer(opt, (vdir / "optimizer.safetensors").read_bytes(), state["optimizer"])
+        named = deserialize_optimizer_state((vdir / "optimizer.safetensors").read_bytes(), state["optimizer"])
         rng = st_load((vdir / "rng.safetensors").read_bytes())
-    except (OSError, ValueError, KeyError) as e:
+        step = int(state["step"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"{vdir} has no usable resume state ({e}); it cannot be resumed") from None
+    if step != ck.meta.get("step"):
+        raise CheckpointError(f"{vdir}: resume state and model disagree on the step; the checkpoint is corrupted")
     torch.set_rng_state(rng["torch"])
     if torch.cuda.is_available() and "cuda0" in rng:
         torch.cuda.set_rng_state_all([rng[f"cuda{i}"] for i in range(torch.cuda.device_count()) if f"cuda{i}" in rng])
-    if state.get("step") != ck.meta.get("step"):
-        raise CheckpointError(f"{vdir}: resume state and model disagree on the step; the checkpoint is corrupted")
-    return int(state["step"])
+    return step, named
 
 
 @torch.no_grad()
@@ -197,25 +169,23 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
                   quiet: bool) -> dict:
     t = cfg.train
     vocab = data.tokenizer.get_vocab_size(with_added_tokens=True)
-    model = FixedIdLM(cfg.model_config(variant, vocab))
-    ctx = model.cfg.context
+    raw = FixedIdLM(cfg.model_config(variant, vocab))
+    ctx = raw.cfg.context
     vdir = out / variant
-    opt = make_optimizer(model, t)
-    start = 0
+    start, named_opt = 0, None
     if resume and (vdir / "meta.json").exists():
-        start = restore_state(model, opt, vdir)
+        start, named_opt = restore_state(raw, vdir)
         if d.main:
             truncate_metrics(vdir / "metrics.jsonl", start)
-    model.to(d.device)
-    if start:  # the optimizer state must live where the parameters now are
-        for st in opt.state.values():
-            for k, v in st.items():
-                if torch.is_tensor(v) and k != "step":
-                    st[k] = v.to(d.device)
-    raw = model
-    if d.world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[d.device.index]
-                                                          if d.device.type == "cuda" else None)
+    raw.to(d.device)
+    model = wrap(raw, d)
+    opt = make_optimizer(raw, t)  # after wrapping: FSDP2 replaces the parameters by sharded ones
+    if named_opt is not None:
+        try:
+            load_optimizer(raw, opt, named_opt, d)
+        except (KeyError, ValueError, RuntimeError) as e:
+            raise CheckpointError(f"{vdir}: the optimizer state does not fit the model ({e}); it cannot be "
+                                  "resumed") from None
     if t.compile:
         model = torch.compile(model)
     micro = t.micro_batch_size or t.batch_size // d.world
@@ -238,8 +208,7 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
         for m in range(accum):
             x, y = batch_at(data.train, step, micro, ctx, seed=t.seed, rank=d.rank * accum + m,
                             world_size=d.world * accum)
-            sync = contextlib.nullcontext() if d.world == 1 or m == accum - 1 else model.no_sync()
-            with sync:
+            with grad_sync(model, d, enabled=m == accum - 1):
                 with autocast_ctx(t.dtype, d.device):
                     loss = model(x.to(d.device), return_type="loss", targets=y.to(d.device))
                 (loss / accum).backward()
@@ -268,9 +237,7 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
                 with open(metrics, "a") as f:
                     f.write(json.dumps({"step": done, "val_loss": last["val_loss"]}) + "\n")
         if done % t.save_every == 0 or final:
-            if d.main:
-                save_state(raw, opt, vdir, data, cfg, done, {"val_loss": last["val_loss"], "loss": last["loss"]})
-            d.barrier()
+            save_state(raw, opt, vdir, data, cfg, done, d, {"val_loss": last["val_loss"], "loss": last["loss"]})
     bar.close()
     elapsed = time.perf_counter() - t_run
     trained = t.steps - start
@@ -352,8 +319,9 @@ def run(args) -> int:
         dry_run(cfg, variants)
         return 0
     out = Path(args.out)
-    d = setup_dist(args.device)
+    d = setup_dist(args.device, cfg.train.parallel)
     check_out_dir(out, cfg, args.resume)
+    d.barrier()  # every rank has checked --out before rank 0 writes anything into it
     n_bits = cfg.model_config("canonical", 2).n_bits
     if d.main:
         data = prepare_data(cfg.data, out / "data", n_bits=n_bits, progress=not args.quiet)

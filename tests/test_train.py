@@ -219,8 +219,9 @@ def test_sigkill_then_resume_gives_identical_losses(tmp_path):
         assert torch.equal(t, rb.state_dict()[k])
 
 
-def test_torchrun_two_gloo_ranks_equal_one_process(tmp_path):
-    cfg = write_config(tmp_path)
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_torchrun_two_gloo_ranks_equal_one_process(tmp_path, parallel):
+    cfg = write_config(tmp_path, CONFIG.replace("[train]", f'[train]\nparallel = "{parallel}"'))
     common = ["--config", str(cfg), "--variants", "gf2", "--quiet"]
     single = cli(*common, "--out", str(tmp_path / "one"))
     assert single.returncode == 0, single.stderr
