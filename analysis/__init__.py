@@ -1,1 +1,14 @@
-"""analysis: studies fixedid checkpoints (hookable wrappers, patching, interventions, probes, figures)."""
+"""analysis: studies fixedid checkpoints.
+
+``analysis.load(path)`` gives the checkpoint's own model with notebook conveniences and views for TransformerLens
+(``.to_transformer_lens()``) and nnsight (``.to_nnsight()``); :mod:`analysis.patching` runs activation and
+attribution patching; the ``fixedid-analyze`` command line wraps them and writes CSV and figures.
+"""
+
+from .errors import AnalysisError
+from .model import HookedFixedIdLM, load
+from .pairs import PairBatch, make_pairs, read_pairs_jsonl
+from .patching import activation_patching, attribution_patching, to_tensor
+
+__all__ = ["AnalysisError", "HookedFixedIdLM", "load", "PairBatch", "make_pairs", "read_pairs_jsonl",
+           "activation_patching", "attribution_patching", "to_tensor"]

@@ -1,0 +1,7 @@
+"""The analysis package's exception type (a :class:`fixedid.FixedIdError`, so one ``except`` catches both)."""
+
+from fixedid.errors import FixedIdError
+
+
+class AnalysisError(FixedIdError, ValueError):
+    """Bad input to an analysis: prompts of unequal length, an answer that is not one token, an unknown site..."""

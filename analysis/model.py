@@ -1,0 +1,94 @@
+"""Loading a checkpoint for analysis: the checkpoint's own FixedIdLM, with the conveniences a notebook expects.
+
+``analysis.load(path)`` returns a :class:`HookedFixedIdLM` - a :class:`fixedid.FixedIdLM` subclass that adds
+methods, never parameters - in eval mode, so ``run_with_cache`` / ``run_with_hooks`` act on the very weights that
+were trained. Text goes through the tokenizer stored in the checkpoint. Exports to TransformerLens
+(``to_transformer_lens``) and nnsight (``to_nnsight``) are views of the same weights.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fixedid import FixedIdLM, load_checkpoint
+
+from .errors import AnalysisError
+
+
+class HookedFixedIdLM(FixedIdLM):
+    """A FixedIdLM with ``to_tokens``, ``to_str_tokens``, ``to_single_token``, ``to_string`` and greedy ``generate``."""
+
+    def _tok(self):
+        if self.tokenizer is None:
+            raise AnalysisError("this model has no tokenizer (the checkpoint carries none); pass token ids instead")
+        return self.tokenizer
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def to_tokens(self, text: str | list[str]) -> torch.Tensor:
+        """Token ids ``[batch, pos]`` of one string or a list of strings of equal token length (no BOS added)."""
+        texts = [text] if isinstance(text, str) else list(text)
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise AnalysisError("to_tokens needs a string or a non-empty list of strings")
+        ids = [e.ids for e in self._tok().encode_batch(texts, add_special_tokens=False)]
+        lengths = {len(i) for i in ids}
+        if len(lengths) != 1:
+            raise AnalysisError(f"the strings tokenize to different lengths {sorted(lengths)}; pass them one by one")
+        if 0 in lengths:
+            raise AnalysisError("an empty string has no tokens")
+        return torch.tensor(ids, dtype=torch.long, device=self.device)
+
+    def to_str_tokens(self, text_or_tokens) -> list[str]:
+        """Each token as the text it decodes to (leading spaces kept), for one prompt."""
+        tokens = self.to_tokens(text_or_tokens) if isinstance(text_or_tokens, str) else text_or_tokens
+        ids = torch.as_tensor(tokens).reshape(-1).tolist()
+        return [self._tok().decode([i], skip_special_tokens=False) for i in ids]
+
+    def to_single_token(self, word: str) -> int:
+        """The id of ``word`` (write the leading space: ``" Mary"``); an error if it is not exactly one token."""
+        ids = self._tok().encode(word, add_special_tokens=False).ids
+        if len(ids) != 1:
+            pieces = [self._tok().decode([i]) for i in ids]
+            raise AnalysisError(f"{word!r} is {len(ids)} tokens {pieces}, not one; pick a word that is a single "
+                                "token (remember the leading space)")
+        return ids[0]
+
+    def to_string(self, tokens) -> str:
+        return self._tok().decode(torch.as_tensor(tokens).reshape(-1).tolist(), skip_special_tokens=False)
+
+    @torch.no_grad()
+    def generate(self, prompt: str | torch.Tensor, max_new_tokens: int = 20, *, stop_at_eot: bool = True):
+        """Greedy continuation. A string in, the completed string out; token ids in, token ids out."""
+        tokens = self.to_tokens(prompt) if isinstance(prompt, str) else torch.as_tensor(prompt).to(self.device)
+        if tokens.dim() == 1:
+            tokens = tokens[None]
+        eot = None
+        if stop_at_eot and self.tokenizer is not None:
+            eot = self.tokenizer.token_to_id("<|endoftext|>")
+        for _ in range(max_new_tokens):
+            nxt = self(tokens[:, -self.cfg.context:])[:, -1].argmax(-1, keepdim=True)
+            tokens = torch.cat([tokens, nxt], dim=1)
+            if eot is not None and bool((nxt == eot).all()):
+                break
+        return self.to_string(tokens[0]) if isinstance(prompt, str) else tokens
+
+    def to_transformer_lens(self):
+        """A TransformerLens 4.x ``TransformerBridge`` over these weights (see :mod:`analysis.bridge`)."""
+        from .bridge import to_transformer_bridge
+
+        return to_transformer_bridge(self)
+
+    def to_nnsight(self):
+        """An nnsight wrapper over this model that accepts several invokes in one trace (see
+        :mod:`analysis.nnsight_wrapper`)."""
+        from .nnsight_wrapper import FixedIdNNsight
+
+        return FixedIdNNsight(self)
+
+
+def load(path, *, device: str | torch.device = "cpu") -> HookedFixedIdLM:
+    """Load and verify a checkpoint for analysis (eval mode, tokenizer attached)."""
+    return load_checkpoint(path, device=device, model_class=HookedFixedIdLM)
+

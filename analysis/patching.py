@@ -1,0 +1,271 @@
+"""Activation and attribution patching on a FixedIdLM.
+
+Activation patching runs the model on one prompt of a clean/corrupt pair and replaces a single activation (one
+site, layer, position and, for ``z``, head) with its value from the other prompt, then measures how far a metric
+moves (see :mod:`analysis.metrics`). In ``denoise`` mode the clean activation goes into the corrupted run (does
+this activation *suffice* to restore the behaviour?); in ``noise`` mode the corrupted activation goes into the clean
+run (is it *necessary*?). Attribution patching estimates the same numbers to first order: ``metric(base) +
+(source_act - base_act) . d metric / d act``, from one forward and one backward per batch of pairs.
+
+Sites (hook names are TransformerLens's legacy ones):
+
+=============  =============================  ==================================================
+site           hook                           patched unit; tensor view shape
+=============  =============================  ==================================================
+``embed``      ``hook_embed`` (the input code) one position;           ``[1, pos]``
+``resid_pre``  ``blocks.{l}.hook_resid_pre``  one position;           ``[n_layers, pos]``
+``resid_mid``  ``blocks.{l}.hook_resid_mid``  one position;           ``[n_layers, pos]``
+``resid_post`` ``blocks.{l}.hook_resid_post`` one position;           ``[n_layers, pos]``
+``attn_out``   ``blocks.{l}.hook_attn_out``   one position;           ``[n_layers, pos]``
+``mlp_out``    ``blocks.{l}.hook_mlp_out``    one position;           ``[n_layers, pos]``
+``z``          ``blocks.{l}.attn.hook_z``     one head at one position; ``[n_layers, pos, n_heads]``
+``z_all_pos``  ``blocks.{l}.attn.hook_z``     one head at every position; ``[n_layers, n_heads]``
+=============  =============================  ==================================================
+
+The result is a tidy DataFrame, one row per patch: ``site, layer, pos, head, value`` (``head`` is NA where the
+site is not per head, ``pos`` NA for ``z_all_pos``), or one row per patch and pair with a ``pair`` column when
+``per_pair=True``. ``value`` is the metric of the patched run, averaged over pairs (for
+``normalized_logit_diff``: the average, normalised by the average clean and corrupted logit differences).
+``df.attrs`` holds the baselines (``clean``, ``corrupt``), the prompt's tokens and the settings;
+:func:`to_tensor` gives the TransformerLens-shaped tensor view.
+
+Speed. Every patch at layer ``l`` starts from the base run's cached residual stream entering block ``l`` (nothing
+before the patched layer is recomputed), and all patches of a layer - every position, head and pair - share one
+batched forward, chunked to ``max_batch`` rows to bound memory. Attention stays on the SDPA path (no site here needs
+the pattern).
+
+What a result does NOT establish: a large effect in ``denoise`` mode shows that the patched activation carries
+information the metric needs *given the rest of the corrupted run*; it does not show that the model uses the same
+route on other prompts, nor that no other activation could carry it (patching one site at a time misses redundant
+paths, which ``noise`` mode partly exposes). Attribution patching is a linear estimate that can be far off where
+the model is nonlinear in the activation (notably the residual stream at early layers and attention softmax
+saturation); confirm its leads with activation patching.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .errors import AnalysisError
+from .metrics import normalize, resolve
+from .pairs import make_pairs
+
+SITES = ("embed", "resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "z", "z_all_pos")
+MODES = ("denoise", "noise")
+_HOOK = {"resid_pre": "blocks.{}.hook_resid_pre", "resid_mid": "blocks.{}.hook_resid_mid",
+         "resid_post": "blocks.{}.hook_resid_post", "attn_out": "blocks.{}.hook_attn_out",
+         "mlp_out": "blocks.{}.hook_mlp_out", "z": "blocks.{}.attn.hook_z", "z_all_pos": "blocks.{}.attn.hook_z"}
+
+
+def hook_name(site: str, layer: int) -> str:
+    return "hook_embed" if site == "embed" else _HOOK[site].format(layer)
+
+
+def _check(model, site, mode):
+    if site not in SITES:
+        raise AnalysisError(f"unknown site {site!r}; use one of {list(SITES)}")
+    if mode not in MODES:
+        raise AnalysisError(f"unknown mode {mode!r}; use 'denoise' (clean into corrupt) or 'noise' (corrupt into "
+                            "clean)")
+    if model.training:
+        raise AnalysisError("the model is in train mode; call model.eval() before patching")
+
+
+def _layers(model, site):
+    return [0] if site == "embed" else list(range(model.cfg.n_layers))
+
+
+def _units(model, site, n_pos):
+    """The patch units of one layer: (pos, head) with None for 'all' / 'not per head'."""
+    if site == "z":
+        return [(p, h) for p in range(n_pos) for h in range(model.cfg.n_heads)]
+    if site == "z_all_pos":
+        return [(None, h) for h in range(model.cfg.n_heads)]
+    return [(p, None) for p in range(n_pos)]
+
+
+def _runs(model, batch, mode, names):
+    """Cache ``names`` on both prompts; return (base tokens, base cache, source cache, clean logits, corrupt logits)."""
+    want = set(names)
+    filt = lambda n: n in want  # noqa: E731
+    with torch.no_grad():
+        clean_logits, clean_cache = model.run_with_cache(batch.clean, names_filter=filt)
+        corrupt_logits, corrupt_cache = model.run_with_cache(batch.corrupt, names_filter=filt)
+    if mode == "denoise":
+        return batch.corrupt, corrupt_cache, clean_cache, clean_logits, corrupt_logits
+    return batch.clean, clean_cache, corrupt_cache, clean_logits, corrupt_logits
+
+
+def _frame(model, site, units_per_layer, values, batch, mode, metric_name, base_clean, base_corrupt, per_pair,
+           norm, method):
+    """values: {layer: tensor [n_units, n_pairs]} of raw metric values -> tidy DataFrame."""
+    rows = []
+    for layer, v in values.items():
+        agg = v.mean(1)
+        if norm:
+            agg = normalize(agg, base_clean.mean(), base_corrupt.mean())
+            v = normalize(v, base_clean[None], base_corrupt[None])
+        for i, (p, h) in enumerate(units_per_layer):
+            if per_pair:
+                for j in range(v.shape[1]):
+                    rows.append((site, layer, p, h, j, float(v[i, j])))
+            else:
+                rows.append((site, layer, p, h, float(agg[i])))
+    cols = ["site", "layer", "pos", "head"] + (["pair"] if per_pair else []) + ["value"]
+    df = pd.DataFrame(rows, columns=cols)
+    for c in ("layer", "pos", "head"):
+        df[c] = df[c].astype("Int64")
+    clean_v = float(base_clean.mean()) if not norm else 1.0
+    corrupt_v = float(base_corrupt.mean()) if not norm else 0.0
+    df.attrs.update(site=site, mode=mode, metric=metric_name, method=method, clean=clean_v, corrupt=corrupt_v,
+                    n_pairs=len(batch), n_layers=model.cfg.n_layers, n_heads=model.cfg.n_heads, n_pos=batch.n_pos,
+                    str_tokens=_str_tokens(model, batch.clean[0]), texts=batch.texts)
+    return df
+
+
+def _str_tokens(model, ids):
+    tok = getattr(model, "tokenizer", None)
+    if tok is None:
+        return [str(int(i)) for i in ids]
+    return [tok.decode([int(i)], skip_special_tokens=False) for i in ids]
+
+
+def _unit(act, site, unit):
+    p, h = unit
+    if site == "z_all_pos":
+        return act[:, :, h]
+    if site == "z":
+        return act[:, p, h]
+    return act[:, p]
+
+
+def _setter(site, items, src, n_pairs):
+    """A hook writing the source activation into each row's unit; rows are unit-major: row = unit * n_pairs + pair."""
+    rows_unit = [(u, p, h) for u, (p, h) in enumerate(items)]
+
+    def hook(act, hook):
+        act = act.clone()
+        for u, p, h in rows_unit:
+            r = slice(u * n_pairs, (u + 1) * n_pairs)
+            if site == "z_all_pos":
+                act[r, :, h] = src[:, :, h]
+            elif site == "z":
+                act[r, p, h] = src[:, p, h]
+            else:
+                act[r, p] = src[:, p]
+        return act
+    return hook
+
+
+@torch.no_grad()
+def activation_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric="logit_diff", *,
+                        per_pair: bool = False, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
+    """Patch every unit of ``site`` at every layer, one at a time; see the module docstring for the output."""
+    _check(model, site, mode)
+    metric_name, fn, norm = resolve(metric)
+    batch = make_pairs(model, pairs)
+    n, T = len(batch), batch.n_pos
+    layers = _layers(model, site)
+    names = [hook_name(site, layer) for layer in layers] + [f"blocks.{layer}.hook_resid_pre" for layer in layers]
+    _, base_cache, src_cache, clean_logits, corrupt_logits = _runs(model, batch, mode, names)
+    base_clean, base_corrupt = fn(clean_logits, batch.answer, batch.wrong), fn(corrupt_logits, batch.answer,
+                                                                               batch.wrong)
+    units = _units(model, site, T)
+    base_metric = base_corrupt if mode == "denoise" else base_clean
+    per_chunk = max(1, max_batch // n)
+    values = {}
+    bar = tqdm(total=len(layers), desc=f"patching {site}", unit="layer", disable=not progress, leave=False)
+    for layer in layers:
+        start = base_cache[f"blocks.{layer}.hook_resid_pre"]
+        src, base = src_cache[hook_name(site, layer)], base_cache[hook_name(site, layer)]
+        # a unit whose source and base activations are equal in every pair is a no-op: its value is the base
+        # metric, exactly (e.g. every position before the first token where clean and corrupt differ)
+        live = [i for i, u in enumerate(units) if not torch.equal(_unit(src, site, u), _unit(base, site, u))]
+        out = base_metric[None].repeat(len(units), 1)
+        for c in range(0, len(live), per_chunk):
+            idx = live[c:c + per_chunk]
+            items = [units[i] for i in idx]
+            ans, wr = batch.answer.repeat(len(items)), batch.wrong.repeat(len(items))
+            x = start.repeat(len(items), 1, 1)
+            if site in ("embed", "resid_pre"):  # the patched tensor is the input itself
+                x = _setter(site, items, src, n)(x, None)
+                logits = model(x, start_at_layer=layer)
+            else:
+                logits = model.run_with_hooks(x, start_at_layer=layer,
+                                              fwd_hooks=[(hook_name(site, layer), _setter(site, items, src, n))])
+            out[idx] = fn(logits, ans, wr).view(len(items), n)
+        values[layer] = out.cpu()
+        bar.update(1)
+    bar.close()
+    return _frame(model, site, units, values, batch, mode, metric_name, base_clean.cpu(), base_corrupt.cpu(),
+                  per_pair, norm, "activation")
+
+
+def attribution_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric="logit_diff", *,
+                         per_pair: bool = False, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
+    """First-order estimate of :func:`activation_patching`: one forward and one backward per batch of pairs."""
+    _check(model, site, mode)
+    metric_name, fn, norm = resolve(metric)
+    batch = make_pairs(model, pairs)
+    layers = _layers(model, site)
+    names = [hook_name(site, layer) for layer in layers]
+    base_tokens, _, src_cache, clean_logits, corrupt_logits = _runs(model, batch, mode, names)
+    base_clean = fn(clean_logits, batch.answer, batch.wrong).detach()
+    base_corrupt = fn(corrupt_logits, batch.answer, batch.wrong).detach()
+    acts, grads = {}, {}
+
+    def capture(act, hook):
+        if hook.name == "hook_embed":  # the fixed code has no graph above it: make it the leaf we differentiate
+            act = act.detach().requires_grad_(True)
+        acts[hook.name] = act
+        act.register_hook(lambda g, name=hook.name: grads.__setitem__(name, g))
+        return act
+
+    with torch.enable_grad():
+        logits = model.run_with_hooks(base_tokens, fwd_hooks=[(nm, capture) for nm in names]
+                                      + ([] if site == "embed" else [("hook_embed", _requires_grad)]))
+        fn(logits, batch.answer, batch.wrong).sum().backward()
+    base_metric = base_corrupt if mode == "denoise" else base_clean
+    units = _units(model, site, batch.n_pos)
+    values = {}
+    for layer in layers:
+        name = hook_name(site, layer)
+        delta = (src_cache[name] - acts[name].detach()) * grads[name]  # [n, pos, ...]
+        if site == "z":
+            est = delta.sum(-1)  # [n, pos, head]
+            v = est.permute(1, 2, 0).reshape(-1, len(batch))  # unit-major (pos, head)
+        elif site == "z_all_pos":
+            v = delta.sum((1, 3)).T  # [head, n]
+        else:
+            v = delta.sum(-1).T  # [pos, n]
+        values[layer] = (base_metric[None] + v).cpu()
+    return _frame(model, site, units, values, batch, mode, metric_name, base_clean.cpu(), base_corrupt.cpu(),
+                  per_pair, norm, "attribution")
+
+
+def _requires_grad(act, hook):
+    return act.detach().requires_grad_(True)
+
+
+def to_tensor(df: pd.DataFrame) -> torch.Tensor:
+    """The TransformerLens-shaped view of a result: ``[n_layers, pos]``, ``[n_layers, pos, n_heads]`` (``z``),
+    ``[n_layers, n_heads]`` (``z_all_pos``) or ``[1, pos]`` (``embed``); per-pair results get a leading
+    ``[n_pairs]`` axis."""
+    a, site = df.attrs, df.attrs["site"]
+    n_layers = 1 if site == "embed" else a["n_layers"]
+    if site == "z":
+        shape, cols = (n_layers, a["n_pos"], a["n_heads"]), ["layer", "pos", "head"]
+    elif site == "z_all_pos":
+        shape, cols = (n_layers, a["n_heads"]), ["layer", "head"]
+    else:
+        shape, cols = (n_layers, a["n_pos"]), ["layer", "pos"]
+    if "pair" in df.columns:
+        shape, cols = (a["n_pairs"], *shape), ["pair", *cols]
+    out = torch.full(shape, float("nan"))
+    index = tuple(torch.tensor(df[c].to_numpy(dtype="int64")) for c in cols)
+    out[index] = torch.tensor(df["value"].to_numpy(dtype="float32"))
+    return out
