@@ -266,8 +266,13 @@ def format_summary(s: dict) -> str:
 # the command line
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line on stderr and exit 2, like every other bad input
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.")
+    p = _Parser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.")
     p.add_argument("--config", required=True, help="TOML training config (see experiments/configs/)")
     p.add_argument("--variants", default="learned,canonical,gf2", help="comma-separated subset of " +
                    ",".join(INTERFACES))

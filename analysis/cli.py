@@ -1,0 +1,141 @@
+"""fixedid-analyze: the analysis command line.
+
+    fixedid-analyze patching --ckpt runs/tiny/canonical --task ioi
+    fixedid-analyze patching --ckpt DIR --clean TEXT --corrupt TEXT --answer WORD --wrong WORD [--site z]
+    fixedid-analyze patching --ckpt DIR --pairs pairs.jsonl --method attribution --mode noise
+    fixedid-analyze demo [--out DIR]
+
+Every command writes CSV plus PNG and PDF figures under ``--out`` and prints a short summary. Bad input (no
+checkpoint, unequal prompt lengths, an answer that is not one token, an unknown site...) gets one line on stderr and
+exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fixedid.errors import FixedIdError
+
+from .errors import AnalysisError
+from .metrics import METRICS
+from .patching import MODES, SITES
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with bad usage reported as one line on stderr (exit status 2), like every other bad input."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def add_patching_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
+    src = p.add_argument_group("prompt pairs (one of)")
+    src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction")
+    src.add_argument("--pairs", help="JSONL file of {clean, corrupt, answer, wrong}")
+    src.add_argument("--clean", help="clean prompt (with --corrupt, --answer, --wrong)")
+    src.add_argument("--corrupt")
+    src.add_argument("--answer", help="the word that continues the clean prompt (leading space is added)")
+    src.add_argument("--wrong", help="the competing word")
+    p.add_argument("--n-pairs", type=int, default=16, help="pairs drawn for --task (default 16)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the --task pairs")
+    p.add_argument("--site", default="resid_pre", choices=SITES)
+    p.add_argument("--mode", default="denoise", choices=MODES)
+    p.add_argument("--method", default="activation", choices=("activation", "attribution"))
+    p.add_argument("--metric", default="normalized_logit_diff", choices=sorted(METRICS))
+    p.add_argument("--per-pair", action="store_true", help="also write one row per pair (patching_per_pair.csv)")
+    p.add_argument("--out", help="output directory (default: analysis-out/<checkpoint name>)")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = Parser(prog="fixedid-analyze", description="Analyse fixedid checkpoints.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    add_patching_args(sub.add_parser("patching", help="activation or attribution patching of one checkpoint"))
+    demo = sub.add_parser("demo", help="train the three tiny variants (or use the cache) and compare IOI patching")
+    demo.add_argument("--out", default="fixedid-demo", help="where the figures and report.md go")
+    demo.add_argument("--cache", help="where trained variants are cached (default $FIXEDID_CACHE or ~/.cache/fixedid)")
+    demo.add_argument("--config", help="training config (default experiments/configs/tiny.toml of the source tree)")
+    return parser.parse_args(argv)
+
+
+def pairs_from_args(model, args):
+    from .pairs import make_pairs, read_pairs_jsonl
+    from .tasks import task_pairs
+
+    manual = [args.clean, args.corrupt, args.answer, args.wrong]
+    given = [args.task is not None, args.pairs is not None, any(v is not None for v in manual)]
+    if sum(given) != 1:
+        raise AnalysisError("give exactly one source of pairs: --task NAME, --pairs FILE, or --clean/--corrupt/"
+                            "--answer/--wrong")
+    if args.task is not None:
+        return task_pairs(model, args.task, args.n_pairs, seed=args.seed)
+    if args.pairs is not None:
+        return make_pairs(model, read_pairs_jsonl(args.pairs))
+    if any(v is None for v in manual):
+        raise AnalysisError("--clean, --corrupt, --answer and --wrong go together: give all four")
+    return make_pairs(model, dict(clean=args.clean, corrupt=args.corrupt, answer=args.answer, wrong=args.wrong))
+
+
+def summarize(df, k: int = 5) -> str:
+    """The ``k`` patches that move the metric furthest from the corrupted baseline, one per line."""
+    a = df.attrs
+    eff = (df.value - a["corrupt"]).abs()
+    top = df.loc[eff.sort_values(ascending=False).index[:k]]
+    lines = [f"{a['method']} patching ({a['mode']}) of {a['site']} over {a['n_pairs']} pairs, metric "
+             f"{a['metric']}: clean {a['clean']:.3f}, corrupt {a['corrupt']:.3f}. Strongest sites:"]
+    for _, r in top.iterrows():
+        where = [f"layer {r.layer}"] + ([f"head {r['head']}"] if r["head"] is not None and str(r["head"]) != "<NA>"
+                                        else [])
+        if str(r.pos) != "<NA>":
+            where.append(f"pos {r.pos} {a['str_tokens'][int(r.pos)]!r}")
+        lines.append(f"  {', '.join(where)}: {r.value:.3f}")
+    return "\n".join(lines)
+
+
+def run_patching(args) -> int:
+    from .figures import heatmap, save_figure, write_csv
+    from .model import load
+    from .patching import activation_patching, attribution_patching
+
+    ckpt = Path(args.ckpt)
+    if not ckpt.is_dir():
+        raise AnalysisError(f"no checkpoint directory at {ckpt}; train one with fixedid-train or pass --ckpt DIR")
+    if args.n_pairs < 1:
+        raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
+    model = load(ckpt)
+    pairs = pairs_from_args(model, args)
+    fn = activation_patching if args.method == "activation" else attribution_patching
+    kw = dict(site=args.site, mode=args.mode, metric=args.metric)
+    df = fn(model, pairs, **kw)
+    out = Path(args.out) if args.out else Path("analysis-out") / ckpt.name
+    write_csv(df, out / "patching.csv")
+    if args.per_pair:
+        write_csv(fn(model, pairs, per_pair=True, **kw), out / "patching_per_pair.csv")
+    import matplotlib.pyplot as plt
+
+    heatmap(df, title=f"{ckpt.name}: {args.method} patching of {args.site} ({args.mode}, {len(pairs)} pairs)")
+    save_figure(plt.gcf(), out, "patching")
+    print(summarize(df))
+    print(f"wrote {out / 'patching.csv'} and {out / 'patching.png'} (+ .pdf)")
+    return 0
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    try:
+        if args.command == "patching":
+            code = run_patching(args)
+        else:
+            from .demo import run_demo
+
+            code = run_demo(args)
+    except FixedIdError as e:
+        print(f"fixedid-analyze: error: {e}", file=sys.stderr)
+        code = 2
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Paper-ready figures of patching results, saved as PNG and PDF (atomically).
+
+Heatmaps put layers on the vertical axis (layer 0 at the top, as a reader follows the forward pass) and the
+prompt's tokens on the horizontal axis. The colour scale is diverging and centred on the corrupted baseline, so
+white means "no effect" and the clean baseline is marked on the colour bar.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.colors import TwoSlopeNorm  # noqa: E402
+
+from .patching import to_tensor  # noqa: E402
+
+METRIC_LABELS = {"logit_diff": "logit difference (answer - wrong)",
+                 "normalized_logit_diff": "normalised logit difference (corrupt = 0, clean = 1)",
+                 "answer_prob": "p(answer)", "answer_loss": "-log p(answer) (nats)"}
+SITE_LABELS = {"embed": "input code (hook_embed)", "resid_pre": "residual stream before block",
+               "resid_mid": "residual stream after attention", "resid_post": "residual stream after block",
+               "attn_out": "attention output", "mlp_out": "MLP output", "z": "head output z (by position)",
+               "z_all_pos": "head output z (all positions)"}
+
+
+def _grid(df: pd.DataFrame) -> tuple[np.ndarray, list[str], list[str]]:
+    """(matrix, row labels, column labels) of an aggregated result."""
+    a, site = df.attrs, df.attrs["site"]
+    t = to_tensor(df).numpy()
+    if site == "z":
+        rows = [f"L{layer} H{h}" for layer in range(a["n_layers"]) for h in range(a["n_heads"])]
+        return t.transpose(0, 2, 1).reshape(-1, t.shape[1]), rows, _token_labels(a)
+    if site == "z_all_pos":
+        return t, [f"L{layer}" for layer in range(a["n_layers"])], [f"H{h}" for h in range(a["n_heads"])]
+    if site == "embed":
+        return t, ["input"], _token_labels(a)
+    return t, [f"L{layer}" for layer in range(t.shape[0])], _token_labels(a)
+
+
+def _token_labels(attrs) -> list[str]:
+    return [f"{tok!r}"[1:-1].replace(" ", "\u2423") + f" ({i})" for i, tok in enumerate(attrs["str_tokens"])]
+
+
+def _norm(values: np.ndarray, center: float, clean: float) -> TwoSlopeNorm:
+    span = max(np.nanmax(np.abs(values - center)), abs(clean - center), 1e-6)
+    return TwoSlopeNorm(vcenter=center, vmin=center - span, vmax=center + span)
+
+
+def heatmap(df: pd.DataFrame, ax=None, *, title: str | None = None, norm=None, colorbar: bool = True):
+    """Draw one patching result on ``ax`` (a new figure if None). Returns the image."""
+    if "pair" in df.columns:
+        raise ValueError("plot an aggregated result (per_pair=False)")
+    grid, rows, cols = _grid(df)
+    a = df.attrs
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(cols) + 2.5), max(2.5, 0.38 * len(rows) + 1.8)))
+    norm = norm or _norm(grid, a["corrupt"], a["clean"])
+    im = ax.imshow(grid, cmap="RdBu_r", norm=norm, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_xlabel("head" if a["site"] == "z_all_pos" else
+                  "position (token)" if a["n_pairs"] == 1 else "position (tokens of pair 0)")
+    ax.set_ylabel("layer" if a["site"] != "z" else "layer, head")
+    ax.set_title(title or f"{a['method']} patching, {a['mode']}: {SITE_LABELS[a['site']]}", fontsize=10)
+    if colorbar:
+        cb = ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
+        cb.set_label(METRIC_LABELS.get(a["metric"], a["metric"]), fontsize=8)
+        cb.ax.axhline(a["clean"], color="k", lw=1)
+        cb.ax.tick_params(labelsize=7)
+    return im
+
+
+def side_by_side(results: dict[str, pd.DataFrame], *, suptitle: str | None = None):
+    """One heatmap per labelled result, on a shared colour scale, in one row."""
+    grids = [_grid(df)[0] for df in results.values()]
+    first = next(iter(results.values())).attrs
+    centre = float(np.mean([df.attrs["corrupt"] for df in results.values()]))
+    clean = float(np.mean([df.attrs["clean"] for df in results.values()]))
+    norm = _norm(np.concatenate([g.ravel() for g in grids]), centre, clean)
+    n_cols = grids[0].shape[1]
+    fig, axes = plt.subplots(1, len(results), figsize=(len(results) * max(4.5, 0.42 * n_cols + 1.5),
+                                                       max(3.0, 0.45 * grids[0].shape[0] + 2.2)), squeeze=False)
+    im = None
+    for ax, (label, df) in zip(axes[0], results.items()):
+        im = heatmap(df, ax, title=label, norm=norm, colorbar=False)
+    cb = fig.colorbar(im, ax=list(axes[0]), fraction=0.025, pad=0.02)
+    cb.set_label(METRIC_LABELS.get(first["metric"], first["metric"]), fontsize=8)
+    cb.ax.tick_params(labelsize=7)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=11)
+    return fig
+
+
+def save_figure(fig, out_dir, stem: str) -> list[Path]:
+    """Write ``stem.png`` (200 dpi) and ``stem.pdf`` under ``out_dir``, each through a temp file and a rename."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "pdf"):
+        final = out_dir / f"{stem}.{ext}"
+        tmp = out_dir / f".{stem}.{uuid.uuid4().hex[:8]}.{ext}"
+        fig.savefig(tmp, dpi=200, bbox_inches="tight", format=ext)
+        os.replace(tmp, final)
+        paths.append(final)
+    plt.close(fig)
+    return paths
+
+
+def write_csv(df: pd.DataFrame, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path

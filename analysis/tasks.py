@@ -1,0 +1,43 @@
+"""Patching pairs from the built-in synthetic language, fitted to a model's tokenizer.
+
+The language (:class:`fixedid.data.SyntheticLanguage`) writes clean/corrupt pairs of equal *word* length; here
+they are tokenized, pairs whose prompts differ in token length or whose answer is not one token are dropped, and
+the most common token length is kept (patching compares prompts position by position).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from fixedid.data import SyntheticLanguage
+
+from .errors import AnalysisError
+from .pairs import PairBatch, make_pairs
+
+
+def language_seed(model) -> int:
+    """The world seed of the synthetic language a checkpoint was trained on (0 when it is not recorded)."""
+    source = (getattr(model, "meta", None) or {}).get("train_config", {}).get("data", {}).get("source", "synthetic")
+    if source.startswith("synthetic:"):
+        return int(source.split(":", 1)[1])
+    return 0
+
+
+def task_pairs(model, task: str, n: int = 16, *, seed: int = 0) -> PairBatch:
+    """``n`` pairs of a built-in task (``ioi``, ``agreement``, ``facts``, ``induction``) as a :class:`PairBatch`."""
+    lang = SyntheticLanguage(language_seed(model))
+    if task not in lang.TASKS:
+        raise AnalysisError(f"unknown task {task!r}; use one of {list(lang.TASKS)}")
+    if n < 1:
+        raise AnalysisError(f"the number of pairs must be positive, got {n}")
+    by_len: dict[int, list] = defaultdict(list)
+    for p in lang.task_pairs(task, 4 * n, seed=seed):
+        try:
+            one = make_pairs(model, p)
+        except AnalysisError:
+            continue
+        by_len[one.n_pos].append(p)
+    if not by_len:
+        raise AnalysisError(f"no {task} pair fits this model's tokenizer (answers must be single tokens)")
+    best = max(by_len.values(), key=len)
+    return make_pairs(model, best[:n])

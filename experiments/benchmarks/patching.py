@@ -1,0 +1,74 @@
+"""Activation patching speed: the same resid_pre sweep through TransformerLens and through analysis.patching.
+
+A tiny-preset model (trained, with --ckpt; else freshly initialised with a BPE tokenizer of the built-in
+language), 8 IOI pairs of the built-in language, denoising, mean logit difference. TL's
+``get_act_patch_resid_pre`` runs on the model's TransformerBridge; ours on the model. Runs are interleaved; the
+printed ratio is the median over rounds of TL time / our time, with the max difference between the two results.
+
+Usage: python experiments/benchmarks/patching.py [--ckpt runs/tiny/canonical] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import transformer_lens.patching as tlp
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import median_ratio  # noqa: E402
+
+from analysis import activation_patching, load, to_tensor  # noqa: E402
+from analysis.metrics import logit_diff  # noqa: E402
+from analysis.tasks import task_pairs  # noqa: E402
+from fixedid import FixedIdLM, ModelConfig, save_checkpoint  # noqa: E402
+from fixedid.data import SyntheticLanguage, train_bpe  # noqa: E402
+
+tlp.tqdm = lambda it, **kw: it  # TL prints a progress bar per sweep otherwise
+
+
+def fresh_tiny(workdir: Path):
+    tok = train_bpe(SyntheticLanguage(0).documents(3000), 2048)
+    model = FixedIdLM(ModelConfig.preset("tiny", vocab_size=tok.get_vocab_size(with_added_tokens=True)))
+    return load(save_checkpoint(model, workdir / "tiny", tokenizer=tok))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ckpt", help="a trained tiny checkpoint (default: a fresh tiny-preset model)")
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as work:
+        model = load(args.ckpt) if args.ckpt else fresh_tiny(Path(work))
+        batch = task_pairs(model, "ioi", 8, seed=0)
+        bridge = model.to_transformer_lens().eval()
+
+        def metric(logits):
+            return logit_diff(logits, batch.answer, batch.wrong).mean()
+
+        with torch.no_grad():
+            _, clean_cache = bridge.run_with_cache(batch.clean)
+        results = {}
+
+        def tl():
+            with torch.no_grad():
+                results["tl"] = tlp.get_act_patch_resid_pre(bridge, batch.corrupt, clean_cache, metric)
+
+        def ours():
+            results["ours"] = to_tensor(activation_patching(model, batch, site="resid_pre"))
+
+        ratio, t = median_ratio({"tl": tl, "ours": ours}, "tl", "ours", rounds=args.rounds, warmup=1)
+    diff = (results["tl"] - results["ours"]).abs().max().item()
+    print(f"tiny preset ({model.cfg.n_layers} layers), {len(batch)} IOI pairs of {batch.n_pos} tokens, resid_pre sweep "
+          f"[{model.cfg.n_layers} x {batch.n_pos}]")
+    print(f"TransformerLens get_act_patch_resid_pre (bridge): {t['tl'] * 1e3:.1f} ms; analysis.patching: "
+          f"{t['ours'] * 1e3:.1f} ms")
+    print(f"speed-up (TL time / ours, median of {args.rounds} interleaved rounds): {ratio:.1f}x; "
+          f"max |difference| {diff:.2e}")
+
+
+if __name__ == "__main__":
+    main()
