@@ -52,14 +52,16 @@ def _build(d: DataConfig, target: Path, n_bits: int, progress: bool) -> None:
     tmp.mkdir(parents=True)
     try:
         if d.tokenizer == "bpe":
-            tok = train_bpe(_take_bytes(iter_texts(d.source, text_field=d.text_field, split=d.split),
-                                        d.tokenizer_train_bytes), d.vocab_size)
+            tok = train_bpe(_take_bytes(iter_texts(d.source, text_field=d.text_field, split=d.split,
+                                                   synthetic_mix=d.synthetic_mix), d.tokenizer_train_bytes),
+                            d.vocab_size)
         else:
             tok = load_tokenizer(d.tokenizer)
         check_vocab_fits(tok, n_bits)
-        train_texts = iter_texts(d.source, text_field=d.text_field, split=d.split)
+        train_texts = iter_texts(d.source, text_field=d.text_field, split=d.split, synthetic_mix=d.synthetic_mix)
         if d.val_split:
-            val_texts = iter_texts(d.source, text_field=d.text_field, split=d.val_split)
+            val_texts = iter_texts(d.source, text_field=d.text_field, split=d.val_split,
+                                   synthetic_mix=d.synthetic_mix)
         else:  # hold out the head of the training stream, then continue it for training
             val_texts = train_texts
         build_shards(val_texts, tok, tmp, source=d.source, split="validation", max_tokens=d.val_tokens,

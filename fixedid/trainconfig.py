@@ -31,7 +31,8 @@ class DataConfig:
     ``tokenizer``: ``"bpe"`` (train a byte-level BPE of ``vocab_size`` on the first ``tokenizer_train_bytes`` of
     text), a ``tokenizer.json`` path or a hub tokenizer name. ``train_tokens`` / ``val_tokens``: how many tokens to
     pretokenise. ``val_split``: a split of the source to validate on; empty holds out the head of the training
-    stream instead. ``shards``: an existing shard directory to train from (skips tokenising)."""
+    stream instead. ``shards``: an existing shard directory to train from (skips tokenising). ``synthetic_mix``:
+    sentence-kind probabilities overriding the built-in language's default mixture (e.g. ``{ioi = 0.5}``)."""
 
     source: str = "synthetic"
     text_field: str = "text"
@@ -43,6 +44,7 @@ class DataConfig:
     train_tokens: int = 2_000_000
     val_tokens: int = 100_000
     shards: str = ""
+    synthetic_mix: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -112,6 +114,17 @@ class TrainConfig:
             raise ConfigError(f"[train] dtype {t.dtype!r} is not one of {DTYPES}")
         if t.parallel not in PARALLEL:
             raise ConfigError(f"[train] parallel {t.parallel!r} is not one of {PARALLEL}")
+        if d.synthetic_mix:
+            if not isinstance(d.synthetic_mix, dict) or not d.source.startswith("synthetic"):
+                raise ConfigError("[data] synthetic_mix is a table of sentence-kind weights, and only applies to "
+                                  "source = \"synthetic\"")
+            from .data.synthetic import SyntheticLanguage
+            from .errors import DataError
+
+            try:
+                SyntheticLanguage(0, mix=d.synthetic_mix)
+            except DataError as e:
+                raise ConfigError(f"[data] synthetic_mix: {e}") from None
         for k in ("vocab_size", "tokenizer_train_bytes", "train_tokens", "val_tokens"):
             v = getattr(d, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:

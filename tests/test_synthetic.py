@@ -289,3 +289,20 @@ def test_unknown_task(lang, task):
 def test_bad_input_raises_data_error(lang, call):
     with pytest.raises(DataError):
         call(lang)
+
+
+def test_mix_reweights_sentence_kinds_but_not_the_world():
+    from fixedid.data.synthetic import DEFAULT_MIX
+    base, ioi_heavy = SyntheticLanguage(0), SyntheticLanguage(0, mix={"ioi": 1.0, "fact": 0.0})
+    assert base.mix == pytest.approx(DEFAULT_MIX) and sum(ioi_heavy.mix.values()) == pytest.approx(1.0)
+    assert ioi_heavy.facts == base.facts and ioi_heavy.task_pairs("ioi", 5) == base.task_pairs("ioi", 5)
+
+    def count(lang, needle):
+        return sum(doc.count(needle) for doc in lang.documents(200, seed=3))
+
+    assert count(ioi_heavy, " gave a ") + count(ioi_heavy, " handed a ") > 2 * (count(base, " gave a ")
+                                                                               + count(base, " handed a "))
+    assert count(ioi_heavy, " lives in ") == 0
+    for bad in ({"poetry": 1.0}, {"ioi": -1}, {k: 0 for k in DEFAULT_MIX}):
+        with pytest.raises(DataError):
+            SyntheticLanguage(0, mix=bad)

@@ -129,6 +129,8 @@ def test_dry_run_prints_accounting(tmp_path, capsys):
     (lambda c: c.replace('preset = "tiny"', 'preset = "tiny"\ninterface = "gf2"'), "set by the trainer"),
     (lambda c: c.replace('source = "synthetic"', 'source = "/nonexistent/corpus.jsonl"'), "does not exist"),
     (lambda c: c + "\n[optim]\nlr = 1\n", "unknown table"),
+    (lambda c: c.replace('val_split = "validation"', 'val_split = "validation"\nsynthetic_mix = { poetry = 1.0 }'),
+     "unknown sentence kind 'poetry'"),
     (lambda c: c.replace("steps = 12", "steps = twelve"), "not valid TOML"),
 ])
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, edit, message):

@@ -49,6 +49,7 @@ def iter_texts(
     streaming: bool = True,
     limit_docs: int | None = None,
     seed: int = 0,
+    synthetic_mix: dict[str, float] | None = None,
 ) -> Iterator[str]:
     """Yield the documents of ``source`` (see the module docstring for what a source can be).
 
@@ -63,7 +64,7 @@ def iter_texts(
     if limit_docs is not None and (not isinstance(limit_docs, int) or limit_docs < 0):
         raise DataError(f"limit_docs must be a non-negative integer or None, got {limit_docs!r}")
     if source == "synthetic" or source.startswith("synthetic:"):
-        docs = _synthetic(source, split=split, limit_docs=limit_docs, seed=seed)
+        docs = _synthetic(source, split=split, limit_docs=limit_docs, seed=seed, mix=synthetic_mix)
     else:
         path = Path(source).expanduser()
         if path.exists():
@@ -79,7 +80,7 @@ def iter_texts(
 # --------------------------------------------------------------------------------------------------------- synthetic
 
 
-def _synthetic(source: str, *, split: str, limit_docs: int | None, seed: int) -> Iterator[str]:
+def _synthetic(source: str, *, split: str, limit_docs: int | None, seed: int, mix=None) -> Iterator[str]:
     lang_seed = 0
     if source != "synthetic":
         tail = source.split(":", 1)[1]
@@ -94,7 +95,7 @@ def _synthetic(source: str, *, split: str, limit_docs: int | None, seed: int) ->
         doc_seed = seed
     else:  # a stable stream per split, independent of Python's hash randomisation
         doc_seed = int.from_bytes(hashlib.sha256(f"{split}:{seed}".encode()).digest()[:4], "little")
-    return iter(SyntheticLanguage(lang_seed).documents(n=limit_docs, seed=doc_seed))
+    return iter(SyntheticLanguage(lang_seed, mix=mix).documents(n=limit_docs, seed=doc_seed))
 
 
 # ------------------------------------------------------------------------------------------------------------- local

@@ -91,9 +91,11 @@ _PERIOD = (".", "PUNCT", "none", -1, 0)
 _COMMA = (",", "PUNCT", "none", -1, 0)
 _THE0 = ("The", "DET", "none", -1, 0)
 _FLIP = {"sg": "pl", "pl": "sg"}
-# Sentence kinds of the document mixture and their probabilities.
+# Sentence kinds of the document mixture and their default probabilities.
 _KINDS = ("ioi", "agreement", "fact", "nested", "list", "repeat", "filler")
 _WEIGHTS = (0.20, 0.18, 0.20, 0.15, 0.08, 0.04, 0.15)
+#: The default document mixture, sentence kind -> probability (``SyntheticLanguage(mix=...)`` overrides some).
+DEFAULT_MIX = dict(zip(_KINDS, _WEIGHTS))
 
 
 @dataclass(frozen=True)
@@ -134,8 +136,20 @@ class SyntheticLanguage:
 
     TASKS = ("ioi", "agreement", "facts", "induction")
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, mix: dict[str, float] | None = None):
+        """``mix`` overrides the probabilities of some sentence kinds of :data:`DEFAULT_MIX` (they are then
+        renormalised); it changes the documents, never the world or the task pairs."""
         self.seed = _check_int(seed, "seed")
+        weights = dict(DEFAULT_MIX)
+        for kind, w in (mix or {}).items():
+            if kind not in weights:
+                raise DataError(f"unknown sentence kind {kind!r} in the synthetic mix; use some of {list(_KINDS)}")
+            if not isinstance(w, (int, float)) or isinstance(w, bool) or w < 0:
+                raise DataError(f"synthetic mix weight of {kind!r} must be a non-negative number, got {w!r}")
+            weights[kind] = float(w)
+        if sum(weights.values()) <= 0:
+            raise DataError("the synthetic mix gives every sentence kind probability 0")
+        self.mix = {k: w / sum(weights.values()) for k, w in weights.items()}
         rng = random.Random(f"fixedid.synthetic.world:{seed}")
         self._names = tuple(_FEMALE + _MALE)
         taken = {w.lower() for w in self._fixed_vocabulary()}
@@ -149,7 +163,7 @@ class SyntheticLanguage:
         self._facts = {(self._entities[e], rel): self._attr_words[r][attr[r][e]]
                        for e in range(N_ENTITIES) for r, rel in enumerate(RELATIONS)}
         self._vocab = sorted(set(self._fixed_vocabulary()) | set(self._entities) | set(self._cities))
-        self._cumulative = list(itertools.accumulate(_WEIGHTS))
+        self._cumulative = list(itertools.accumulate(self.mix[k] for k in _KINDS))
         self._simple = {"ioi": self._ioi, "agreement": self._agreement, "fact": self._fact, "nested": self._nested}
 
     # ----------------------------------------------------------------------------------------- world
