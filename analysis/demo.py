@@ -95,16 +95,22 @@ def strongest(df: pd.DataFrame) -> pd.Series:
     return df.loc[(df.value - df.attrs["corrupt"]).abs().idxmax()]
 
 
+def learned_ioi(b: dict) -> bool:
+    """Whether a variant shows the behaviour at all: IO preferred in >= 75% of pairs and a gap of >= 1 logit."""
+    return b["clean_accuracy"] >= 0.75 and b["clean_logit_diff"] - b["corrupt_logit_diff"] >= 1.0
+
+
 def reading(variant: str, b: dict, df: pd.DataFrame) -> str:
     """A few sentences on one variant, written from the measured numbers only."""
     toks = df.attrs["str_tokens"]
     top = strongest(df)
     where = f"layer {top.layer}, position {top.pos} ({toks[int(top.pos)]!r})"
-    if b["clean_accuracy"] < 0.75 or b["clean_logit_diff"] - b["corrupt_logit_diff"] < 1.0:
+    if not learned_ioi(b):
         return (f"**{variant}** has not learned IOI at this scale: the clean logit difference is "
                 f"{b['clean_logit_diff']:.2f} (IO preferred in {100 * b['clean_accuracy']:.0f}% of pairs) against "
                 f"{b['corrupt_logit_diff']:.2f} corrupted, so the normalised patching map divides by a gap of "
-                f"{b['clean_logit_diff'] - b['corrupt_logit_diff']:.2f} logits and should not be read as a circuit.")
+                f"{abs(b['clean_logit_diff'] - b['corrupt_logit_diff']):.2f} logits and should not be read as a "
+                "circuit (its panel is marked and saturates).")
     late = df[(df.layer == df.layer.max())]
     final = late.loc[late.pos.idxmax()].value
     return (f"**{variant}** prefers the indirect object in {100 * b['clean_accuracy']:.0f}% of pairs (logit "
@@ -162,8 +168,10 @@ def run_demo(args) -> int:
     tidy = pd.concat([df.assign(variant=v) for v, df in results.items()], ignore_index=True)
     write_csv(tidy[["variant", "site", "layer", "pos", "head", "value"]], out / "ioi_patching.csv")
     write_csv(base, out / "ioi_baselines.csv")
-    save_figure(side_by_side(results, suptitle="IOI: clean residual stream patched into the corrupted run "
-                                               "(1 = clean behaviour restored)"), out, "ioi_resid_pre")
+    titles = {r.variant: r.variant if learned_ioi(r.to_dict()) else f"{r.variant} (IOI not learned: map is noise)"
+              for _, r in base.iterrows()}
+    save_figure(side_by_side(results, titles=titles, suptitle="IOI: clean residual stream patched into the "
+                             "corrupted run (1 = clean behaviour restored)"), out, "ioi_resid_pre")
     save_figure(logit_diff_figure(base), out, "ioi_logit_diff")
     report = write_report(out, run_dir, base, results, pairs)
     for _, r in base.iterrows():

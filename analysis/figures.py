@@ -48,8 +48,14 @@ def _token_labels(attrs) -> list[str]:
     return [f"{tok!r}"[1:-1].replace(" ", "\u2423") + f" ({i})" for i, tok in enumerate(attrs["str_tokens"])]
 
 
-def _norm(values: np.ndarray, center: float, clean: float) -> TwoSlopeNorm:
-    span = max(np.nanmax(np.abs(values - center)), abs(clean - center), 1e-6)
+def _norm(values: np.ndarray, center: float, clean: float, metric: str = "") -> TwoSlopeNorm:
+    """Diverging scale around the corrupted baseline. A normalised metric gets a fixed range (+-1.25 of the
+    clean-corrupt gap) so that maps stay comparable and a model without the behaviour (a gap near zero, hence huge
+    normalised values) cannot wash the others out; values beyond saturate."""
+    if metric == "normalized_logit_diff":
+        span = 1.25
+    else:
+        span = max(np.nanmax(np.abs(values - center)), abs(clean - center), 1e-6)
     return TwoSlopeNorm(vcenter=center, vmin=center - span, vmax=center + span)
 
 
@@ -62,7 +68,7 @@ def heatmap(df: pd.DataFrame, ax=None, *, title: str | None = None, norm=None, c
     fig = None
     if ax is None:
         fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(cols) + 2.5), max(2.5, 0.38 * len(rows) + 1.8)))
-    norm = norm or _norm(grid, a["corrupt"], a["clean"])
+    norm = norm or _norm(grid, a["corrupt"], a["clean"], a["metric"])
     im = ax.imshow(grid, cmap="RdBu_r", norm=norm, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right", fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
@@ -71,27 +77,28 @@ def heatmap(df: pd.DataFrame, ax=None, *, title: str | None = None, norm=None, c
     ax.set_ylabel("layer" if a["site"] != "z" else "layer, head")
     ax.set_title(title or f"{a['method']} patching, {a['mode']}: {SITE_LABELS[a['site']]}", fontsize=10)
     if colorbar:
-        cb = ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
+        cb = ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.02, extend="both")
         cb.set_label(METRIC_LABELS.get(a["metric"], a["metric"]), fontsize=8)
         cb.ax.axhline(a["clean"], color="k", lw=1)
         cb.ax.tick_params(labelsize=7)
     return im
 
 
-def side_by_side(results: dict[str, pd.DataFrame], *, suptitle: str | None = None):
-    """One heatmap per labelled result, on a shared colour scale, in one row."""
+def side_by_side(results: dict[str, pd.DataFrame], *, suptitle: str | None = None,
+                 titles: dict[str, str] | None = None):
+    """One heatmap per labelled result, on a shared colour scale, in one row (``titles`` overrides the labels)."""
     grids = [_grid(df)[0] for df in results.values()]
     first = next(iter(results.values())).attrs
     centre = float(np.mean([df.attrs["corrupt"] for df in results.values()]))
     clean = float(np.mean([df.attrs["clean"] for df in results.values()]))
-    norm = _norm(np.concatenate([g.ravel() for g in grids]), centre, clean)
+    norm = _norm(np.concatenate([g.ravel() for g in grids]), centre, clean, first["metric"])
     n_cols = grids[0].shape[1]
     fig, axes = plt.subplots(1, len(results), figsize=(len(results) * max(4.5, 0.42 * n_cols + 1.5),
                                                        max(3.0, 0.45 * grids[0].shape[0] + 2.2)), squeeze=False)
     im = None
     for ax, (label, df) in zip(axes[0], results.items()):
-        im = heatmap(df, ax, title=label, norm=norm, colorbar=False)
-    cb = fig.colorbar(im, ax=list(axes[0]), fraction=0.025, pad=0.02)
+        im = heatmap(df, ax, title=(titles or {}).get(label, label), norm=norm, colorbar=False)
+    cb = fig.colorbar(im, ax=list(axes[0]), fraction=0.025, pad=0.02, extend="both")
     cb.set_label(METRIC_LABELS.get(first["metric"], first["metric"]), fontsize=8)
     cb.ax.tick_params(labelsize=7)
     if suptitle:
