@@ -91,11 +91,14 @@ def make_pairs(model, pairs) -> PairBatch:
                                 "of one call need the same token length (split them by length)")
         if len(ci) > model.cfg.context:
             raise AnalysisError(f"pair {i} has {len(ci)} tokens, more than the model's context {model.cfg.context}")
-        a, w = _answer_token(model, _field(p, "answer", i), "answer", i), _answer_token(model, _field(p, "wrong", i),
-                                                                                        "wrong token", i)
+        a = _answer_token(model, _field(p, "answer", i), "answer", i)
+        w = _answer_token(model, _field(p, "wrong", i), "wrong token", i)
         if a == w:
             raise AnalysisError(f"pair {i}: answer and wrong token are the same token")
-        clean.append(ci), corrupt.append(ki), answer.append(a), wrong.append(w)
+        clean.append(ci)
+        corrupt.append(ki)
+        answer.append(a)
+        wrong.append(w)
         texts.append({f: _field(p, f, i) for f in FIELDS})
     t = lambda x: torch.tensor(x, dtype=torch.long)  # noqa: E731
     return PairBatch(t(clean), t(corrupt), t(answer), t(wrong), texts).to(model.unembed.weight.device)
