@@ -31,8 +31,10 @@ site is not per head, ``pos`` NA for ``z_all_pos``), or one row per patch and pa
 
 Speed. Every patch at layer ``l`` starts from the base run's cached residual stream entering block ``l`` (nothing
 before the patched layer is recomputed), and all patches of a layer - every position, head and pair - share one
-batched forward, chunked to ``max_batch`` rows to bound memory. Attention stays on the SDPA path (no site here needs
-the pattern).
+batched forward, chunked to ``max_batch`` rows to bound memory. Units whose clean and corrupt activations are equal
+are exact no-ops and are not run. With a built-in metric (which reads the final position only) the positions
+before the first one that differs are not recomputed either: the run continues from the base run's cached keys
+and values (``past_kv``). Attention stays on the SDPA path (no site here needs the pattern).
 
 What a result does NOT establish: a large effect in ``denoise`` mode shows that the patched activation carries
 information the metric needs *given the rest of the corrupted run*; it does not show that the model uses the same
@@ -143,9 +145,11 @@ def _unit(act, site, unit):
     return act[:, p]
 
 
-def _setter(site, items, src, n_pairs):
-    """A hook writing the source activation into each row's unit; rows are unit-major: row = unit * n_pairs + pair."""
+def _setter(site, items, src, n_pairs, offset=0):
+    """A hook writing the source activation into each row's unit; rows are unit-major: row = unit * n_pairs + pair.
+    With ``offset`` the activations hold positions ``offset..`` only (a suffix run after a cached prefix)."""
     rows_unit = [(u, p, h) for u, (p, h) in enumerate(items)]
+    src = src[:, offset:]
 
     def hook(act, hook):
         act = act.clone()
@@ -154,11 +158,17 @@ def _setter(site, items, src, n_pairs):
             if site == "z_all_pos":
                 act[r, :, h] = src[:, :, h]
             elif site == "z":
-                act[r, p, h] = src[:, p, h]
+                act[r, p - offset, h] = src[:, p - offset, h]
             else:
-                act[r, p] = src[:, p]
+                act[r, p - offset] = src[:, p - offset]
         return act
     return hook
+
+
+def _first_difference(src, base) -> int:
+    """The first position at which any pair's source and base activations differ (``pos`` is axis 1)."""
+    diff = (src != base).reshape(src.shape[0], src.shape[1], -1).any(-1).any(0)
+    return int(diff.nonzero()[0, 0]) if diff.any() else src.shape[1]
 
 
 @torch.no_grad()
@@ -170,7 +180,13 @@ def activation_patching(model, pairs, site: str = "resid_pre", mode: str = "deno
     batch = make_pairs(model, pairs)
     n, T = len(batch), batch.n_pos
     layers = _layers(model, site)
+    n_layers = model.cfg.n_layers
+    # a built-in metric reads the final position only, so positions before the first one a patch touches are
+    # those of the base run: they are replaced by its cached keys and values (a suffix run, exact up to fp noise)
+    suffix = not callable(metric)
     names = [hook_name(site, layer) for layer in layers] + [f"blocks.{layer}.hook_resid_pre" for layer in layers]
+    if suffix:
+        names += [f"blocks.{i}.attn.hook_{h}" for i in range(n_layers) for h in ("rot_k", "v")]
     _, base_cache, src_cache, clean_logits, corrupt_logits = _runs(model, batch, mode, names)
     base_clean, base_corrupt = fn(clean_logits, batch.answer, batch.wrong), fn(corrupt_logits, batch.answer,
                                                                                batch.wrong)
@@ -186,18 +202,24 @@ def activation_patching(model, pairs, site: str = "resid_pre", mode: str = "deno
         # metric, exactly (e.g. every position before the first token where clean and corrupt differ)
         live = [i for i, u in enumerate(units) if not torch.equal(_unit(src, site, u), _unit(base, site, u))]
         out = base_metric[None].repeat(len(units), 1)
+        d = min(_first_difference(src, base), T - 1) if suffix and live else 0
         for c in range(0, len(live), per_chunk):
             idx = live[c:c + per_chunk]
             items = [units[i] for i in idx]
-            ans, wr = batch.answer.repeat(len(items)), batch.wrong.repeat(len(items))
-            x = start.repeat(len(items), 1, 1)
+            k = len(items)
+            ans, wr = batch.answer.repeat(k), batch.wrong.repeat(k)
+            x = start[:, d:].repeat(k, 1, 1)
+            past = None
+            if d:
+                past = [tuple(base_cache[f"blocks.{i}.attn.hook_{h}"][:, :d].transpose(1, 2).repeat(k, 1, 1, 1)
+                              for h in ("rot_k", "v")) for i in range(layer, n_layers)]
+            setter = _setter(site, items, src, n, offset=d)
             if site in ("embed", "resid_pre"):  # the patched tensor is the input itself
-                x = _setter(site, items, src, n)(x, None)
-                logits = model(x, start_at_layer=layer)
+                logits = model(setter(x, None), start_at_layer=layer, past_kv=past)
             else:
-                logits = model.run_with_hooks(x, start_at_layer=layer,
-                                              fwd_hooks=[(hook_name(site, layer), _setter(site, items, src, n))])
-            out[idx] = fn(logits, ans, wr).view(len(items), n)
+                logits = model.run_with_hooks(x, start_at_layer=layer, past_kv=past,
+                                              fwd_hooks=[(hook_name(site, layer), setter)])
+            out[idx] = fn(logits, ans, wr).view(k, n)
         values[layer] = out.cpu()
         bar.update(1)
     bar.close()

@@ -95,7 +95,9 @@ class Attention(nn.Module):
     def wants_pattern(self) -> bool:
         return self.force_explicit or _is_hooked(self.hook_pattern) or _is_hooked(self.hook_attn_scores)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, past=None):
+        """``past``: optional ``(k, v)`` of earlier positions, ``[batch, n_kv_heads, P, d_head]`` (keys after RoPE);
+        ``x`` then holds positions ``P..P+T-1`` and ``cos``/``sin`` must be those positions' rows."""
         B, T, _ = x.shape
         q = self.hook_q(self.q_proj(x).view(B, T, self.n_heads, self.d_head))
         k = self.hook_k(self.k_proj(x).view(B, T, self.n_kv, self.d_head))
@@ -104,15 +106,22 @@ class Attention(nn.Module):
         q = self.hook_rot_q(q * cos + _rotate_half(q) * sin)
         k = self.hook_rot_k(k * cos + _rotate_half(k) * sin)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, heads, T, d_head]
+        P = 0
+        if past is not None:
+            P = past[0].shape[2]
+            k, v = torch.cat([past[0].to(k.dtype), k], dim=2), torch.cat([past[1].to(v.dtype), v], dim=2)
         if self.wants_pattern():
             if self.n_kv != self.n_heads:
                 k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)
                 v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.d_head)
-            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            mask = torch.ones(T, P + T, dtype=torch.bool, device=x.device).triu(P + 1)
             scores = self.hook_attn_scores(scores.masked_fill(mask, float("-inf")))
             pattern = self.hook_pattern(scores.softmax(-1))
             z = pattern.to(v.dtype) @ v
+        elif P:
+            allowed = torch.ones(T, P + T, dtype=torch.bool, device=x.device).tril(P)
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=self.n_kv != self.n_heads)
         else:
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
         z = self.hook_z(z.transpose(1, 2))  # [B, T, heads, d_head]
@@ -148,9 +157,9 @@ class Block(nn.Module):
         for name in ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post"):
             setattr(self, f"hook_{name}", HookPoint())
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, past=None):
         x = self.hook_resid_pre(x)
-        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x), cos, sin)))
+        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x), cos, sin, past)))
         return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
 
 
@@ -199,7 +208,10 @@ class FixedIdLM(HookedRootModule):
     ``forward(tokens)`` returns logits ``[batch, pos, vocab]``; ``return_type="loss"`` the mean next-token loss
     (of ``targets`` when given, else of ``tokens`` shifted by one), ``"both"`` a ``(logits, loss)`` pair. With
     ``start_at_layer=L`` the input is the residual stream entering block ``L``; with ``stop_at_layer=L`` the
-    output is the residual stream entering block ``L`` (TransformerLens conventions).
+    output is the residual stream entering block ``L`` (TransformerLens conventions). ``past_kv`` (one ``(k, v)``
+    per block run, keys after RoPE, ``[batch, n_kv_heads, P, d_head]``) makes the input positions ``P..P+T-1``
+    of a sequence whose first ``P`` positions those keys and values summarise; hooks then see only the new
+    positions (keys and values of ``hook_k``/``hook_v``/``hook_rot_k`` included).
 
     Initialisation draws every tensor from a generator seeded by ``(config.seed, parameter name)``, so two
     variants built with one seed have bit-identical backbone and head weights whatever their input interface.
@@ -275,7 +287,7 @@ class FixedIdLM(HookedRootModule):
 
     # ----------------------------------------------------------------------------------------------------------
     def forward(self, tokens, return_type: str | None = "logits", *, targets=None, start_at_layer: int | None = None,
-                stop_at_layer: int | None = None):
+                stop_at_layer: int | None = None, past_kv=None):
         if start_at_layer is None:
             if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32):
                 raise ValueError(f"tokens must be an integer tensor [batch, pos], got {tuple(tokens.shape)} "
@@ -284,12 +296,16 @@ class FixedIdLM(HookedRootModule):
             start_at_layer = 0
         else:
             x = tokens
+        blocks = self.blocks[start_at_layer:stop_at_layer]
+        P = 0 if past_kv is None else past_kv[0][0].shape[2]
+        if past_kv is not None and len(past_kv) != len(blocks):
+            raise ValueError(f"past_kv has {len(past_kv)} entries for {len(blocks)} blocks")
         T = x.shape[1]
-        if T > self.cfg.context:
-            raise ValueError(f"sequence length {T} exceeds the model's context {self.cfg.context}")
-        cos, sin = self.rope_cos[:T], self.rope_sin[:T]
-        for block in self.blocks[start_at_layer:stop_at_layer]:
-            x = block(x, cos, sin)
+        if P + T > self.cfg.context:
+            raise ValueError(f"sequence length {P + T} exceeds the model's context {self.cfg.context}")
+        cos, sin = self.rope_cos[P:P + T], self.rope_sin[P:P + T]
+        for i, block in enumerate(blocks):
+            x = block(x, cos, sin, None if past_kv is None else past_kv[i])
         if stop_at_layer is not None:
             return x
         logits = self.unembed(self.ln_final(x))

@@ -126,3 +126,22 @@ def test_bad_inputs():
 def test_code_rows_distinct_for_every_token():
     m = model(interface="gf2")
     assert len(np.unique(m.embed.code.numpy(), axis=0)) == 512
+
+
+@pytest.mark.parametrize("kw", [{}, dict(n_kv_heads=2)])
+def test_past_kv_continues_a_prefix_exactly(kw):
+    m, t = model(**kw), tokens(pos=20)
+    full = m(t)
+    names = [f"blocks.{i}.attn.hook_{h}" for i in range(2) for h in ("rot_k", "v")]
+    _, cache = m.run_with_cache(t[:, :8], names_filter=lambda n: n in names)
+    past = [(cache[f"blocks.{i}.attn.hook_rot_k"].transpose(1, 2), cache[f"blocks.{i}.attn.hook_v"].transpose(1, 2))
+            for i in range(2)]
+    suffix = m(t[:, 8:], past_kv=past)
+    assert (suffix - full[:, 8:]).abs().max() < 1e-5
+    m.force_explicit_attention = True
+    assert (m(t[:, 8:], past_kv=past) - full[:, 8:]).abs().max() < 1e-5
+    m.force_explicit_attention = False
+    # from the middle of the network: the residual stream entering block 1, with block 1's prefix keys and values
+    _, c = m.run_with_cache(t, names_filter="blocks.1.hook_resid_pre")
+    mid = m(c["blocks.1.hook_resid_pre"][:, 8:], start_at_layer=1, past_kv=past[1:])
+    assert (mid - full[:, 8:]).abs().max() < 1e-5
