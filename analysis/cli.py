@@ -13,21 +13,13 @@ exit status 2.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from fixedid.errors import FixedIdError
+from fixedid.clitools import ArgumentParser, run_main
 
 from .errors import AnalysisError
 from .metrics import METRICS
 from .patching import MODES, SITES
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with bad usage reported as one line on stderr (exit status 2), like every other bad input."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def add_patching_args(p: argparse.ArgumentParser) -> None:
@@ -50,8 +42,8 @@ def add_patching_args(p: argparse.ArgumentParser) -> None:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = Parser(prog="fixedid-analyze", description="Analyse fixedid checkpoints.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    parser = ArgumentParser(prog="fixedid-analyze", description="Analyse fixedid checkpoints.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     add_patching_args(sub.add_parser("patching", help="activation or attribution patching of one checkpoint"))
     demo = sub.add_parser("demo", help="train the three tiny variants (or use the cache) and compare IOI patching")
     demo.add_argument("--out", default="fixedid-demo", help="where the figures and report.md go")
@@ -124,17 +116,11 @@ def run_patching(args) -> int:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    try:
-        if args.command == "patching":
-            code = run_patching(args)
-        else:
-            from .demo import run_demo
-
-            code = run_demo(args)
-    except FixedIdError as e:
-        print(f"fixedid-analyze: error: {e}", file=sys.stderr)
-        code = 2
-    sys.exit(code)
+    if args.command == "patching":
+        command = run_patching
+    else:
+        from .demo import run_demo as command
+    run_main("fixedid-analyze", lambda: command(args))
 
 
 if __name__ == "__main__":

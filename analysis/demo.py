@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from fixedid import train
+from fixedid.clitools import write_text_atomic
 from fixedid.trainconfig import TrainConfig
 
 from .errors import AnalysisError
@@ -135,7 +136,7 @@ def write_report(out: Path, run_dir: Path, base: pd.DataFrame, results: dict, pa
         "| variant | trainable params | val loss | clean logit diff | corrupt logit diff | IO preferred (clean) |",
         "|---|---:|---:|---:|---:|---:|"]
     for _, r in base.iterrows():
-        vl = f"{r.val_loss:.3f}" if r.val_loss == r.val_loss and r.val_loss is not None else "n/a"
+        vl = f"{r.val_loss:.3f}" if pd.notna(r.val_loss) else "n/a"
         lines.append(f"| {r.variant} | {r.trainable_params:,} | {vl} | {r.clean_logit_diff:.2f} | "
                      f"{r.corrupt_logit_diff:.2f} | {100 * r.clean_accuracy:.0f}% |")
     lines += ["", "![IOI logit differences](ioi_logit_diff.png)", "",
@@ -147,11 +148,7 @@ def write_report(out: Path, run_dir: Path, base: pd.DataFrame, results: dict, pa
               "are not tested against seed spread, and the fixed-code variants also have fewer parameters than the "
               "learned one (no capacity reallocation). Patching one site at a time misses redundant routes; "
               "`fixedid-analyze patching --mode noise` probes necessity rather than sufficiency.", ""]
-    path = out / "report.md"
-    tmp = out / ".report.md.tmp"
-    tmp.write_text("\n".join(lines))
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(out / "report.md", "\n".join(lines))
 
 
 def run_demo(args) -> int:

@@ -8,7 +8,6 @@ white means "no effect" and the clean baseline is marked on the colour bar.
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 
 import matplotlib
@@ -18,6 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
+
+from fixedid.clitools import atomic_path  # noqa: E402
 
 from .patching import to_tensor  # noqa: E402
 
@@ -112,19 +113,14 @@ def save_figure(fig, out_dir, stem: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "pdf"):
-        final = out_dir / f"{stem}.{ext}"
-        tmp = out_dir / f".{stem}.{uuid.uuid4().hex[:8]}.{ext}"
-        fig.savefig(tmp, dpi=200, bbox_inches="tight", format=ext)
-        os.replace(tmp, final)
-        paths.append(final)
+        with atomic_path(out_dir / f"{stem}.{ext}") as tmp:
+            fig.savefig(tmp, dpi=200, bbox_inches="tight", format=ext)
+        paths.append(out_dir / f"{stem}.{ext}")
     plt.close(fig)
     return paths
 
 
 def write_csv(df: pd.DataFrame, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-    return path
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
+    return Path(path)

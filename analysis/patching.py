@@ -46,7 +46,6 @@ saturation); confirm its leads with activation patching.
 
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 import torch

@@ -296,7 +296,7 @@ class FixedIdLM(HookedRootModule):
             start_at_layer = 0
         else:
             x = tokens
-        blocks = self.blocks[start_at_layer:stop_at_layer]
+        blocks = list(self.blocks)[start_at_layer:stop_at_layer]  # (slicing a ModuleList builds a new one)
         P = 0 if past_kv is None else past_kv[0][0].shape[2]
         if past_kv is not None and len(past_kv) != len(blocks):
             raise ValueError(f"past_kv has {len(past_kv)} entries for {len(blocks)} blocks")

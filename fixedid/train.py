@@ -21,8 +21,6 @@ import argparse
 import contextlib
 import json
 import math
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -33,9 +31,10 @@ from safetensors.torch import save as st_save
 from tqdm.auto import tqdm
 
 from .checkpoint import load_checkpoint, save_checkpoint
+from .clitools import ArgumentParser, run_main, write_text_atomic
 from .config import INTERFACES, PRESETS
 from .data import batch_at, tokenizer_hash
-from .errors import CheckpointError, ConfigError, DataError, FixedIdError
+from .errors import CheckpointError, ConfigError, DataError
 from .model import FixedIdLM
 from .distributed import Dist, full_state, grad_sync, load_optimizer, setup_dist, wrap
 from .optim import deserialize_optimizer_state, lr_at, make_optimizer, serialize_optimizer_state
@@ -53,10 +52,8 @@ def autocast_ctx(dtype: str, device: torch.device):
 
 def flops_per_token(model: FixedIdLM) -> float:
     """Training FLOPs per token, 6N for the matmul parameters plus the attention score terms (nanoGPT's count)."""
-    c = model.param_counts()
-    n = c["backbone"] + c["output_head"] + c["input_interface"] - (model.cfg.vocab_size * model.cfg.d_model
-                                                                   if not model.cfg.is_fixed else 0)
-    return 6 * n + 12 * model.cfg.n_layers * model.cfg.d_model * model.cfg.context
+    c = model.param_counts()  # the input table is a lookup, not a matmul: it is not counted
+    return 6 * (c["backbone"] + c["output_head"]) + 12 * model.cfg.n_layers * model.cfg.d_model * model.cfg.context
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -82,12 +79,6 @@ def check_out_dir(out: Path, cfg: TrainConfig, resume: bool) -> None:
         raise ConfigError(f"{out} is not empty and holds no fixedid run; choose another --out")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def truncate_metrics(path: Path, step: int) -> None:
     """Keep the metrics lines up to ``step`` (and drop a line torn by a kill) before a resumed run appends."""
     if not path.exists():
@@ -100,7 +91,7 @@ def truncate_metrics(path: Path, step: int) -> None:
             continue
         if rec.get("step", math.inf) <= step:
             kept.append(line)
-    write_atomic(path, "".join(k + "\n" for k in kept))
+    write_text_atomic(path, "".join(k + "\n" for k in kept))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -266,13 +257,8 @@ def format_summary(s: dict) -> str:
 # the command line
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line on stderr and exit 2, like every other bad input
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def parse_args(argv=None) -> argparse.Namespace:
-    p = _Parser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.")
+    p = ArgumentParser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.")
     p.add_argument("--config", required=True, help="TOML training config (see experiments/configs/)")
     p.add_argument("--variants", default="learned,canonical,gf2", help="comma-separated subset of " +
                    ",".join(INTERFACES))
@@ -330,7 +316,7 @@ def run(args) -> int:
     n_bits = cfg.model_config("canonical", 2).n_bits
     if d.main:
         data = prepare_data(cfg.data, out / "data", n_bits=n_bits, progress=not args.quiet)
-        write_atomic(out / "run.json", json.dumps({"config": cfg.to_dict(), "variants": variants}, indent=1))
+        write_text_atomic(out / "run.json", json.dumps({"config": cfg.to_dict(), "variants": variants}, indent=1))
     d.barrier()
     if not d.main:
         data = prepare_data(cfg.data, out / "data", n_bits=n_bits, build=False)
@@ -343,15 +329,8 @@ def run(args) -> int:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    try:
-        code = run(args)
-    except FixedIdError as e:
-        print(f"fixedid-train: error: {e}", file=sys.stderr)
-        code = 2
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    sys.exit(code)
+    run_main("fixedid-train", lambda: run(args),
+             cleanup=lambda: dist.destroy_process_group() if dist.is_initialized() else None)
 
 
 if __name__ == "__main__":
