@@ -30,6 +30,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from .atomic import atomic_path, fsync_dir, temp_name, write_bytes_atomic, write_text_atomic
 from .codes import table_sha256
 from .config import ModelConfig
 from .errors import CheckpointError, ConfigError
@@ -63,13 +64,6 @@ def package_versions() -> dict[str, str]:
     return {"fixedid": __version__, "torch": torch.__version__, "safetensors": safetensors.__version__}
 
 
-def _write_text(path: Path, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _json_safe(meta: dict) -> dict:
     try:
         return json.loads(json.dumps(meta))
@@ -101,23 +95,21 @@ def save_checkpoint(model: FixedIdLM, path, tokenizer=None, *, extra_files: dict
         raise CheckpointError(f"metadata keys {sorted(reserved)} are reserved by the checkpoint format")
     extra = _json_safe(meta)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = temp_name(path)
     tmp.mkdir()
     try:
-        _write_text(tmp / "config.json", model.cfg.resolved().to_json())
+        write_text_atomic(tmp / "config.json", model.cfg.resolved().to_json())
         state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
-        save_file(state, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
+        with atomic_path(tmp / "model.safetensors") as st_tmp:
+            save_file(state, str(st_tmp), metadata={"format": FORMAT})
         if tokenizer is not None:
-            _write_text(tmp / "tokenizer.json", tokenizer.to_str())
+            write_text_atomic(tmp / "tokenizer.json", tokenizer.to_str())
         for name, data in extra_files.items():
-            with open(tmp / name, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            write_bytes_atomic(tmp / name, data)
         files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir())}
         full_meta = {"format": FORMAT, "code_table_sha256": code_table_hash(model), "files": files,
                      "versions": package_versions(), "param_counts": model.param_counts(), **extra}
-        _write_text(tmp / "meta.json", json.dumps(full_meta, indent=1, sort_keys=True))
+        write_text_atomic(tmp / "meta.json", json.dumps(full_meta, indent=1, sort_keys=True))
         _swap_into_place(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -128,15 +120,17 @@ def save_checkpoint(model: FixedIdLM, path, tokenizer=None, *, extra_files: dict
 def _swap_into_place(tmp: Path, path: Path) -> None:
     if not path.exists():
         os.rename(tmp, path)
+        fsync_dir(path.parent)
         return
     try:
         recorded = set(json.loads((path / "meta.json").read_text()).get("files", {}))
     except (OSError, ValueError, AttributeError):
         recorded = set()
     recorded |= set(CHECKPOINT_FILES)
-    old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+    old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
     os.rename(path, old)
     os.rename(tmp, path)
+    fsync_dir(path.parent)
     for entry in old.iterdir():
         if entry.name not in recorded:
             os.rename(entry, path / entry.name)

@@ -1,14 +1,10 @@
-"""What the command lines share: one-line usage errors, the FixedIdError -> exit 2 rule, and atomic file writes."""
+"""What the command lines share: one-line usage errors and the FixedIdError -> exit 2 rule."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
-import uuid
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from .errors import FixedIdError
 
@@ -31,22 +27,3 @@ def run_main(prog: str, fn: Callable[[], int], cleanup: Callable[[], None] | Non
         if cleanup is not None:
             cleanup()
     sys.exit(code)
-
-
-@contextlib.contextmanager
-def atomic_path(path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it is renamed over ``path``, on failure removed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}{path.suffix}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_text_atomic(path, text: str) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
-    return Path(path)

@@ -11,13 +11,13 @@ import dataclasses
 import json
 import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
 
+from .atomic import fsync_dir, temp_name, write_text_atomic
 from .data import TokenShards, build_shards, check_vocab_fits, iter_texts, load_tokenizer, train_bpe
 from .errors import DataError
 from .trainconfig import DataConfig
@@ -48,7 +48,7 @@ def unigram_loss(train: TokenShards, val: TokenShards, vocab_size: int) -> float
 
 
 def _build(d: DataConfig, target: Path, n_bits: int, progress: bool) -> None:
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = temp_name(target)
     tmp.mkdir(parents=True)
     try:
         if d.tokenizer == "bpe":
@@ -71,14 +71,15 @@ def _build(d: DataConfig, target: Path, n_bits: int, progress: bool) -> None:
         if manifest.split("train").n_tokens < d.train_tokens // 10:
             raise DataError(f"source {d.source!r} gave only {manifest.split('train').n_tokens} training tokens "
                             f"of the {d.train_tokens} asked for; use more data or lower train_tokens")
-        (tmp / "tokenizer.json").write_text(tok.to_str())
+        write_text_atomic(tmp / "tokenizer.json", tok.to_str())
         vocab = tok.get_vocab_size(with_added_tokens=True)
         base = unigram_loss(TokenShards(tmp, "train"), TokenShards(tmp, "validation"), vocab)
-        (tmp / "data.json").write_text(json.dumps({"data": dataclasses.asdict(d), "vocab_size": vocab,
-                                                   "unigram_loss": base}, indent=1, sort_keys=True))
+        info = {"data": dataclasses.asdict(d), "vocab_size": vocab, "unigram_loss": base}
+        write_text_atomic(tmp / "data.json", json.dumps(info, indent=1, sort_keys=True))
         if target.exists():
             shutil.rmtree(target)
         os.rename(tmp, target)
+        fsync_dir(target.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -46,6 +46,7 @@ from typing import Iterable
 
 import numpy as np
 
+from ..atomic import fsync_dir, fsync_file, write_text_atomic
 from ..errors import DataError
 from .tokenizer import check_vocab_fits, eot_id, tokenizer_hash
 
@@ -132,28 +133,6 @@ def load_manifest(out_dir: str | os.PathLike) -> Manifest:
 # ----------------------------------------------------------------------------------------------------------- writing
 
 
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 class _ShardWriter:
     """Cuts a token stream into shards written under temporary names; :meth:`commit` renames them into place."""
 
@@ -170,9 +149,8 @@ class _ShardWriter:
         self._name, self._f, self._n, self._h = name, open(self._tmp, "wb"), 0, hashlib.sha256()
 
     def _close(self) -> None:
-        self._f.flush()
-        os.fsync(self._f.fileno())
         self._f.close()
+        fsync_file(self._tmp)
         self.done.append((self._tmp, ShardInfo(self._name, self._n, self._h.hexdigest())))
         self._f = None
 
@@ -194,6 +172,7 @@ class _ShardWriter:
             self._close()
         for tmp, info in self.done:
             os.replace(tmp, self.out_dir / info.file)
+        fsync_dir(self.out_dir)
         return [info for _, info in self.done]
 
     def abort(self) -> None:
@@ -298,8 +277,7 @@ def build_shards(texts: Iterable[str], tokenizer, out_dir: str | os.PathLike, *,
     info = SplitInfo(source=source, tokenizer_sha256=tok_sha, vocab_size=tokenizer.get_vocab_size(True),
                      eot_id=eot, dtype="uint16", n_tokens=n_tokens, n_docs=n_docs, shards=tuple(shards))
     manifest = Manifest(FORMAT, {**old.splits, split: info})
-    _write_atomic(out / MANIFEST, (json.dumps(manifest.to_json(), indent=1) + "\n").encode("utf-8"))
-    _fsync_dir(out)
+    write_text_atomic(out / MANIFEST, json.dumps(manifest.to_json(), indent=1) + "\n")
     keep = {s.file for s in shards}
     for f in out.glob(f"{split}_*.bin"):  # shards of an older, longer build of this split
         if f.name not in keep and f.name[len(split) + 1:-4].isdigit():
