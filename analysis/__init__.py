@@ -5,10 +5,10 @@
 attribution patching; the ``fixedid-analyze`` command line wraps them and writes CSV and figures.
 """
 
-from .errors import AnalysisError
+from .errors import AnalysisError, AnalysisWarning
 from .model import HookedFixedIdLM, load
 from .pairs import PairBatch, make_pairs, read_pairs_jsonl
 from .patching import activation_patching, attribution_patching, to_tensor
 
-__all__ = ["AnalysisError", "HookedFixedIdLM", "load", "PairBatch", "make_pairs", "read_pairs_jsonl",
+__all__ = ["AnalysisError", "AnalysisWarning", "HookedFixedIdLM", "load", "PairBatch", "make_pairs", "read_pairs_jsonl",
            "activation_patching", "attribution_patching", "to_tensor"]

@@ -13,11 +13,13 @@ exit status 2.
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from pathlib import Path
 
 from fixedid.clitools import ArgumentParser, run_main
 
-from .errors import AnalysisError
+from .errors import AnalysisError, AnalysisWarning
 from .metrics import METRICS
 from .patching import MODES, SITES
 
@@ -48,7 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     demo = sub.add_parser("demo", help="train the three tiny variants (or use the cache) and compare IOI patching")
     demo.add_argument("--out", default="fixedid-demo", help="where the figures and report.md go")
     demo.add_argument("--cache", help="where trained variants are cached (default $FIXEDID_CACHE or ~/.cache/fixedid)")
-    demo.add_argument("--config", help="training config (default experiments/configs/tiny.toml of the source tree)")
+    demo.add_argument("--config", help="training config: a TOML file or a packaged config name (default: tiny)")
     return parser.parse_args(argv)
 
 
@@ -71,18 +73,25 @@ def pairs_from_args(model, args):
 
 
 def summarize(df, k: int = 5) -> str:
-    """The ``k`` patches that move the metric furthest from the corrupted baseline, one per line."""
+    """The ``k`` patches that move the metric furthest from the patched run's own baseline (the corrupted run in
+    ``denoise`` mode, the clean run in ``noise`` mode), one per line, after the baselines."""
     a = df.attrs
-    eff = (df.value - a["corrupt"]).abs()
+    eff = (df.value - a["baseline"]).abs()
     top = df.loc[eff.sort_values(ascending=False).index[:k]]
-    lines = [f"{a['method']} patching ({a['mode']}) of {a['site']} over {a['n_pairs']} pairs, metric "
-             f"{a['metric']}: clean {a['clean']:.3f}, corrupt {a['corrupt']:.3f}. Strongest sites:"]
+    patched = "corrupted" if a["mode"] == "denoise" else "clean"
+    lines = [f"{a['method']} patching ({a['mode']}: into the {patched} run) of {a['site']} over {a['n_pairs']} "
+             f"pairs, metric {a['metric']}: clean {a['clean']:.3f}, corrupt {a['corrupt']:.3f}"]
+    if a["metric"] == "normalized_logit_diff":
+        gap = a["raw_clean"] - a["raw_corrupt"]
+        lines[0] += (f" (raw logit differences: clean {a['raw_clean']:+.3f}, corrupt {a['raw_corrupt']:+.3f}, gap "
+                     f"{gap:+.3f})")
+    lines.append(f"Largest changes from the {patched} run's own value {a['baseline']:.3f}:")
     for _, r in top.iterrows():
         where = [f"layer {r.layer}"] + ([f"head {r['head']}"] if r["head"] is not None and str(r["head"]) != "<NA>"
                                         else [])
         if str(r.pos) != "<NA>":
             where.append(f"pos {r.pos} {a['str_tokens'][int(r.pos)]!r}")
-        lines.append(f"  {', '.join(where)}: {r.value:.3f}")
+        lines.append(f"  {', '.join(where)}: {r.value:.3f} ({r.value - a['baseline']:+.3f})")
     return "\n".join(lines)
 
 
@@ -100,11 +109,16 @@ def run_patching(args) -> int:
     pairs = pairs_from_args(model, args)
     fn = activation_patching if args.method == "activation" else attribution_patching
     kw = dict(site=args.site, mode=args.mode, metric=args.metric)
-    df = fn(model, pairs, **kw)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AnalysisWarning)
+        df = fn(model, pairs, **kw)
+        per_pair = fn(model, pairs, per_pair=True, **kw) if args.per_pair else None
+    for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, AnalysisWarning)):
+        print(f"fixedid-analyze: warning: {message}", file=sys.stderr)
     out = Path(args.out) if args.out else Path("analysis-out") / ckpt.name
     write_csv(df, out / "patching.csv")
-    if args.per_pair:
-        write_csv(fn(model, pairs, per_pair=True, **kw), out / "patching_per_pair.csv")
+    if per_pair is not None:
+        write_csv(per_pair, out / "patching_per_pair.csv")
     import matplotlib.pyplot as plt
 
     heatmap(df, title=f"{ckpt.name}: {args.method} patching of {args.site} ({args.mode}, {len(pairs)} pairs)")

@@ -5,3 +5,7 @@ from fixedid.errors import FixedIdError
 
 class AnalysisError(FixedIdError, ValueError):
     """Bad input to an analysis: prompts of unequal length, an answer that is not one token, an unknown site..."""
+
+
+class AnalysisWarning(UserWarning):
+    """A result that is computed but should not be read as it stands (e.g. a normalised metric over a tiny gap)."""

@@ -25,9 +25,13 @@ site           hook                           patched unit; tensor view shape
 The result is a tidy DataFrame, one row per patch: ``site, layer, pos, head, value`` (``head`` is NA where the
 site is not per head, ``pos`` NA for ``z_all_pos``), or one row per patch and pair with a ``pair`` column when
 ``per_pair=True``. ``value`` is the metric of the patched run, averaged over pairs (for
-``normalized_logit_diff``: the average, normalised by the average clean and corrupted logit differences).
-``df.attrs`` holds the baselines (``clean``, ``corrupt``), the prompt's tokens and the settings;
-:func:`to_tensor` gives the TransformerLens-shaped tensor view.
+``normalized_logit_diff``: the average, normalised by the average clean and corrupted logit differences; a
+per-pair value is normalised by that pair's own gap, and is NaN where the gap is below :data:`MIN_GAP` logits).
+``df.attrs`` holds the baselines in the units of ``value`` (``clean``, ``corrupt``, and ``baseline``: the
+unpatched run being patched, i.e. ``corrupt`` in ``denoise`` mode and ``clean`` in ``noise`` mode, so a patch's
+effect is ``value - baseline``), the raw metric means (``raw_clean``, ``raw_corrupt``: logit differences for
+``normalized_logit_diff``), the prompt's tokens and the settings; :func:`to_tensor` gives the
+TransformerLens-shaped tensor view.
 
 Speed. Every patch at layer ``l`` starts from the base run's cached residual stream entering block ``l`` (nothing
 before the patched layer is recomputed), and all patches of a layer - every position, head and pair - share one
@@ -46,17 +50,21 @@ saturation); confirm its leads with activation patching.
 
 from __future__ import annotations
 
+import warnings
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .errors import AnalysisError
+from .errors import AnalysisError, AnalysisWarning
 from .metrics import normalize, resolve
 from .pairs import make_pairs
 
 SITES = ("embed", "resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "z", "z_all_pos")
 MODES = ("denoise", "noise")
+#: Below this clean-corrupt logit-difference gap (logits) a normalised value divides by noise: a pair's normalised
+#: values become NaN, and a mean gap this small raises an :class:`AnalysisWarning`.
+MIN_GAP = 0.25
 _HOOK = {"resid_pre": "blocks.{}.hook_resid_pre", "resid_mid": "blocks.{}.hook_resid_mid",
          "resid_post": "blocks.{}.hook_resid_post", "attn_out": "blocks.{}.hook_attn_out",
          "mlp_out": "blocks.{}.hook_mlp_out", "z": "blocks.{}.attn.hook_z", "z_all_pos": "blocks.{}.attn.hook_z"}
@@ -102,14 +110,26 @@ def _runs(model, batch, mode, names):
 
 
 def _frame(model, site, units_per_layer, values, batch, mode, metric_name, base_clean, base_corrupt, per_pair,
-           norm, method):
-    """values: {layer: tensor [n_units, n_pairs]} of raw metric values -> tidy DataFrame."""
+           norm, method, stacklevel):
+    """values: {layer: tensor [n_units, n_pairs]} of raw metric values -> tidy DataFrame. Warnings point
+    ``stacklevel`` frames up (the caller of the public function)."""
+    gap = base_clean - base_corrupt  # per pair
+    if norm:
+        mean_gap = float(gap.mean())
+        if abs(mean_gap) < MIN_GAP:
+            warnings.warn(f"the mean clean-corrupt logit difference gap is {mean_gap:.3f} (below {MIN_GAP}): the "
+                          "model barely separates the prompts, so the normalised values divide by noise; read the "
+                          "raw logit differences instead", AnalysisWarning, stacklevel=stacklevel)
+        tiny = gap.abs() < MIN_GAP
+        if per_pair and tiny.any():
+            warnings.warn(f"{int(tiny.sum())} of {len(gap)} pairs have a clean-corrupt gap below {MIN_GAP} logits; "
+                          "their normalised per-pair values are NaN", AnalysisWarning, stacklevel=stacklevel)
     rows = []
     for layer, v in values.items():
         agg = v.mean(1)
         if norm:
             agg = normalize(agg, base_clean.mean(), base_corrupt.mean())
-            v = normalize(v, base_clean[None], base_corrupt[None])
+            v = normalize(v, base_clean[None], base_corrupt[None]).masked_fill(tiny[None], float("nan"))
         for i, (p, h) in enumerate(units_per_layer):
             if per_pair:
                 for j in range(v.shape[1]):
@@ -120,11 +140,13 @@ def _frame(model, site, units_per_layer, values, batch, mode, metric_name, base_
     df = pd.DataFrame(rows, columns=cols)
     for c in ("layer", "pos", "head"):
         df[c] = df[c].astype("Int64")
-    clean_v = float(base_clean.mean()) if not norm else 1.0
-    corrupt_v = float(base_corrupt.mean()) if not norm else 0.0
+    raw_clean, raw_corrupt = float(base_clean.mean()), float(base_corrupt.mean())
+    clean_v, corrupt_v = (1.0, 0.0) if norm else (raw_clean, raw_corrupt)
     df.attrs.update(site=site, mode=mode, metric=metric_name, method=method, clean=clean_v, corrupt=corrupt_v,
-                    n_pairs=len(batch), n_layers=model.cfg.n_layers, n_heads=model.cfg.n_heads, n_pos=batch.n_pos,
-                    str_tokens=_str_tokens(model, batch.clean[0]), texts=batch.texts)
+                    baseline=corrupt_v if mode == "denoise" else clean_v, raw_clean=raw_clean,
+                    raw_corrupt=raw_corrupt, n_pairs=len(batch), n_layers=model.cfg.n_layers,
+                    n_heads=model.cfg.n_heads, n_pos=batch.n_pos, str_tokens=_str_tokens(model, batch.clean[0]),
+                    texts=batch.texts)
     return df
 
 
@@ -170,10 +192,14 @@ def _first_difference(src, base) -> int:
     return int(diff.nonzero()[0, 0]) if diff.any() else src.shape[1]
 
 
-@torch.no_grad()
 def activation_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric="logit_diff", *,
                         per_pair: bool = False, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
     """Patch every unit of ``site`` at every layer, one at a time; see the module docstring for the output."""
+    with torch.no_grad():
+        return _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, progress)
+
+
+def _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, progress):
     _check(model, site, mode)
     metric_name, fn, norm = resolve(metric)
     batch = make_pairs(model, pairs)
@@ -223,12 +249,14 @@ def activation_patching(model, pairs, site: str = "resid_pre", mode: str = "deno
         bar.update(1)
     bar.close()
     return _frame(model, site, units, values, batch, mode, metric_name, base_clean.cpu(), base_corrupt.cpu(),
-                  per_pair, norm, "activation")
+                  per_pair, norm, "activation", stacklevel=4)
 
 
 def attribution_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric="logit_diff", *,
                          per_pair: bool = False, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
-    """First-order estimate of :func:`activation_patching`: one forward and one backward per batch of pairs."""
+    """First-order estimate of :func:`activation_patching`: one forward and one backward per chunk of at most
+    ``max_batch`` pairs. Gradients are taken with respect to the activations only (``torch.autograd.grad``), so
+    the model's parameters are left without ``.grad``."""
     _check(model, site, mode)
     metric_name, fn, norm = resolve(metric)
     batch = make_pairs(model, pairs)
@@ -237,35 +265,37 @@ def attribution_patching(model, pairs, site: str = "resid_pre", mode: str = "den
     base_tokens, _, src_cache, clean_logits, corrupt_logits = _runs(model, batch, mode, names)
     base_clean = fn(clean_logits, batch.answer, batch.wrong).detach()
     base_corrupt = fn(corrupt_logits, batch.answer, batch.wrong).detach()
-    acts, grads = {}, {}
-
-    def capture(act, hook):
-        if hook.name == "hook_embed":  # the fixed code has no graph above it: make it the leaf we differentiate
-            act = act.detach().requires_grad_(True)
-        acts[hook.name] = act
-        act.register_hook(lambda g, name=hook.name: grads.__setitem__(name, g))
-        return act
-
-    with torch.enable_grad():
-        logits = model.run_with_hooks(base_tokens, fwd_hooks=[(nm, capture) for nm in names]
-                                      + ([] if site == "embed" else [("hook_embed", _requires_grad)]))
-        fn(logits, batch.answer, batch.wrong).sum().backward()
     base_metric = base_corrupt if mode == "denoise" else base_clean
     units = _units(model, site, batch.n_pos)
-    values = {}
-    for layer in layers:
-        name = hook_name(site, layer)
-        delta = (src_cache[name] - acts[name].detach()) * grads[name]  # [n, pos, ...]
-        if site == "z":
-            est = delta.sum(-1)  # [n, pos, head]
-            v = est.permute(1, 2, 0).reshape(-1, len(batch))  # unit-major (pos, head)
-        elif site == "z_all_pos":
-            v = delta.sum((1, 3)).T  # [head, n]
-        else:
-            v = delta.sum(-1).T  # [pos, n]
-        values[layer] = (base_metric[None] + v).cpu()
+    parts: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+    chunks = range(0, len(batch), max(1, max_batch))
+    for c in tqdm(chunks, desc=f"attribution {site}", unit="chunk", disable=not progress, leave=False):
+        rows = slice(c, c + max(1, max_batch))
+        acts: dict[str, torch.Tensor] = {}
+
+        def capture(act, hook):
+            if hook.name == "hook_embed":  # the fixed code has no graph above it: make it a leaf
+                act = act.detach().requires_grad_(True)
+            acts[hook.name] = act
+            return act
+
+        hooks = [(nm, capture) for nm in names] + ([] if site == "embed" else [("hook_embed", _requires_grad)])
+        with torch.enable_grad():
+            logits = model.run_with_hooks(base_tokens[rows], fwd_hooks=hooks)
+            total = fn(logits, batch.answer[rows], batch.wrong[rows]).sum()
+            grads = torch.autograd.grad(total, [acts[nm] for nm in names])
+        for layer, name, grad in zip(layers, names, grads):
+            delta = (src_cache[name][rows] - acts[name].detach()) * grad  # [n, pos, ...]
+            if site == "z":
+                v = delta.sum(-1).permute(1, 2, 0).reshape(-1, delta.shape[0])  # unit-major (pos, head)
+            elif site == "z_all_pos":
+                v = delta.sum((1, 3)).T  # [head, n]
+            else:
+                v = delta.sum(-1).T  # [pos, n]
+            parts[layer].append(v.detach())
+    values = {layer: (base_metric[None] + torch.cat(parts[layer], dim=1)).cpu() for layer in layers}
     return _frame(model, site, units, values, batch, mode, metric_name, base_clean.cpu(), base_corrupt.cpu(),
-                  per_pair, norm, "attribution")
+                  per_pair, norm, "attribution", stacklevel=3)
 
 
 def _requires_grad(act, hook):

@@ -36,7 +36,7 @@ def test_patching_with_a_manual_pair(ckpt, tmp_path, capsys):
     files = {p.name for p in (tmp_path / "o").iterdir()}
     assert files == {"patching.csv", "patching.png", "patching.pdf", "patching_per_pair.csv"}
     out = capsys.readouterr().out
-    assert "Strongest sites:" in out and "' John'" in out
+    assert "Largest changes from the corrupted run's own value" in out and "' John'" in out
     header = (tmp_path / "o" / "patching.csv").read_text().splitlines()[0]
     assert header == "site,layer,pos,head,value"
 
@@ -44,7 +44,7 @@ def test_patching_with_a_manual_pair(ckpt, tmp_path, capsys):
 def test_patching_from_a_task_and_a_file(ckpt, tmp_path, capsys):
     assert run("patching", "--ckpt", ckpt, "--task", "agreement", "--n-pairs", 4, "--site", "z", "--method",
                "attribution", "--mode", "noise", "--out", tmp_path / "t") == 0
-    assert "attribution patching (noise) of z over 4 pairs" in capsys.readouterr().out
+    assert "attribution patching (noise: into the clean run) of z over 4 pairs" in capsys.readouterr().out
     pairs = tmp_path / "pairs.jsonl"
     fitted = task_pairs(load(ckpt), "facts", 3).texts  # pairs of one token length
     pairs.write_text("\n".join(json.dumps(p) for p in fitted))

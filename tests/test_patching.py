@@ -152,3 +152,45 @@ def test_bad_input(model):
     finally:
         model.eval()
     assert isinstance(activation_patching(model, PAIRS[0]), pd.DataFrame)  # one pair on its own is fine
+
+
+def test_attribution_leaves_no_parameter_gradients_and_honours_max_batch(model):
+    model.zero_grad(set_to_none=True)
+    whole = attribution_patching(model, PAIRS, site="resid_pre")
+    assert all(p.grad is None for p in model.parameters())
+    for site in ("embed", "z", "mlp_out"):
+        full = attribution_patching(model, PAIRS, site=site, per_pair=True)
+        chunked = attribution_patching(model, PAIRS, site=site, per_pair=True, max_batch=1, progress=True)
+        assert (full.value - chunked.value).abs().max() < 1e-5
+    assert all(p.grad is None for p in model.parameters())
+    assert whole.attrs["baseline"] == whole.attrs["corrupt"]
+
+
+def test_baselines_in_attrs_and_summary_ranks_from_the_patched_run(model):
+    from analysis.cli import summarize
+
+    noise = activation_patching(model, PAIRS, site="resid_pre", mode="noise")
+    a = noise.attrs
+    assert a["baseline"] == a["clean"] and a["raw_clean"] == a["clean"] and a["raw_corrupt"] == a["corrupt"]
+    text = summarize(noise, k=3)
+    listed = text.splitlines()[-3:]
+    # the cells that change the clean run most come first; the untouched positions (value == clean) never do
+    expected = noise.loc[(noise.value - a["clean"]).abs().sort_values(ascending=False).index[:3]]
+    for line, (_, r) in zip(listed, expected.iterrows()):
+        assert line.strip().startswith(f"layer {r.layer}, pos {r.pos}")
+    assert "from the clean run's own value" in text
+    norm = activation_patching(model, PAIRS, site="resid_pre", metric="normalized_logit_diff")
+    assert norm.attrs["baseline"] == 0.0 and "raw logit differences" in summarize(norm)
+
+
+def test_tiny_gaps_give_nan_and_a_warning(model):
+    from analysis import AnalysisWarning
+
+    same = [dict(p, corrupt=p["clean"]) for p in PAIRS]  # no gap at all: every pair's normalisation is undefined
+    with pytest.warns(AnalysisWarning, match="gap"):
+        per = activation_patching(model, same, site="resid_pre", metric="normalized_logit_diff", per_pair=True)
+    assert per.value.isna().all()
+    mixed = [PAIRS[0], same[1]]
+    with pytest.warns(AnalysisWarning, match="1 of 2 pairs"):
+        per = activation_patching(model, mixed, site="resid_pre", metric="normalized_logit_diff", per_pair=True)
+    assert per[per.pair == 1].value.isna().all() and per[per.pair == 0].value.notna().all()
