@@ -31,7 +31,8 @@ from safetensors.torch import save as st_save
 from tqdm.auto import tqdm
 
 from .checkpoint import load_checkpoint, save_checkpoint
-from .clitools import ArgumentParser, run_main, write_text_atomic
+from .atomic import write_text_atomic
+from .clitools import ArgumentParser, run_main
 from .config import INTERFACES, PRESETS
 from .data import batch_at, tokenizer_hash
 from .errors import CheckpointError, ConfigError, DataError
@@ -99,26 +100,35 @@ def truncate_metrics(path: Path, step: int) -> None:
 
 
 def save_state(raw: FixedIdLM, opt, vdir: Path, data: PreparedData, cfg: TrainConfig, step: int, d: Dist,
-               extra_meta: dict) -> None:
-    """Checkpoint the model with its optimizer, RNG and step (collective under FSDP; rank 0 writes)."""
+               extra_meta: dict, *, resume: bool = True, keep: bool = False) -> None:
+    """Checkpoint the model (collective under FSDP; rank 0 writes): with ``resume``, into ``vdir`` with its
+    optimizer, RNG and step; with ``keep``, also as a model-only snapshot in ``vdir/steps/<step>``."""
     state_dict, named_opt = full_state(raw, opt, d)
     if d.main:
         model = raw
         if d.fsdp:  # rank 0 rebuilds a plain copy from the gathered full tensors
             model = FixedIdLM(raw.cfg, init=False)
             model.load_state_dict(state_dict)
-        tensors, groups = serialize_optimizer_state(named_opt)
-        rng = {"torch": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
-        state = {"step": step, "optimizer": groups}
-        save_checkpoint(model, vdir, tokenizer=data.tokenizer, adopt_dir=True, step=step,
-                        tokens=step * cfg.train.batch_size * raw.cfg.context, variant=raw.cfg.interface,
-                        train_config=cfg.to_dict(), tokenizer_sha256=tokenizer_hash(data.tokenizer),
-                        unigram_loss=data.unigram_loss, **extra_meta,
-                        extra_files={"optimizer.safetensors": tensors, "rng.safetensors": st_save(rng),
-                                     "trainer_state.json": json.dumps(state).encode()})
+        meta = dict(step=step, tokens=step * cfg.train.batch_size * raw.cfg.context, variant=raw.cfg.interface,
+                    train_config=cfg.to_dict(), tokenizer_sha256=tokenizer_hash(data.tokenizer),
+                    unigram_loss=data.unigram_loss, **extra_meta)
+        if keep:
+            save_checkpoint(model, kept_dir(vdir, step), tokenizer=data.tokenizer, **meta)
+        if resume:
+            tensors, groups = serialize_optimizer_state(named_opt)
+            rng = {"torch": torch.get_rng_state()}
+            if torch.cuda.is_available():
+                rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
+            state = {"step": step, "optimizer": groups}
+            save_checkpoint(model, vdir, tokenizer=data.tokenizer, adopt_dir=True, **meta,
+                            extra_files={"optimizer.safetensors": tensors, "rng.safetensors": st_save(rng),
+                                         "trainer_state.json": json.dumps(state).encode()})
     d.barrier()
+
+
+def kept_dir(vdir: Path, step: int) -> Path:
+    """Where the model-only snapshot of step ``step`` (``[train] keep``) lives: ``<variant>/steps/<step>``."""
+    return Path(vdir) / "steps" / f"{step:07d}"
 
 
 def restore_state(model: FixedIdLM, vdir: Path) -> tuple[int, dict]:
@@ -168,6 +178,7 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
         start, named_opt = restore_state(raw, vdir)
         if d.main:
             truncate_metrics(vdir / "metrics.jsonl", start)
+            truncate_metrics(vdir / "timing.jsonl", start)
     raw.to(d.device)
     model = wrap(raw, d)
     opt = make_optimizer(raw, t)  # after wrapping: FSDP2 replaces the parameters by sharded ones
@@ -187,7 +198,8 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
     tokens_per_step = t.batch_size * ctx
     bar = tqdm(total=t.steps, initial=start, desc=f"{variant:>9}", unit="step", disable=quiet or not d.main,
                dynamic_ncols=True, leave=True)
-    metrics = (vdir / "metrics.jsonl") if d.main else None
+    metrics = (vdir / "metrics.jsonl") if d.main else None  # a pure function of the config and the machine's math
+    timing = (vdir / "timing.jsonl") if d.main else None  # wall-clock throughput, which varies run to run
     last = {"loss": float("nan"), "val_loss": float("nan")}
     t_run, t_log, steps_log = time.perf_counter(), time.perf_counter(), 0
     model.train()
@@ -221,14 +233,18 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
                 vdir.mkdir(parents=True, exist_ok=True)
                 with open(metrics, "a") as f:
                     f.write(json.dumps({"step": done, "loss": loss_val, "lr": lr, "grad_norm": float(grad_norm),
-                                        "tokens": done * tokens_per_step, "tok_per_s": tok_s}) + "\n")
-        if done % t.eval_every == 0 or final:
+                                        "tokens": done * tokens_per_step}) + "\n")
+                with open(timing, "a") as f:
+                    f.write(json.dumps({"step": done, "tok_per_s": tok_s}) + "\n")
+        if done % t.eval_every == 0 or final or done in t.keep:
             last["val_loss"] = evaluate(model, data, cfg, ctx, micro, d)
             if metrics:
                 with open(metrics, "a") as f:
                     f.write(json.dumps({"step": done, "val_loss": last["val_loss"]}) + "\n")
-        if done % t.save_every == 0 or final:
-            save_state(raw, opt, vdir, data, cfg, done, d, {"val_loss": last["val_loss"], "loss": last["loss"]})
+        resume_point, kept = done % t.save_every == 0 or final, done in t.keep
+        if resume_point or kept:
+            save_state(raw, opt, vdir, data, cfg, done, d, {"val_loss": last["val_loss"], "loss": last["loss"]},
+                       resume=resume_point, keep=kept)
     bar.close()
     elapsed = time.perf_counter() - t_run
     trained = t.steps - start
@@ -304,24 +320,35 @@ def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
           f"tokens per variant ({tokens / c['trainable']:.2f} tokens per trainable parameter of {v})")
 
 
+def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, resume: bool = False,
+          quiet: bool = False, device: str = "auto") -> list[dict]:
+    """Train ``variants`` with one recipe into ``out`` (see the module docstring); returns one summary dict per
+    variant (as :func:`format_summary` prints them). The Python face of ``fixedid-train``."""
+    out = Path(out)
+    variants = list(variants)
+    bad = [v for v in variants if v not in INTERFACES]
+    if bad or not variants or len(set(variants)) != len(variants):
+        raise ConfigError(f"variants {variants} must be distinct names from {list(INTERFACES)}")
+    d = setup_dist(device, cfg.train.parallel)
+    check_out_dir(out, cfg, resume)
+    d.barrier()  # every rank has checked --out before rank 0 writes anything into it
+    n_bits = cfg.model_config("canonical", 2).n_bits
+    if d.main:
+        data = prepare_data(cfg.data, out / "data", n_bits=n_bits, progress=not quiet)
+        write_text_atomic(out / "run.json", json.dumps({"config": cfg.to_dict(), "variants": variants}, indent=1))
+    d.barrier()
+    if not d.main:
+        data = prepare_data(cfg.data, out / "data", n_bits=n_bits, build=False)
+    return [train_variant(cfg, v, out, data, d, resume=resume, quiet=quiet) for v in variants]
+
+
 def run(args) -> int:
     cfg, variants = load_run_config(args)
     if args.dry_run:
         dry_run(cfg, variants)
         return 0
-    out = Path(args.out)
-    d = setup_dist(args.device, cfg.train.parallel)
-    check_out_dir(out, cfg, args.resume)
-    d.barrier()  # every rank has checked --out before rank 0 writes anything into it
-    n_bits = cfg.model_config("canonical", 2).n_bits
-    if d.main:
-        data = prepare_data(cfg.data, out / "data", n_bits=n_bits, progress=not args.quiet)
-        write_text_atomic(out / "run.json", json.dumps({"config": cfg.to_dict(), "variants": variants}, indent=1))
-    d.barrier()
-    if not d.main:
-        data = prepare_data(cfg.data, out / "data", n_bits=n_bits, build=False)
-    summaries = [train_variant(cfg, v, out, data, d, resume=args.resume, quiet=args.quiet) for v in variants]
-    if d.main:
+    summaries = train(cfg, args.out, variants, resume=args.resume, quiet=args.quiet, device=args.device)
+    if not dist.is_initialized() or dist.get_rank() == 0:
         for s in summaries:
             print(format_summary(s))
     return 0
@@ -337,4 +364,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["main", "run", "train_variant", "check_out_dir"]
+__all__ = ["main", "run", "train", "train_variant", "check_out_dir"]

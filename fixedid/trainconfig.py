@@ -4,8 +4,8 @@
 ``interface`` (the trainer sets it per variant) and ``vocab_size`` (taken from the tokenizer). ``[data]`` and
 ``[train]`` map onto :class:`DataConfig` and :class:`OptimConfig`, whose docstrings list every key. Unknown keys
 are refused by name. The *fingerprint* of a run covers everything that changes what is learned; the
-schedule-only keys (``steps``, ``save_every``, ``eval_every``, ``log_every``, ``compile``) are left out so a run
-can be extended or re-logged with ``--resume``.
+schedule-only keys (``steps``, ``save_every``, ``eval_every``, ``log_every``, ``compile``, ``keep``) are left out
+so a run can be extended or re-logged with ``--resume``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import tomllib
+from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from .errors import ConfigError
 
 DTYPES = ("fp32", "bf16", "auto")
 PARALLEL = ("ddp", "fsdp")
-SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile")
+SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile", "keep")
 
 
 @dataclass
@@ -32,7 +33,8 @@ class DataConfig:
     text), a ``tokenizer.json`` path or a hub tokenizer name. ``train_tokens`` / ``val_tokens``: how many tokens to
     pretokenise. ``val_split``: a split of the source to validate on; empty holds out the head of the training
     stream instead. ``shards``: an existing shard directory to train from (skips tokenising). ``synthetic_mix``:
-    sentence-kind probabilities overriding the built-in language's default mixture (e.g. ``{ioi = 0.5}``)."""
+    sentence-kind probabilities overriding the built-in language's default mixture (e.g. ``{ioi = 0.5}``), and
+    optionally ``retell``, the probability that a document is told twice (default 0.7)."""
 
     source: str = "synthetic"
     text_field: str = "text"
@@ -54,8 +56,10 @@ class OptimConfig:
     is ``batch_size / (micro_batch_size * world_size)``. AdamW with ``lr`` after ``warmup_steps`` of linear
     warmup, cosine decay to ``lr * min_lr_ratio`` at ``decay_steps`` (0: ``steps``); ``weight_decay`` on matrices
     only (never on norm gains or biases); gradients clipped to ``grad_clip`` (0: off). ``dtype``: ``fp32``,
-    ``bf16`` (autocast) or ``auto`` (bf16 on CUDA, fp32 on CPU). ``parallel``: ``ddp`` or ``fsdp`` (FSDP2) under
-    torchrun."""
+    ``bf16`` (autocast) or ``auto`` (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and, unless ``[model]``
+    sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``: ``ddp`` or ``fsdp``
+    (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in ``<variant>/steps/<step>``
+    (model and tokenizer, no optimizer state), for analyses across training."""
 
     steps: int = 1000
     batch_size: int = 32
@@ -76,6 +80,7 @@ class OptimConfig:
     eval_batches: int = 8
     save_every: int = 500
     log_every: int = 10
+    keep: list = field(default_factory=list)
 
 
 @dataclass
@@ -108,6 +113,9 @@ class TrainConfig:
             v = getattr(t, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"[train] {k} must be a non-negative integer, got {v!r}")
+        if not isinstance(t.keep, list) or any(not isinstance(k, int) or isinstance(k, bool) or k < 1
+                                                for k in t.keep):
+            raise ConfigError(f"[train] keep must be a list of positive step numbers, got {t.keep!r}")
         if not t.lr > 0 or not 0 <= t.min_lr_ratio <= 1 or t.weight_decay < 0 or t.grad_clip < 0:
             raise ConfigError("[train] needs lr > 0, 0 <= min_lr_ratio <= 1, weight_decay >= 0 and grad_clip >= 0")
         if t.dtype not in DTYPES:
@@ -118,11 +126,11 @@ class TrainConfig:
             if not isinstance(d.synthetic_mix, dict) or not d.source.startswith("synthetic"):
                 raise ConfigError("[data] synthetic_mix is a table of sentence-kind weights, and only applies to "
                                   "source = \"synthetic\"")
-            from .data.synthetic import SyntheticLanguage
+            from .data.corpus import synthetic_language
             from .errors import DataError
 
             try:
-                SyntheticLanguage(0, mix=d.synthetic_mix)
+                synthetic_language(0, d.synthetic_mix)
             except DataError as e:
                 raise ConfigError(f"[data] synthetic_mix: {e}") from None
         for k in ("vocab_size", "tokenizer_train_bytes", "train_tokens", "val_tokens"):
@@ -131,8 +139,11 @@ class TrainConfig:
                 raise ConfigError(f"[data] {k} must be a positive integer, got {v!r}")
 
     def model_config(self, interface: str, vocab_size: int) -> ModelConfig:
+        """The variant's model config: ``[model]`` on its preset, the interface and vocabulary size, and the
+        initialisation seed ``[train] seed`` unless ``[model]`` sets ``seed`` itself."""
         m = dict(self.model)
         preset = m.pop("preset", "tiny")
+        m.setdefault("seed", self.train.seed)
         return ModelConfig.preset(preset, **m, interface=interface, vocab_size=vocab_size)
 
     def to_dict(self) -> dict:
@@ -166,19 +177,39 @@ class TrainConfig:
                    train=_table(OptimConfig, d.get("train", {}), "train"))
 
     @classmethod
-    def load(cls, path) -> "TrainConfig":
-        path = Path(path)
+    def load(cls, spec) -> "TrainConfig":
+        """Load a TOML file, or a config shipped with the package by name (``"tiny"``, ``"small"``,
+        ``"paper-1.7b"``; see :func:`packaged_configs`) when ``spec`` is not an existing file."""
+        path = Path(spec)
+        if not path.exists() and str(spec).removesuffix(".toml") in packaged_configs():
+            resource = resources.files("fixedid").joinpath(f"configs/{str(spec).removesuffix('.toml')}.toml")
+            return cls._parse(resource.read_text(), f"packaged config {spec!r}")
         try:
-            d = tomllib.loads(path.read_text())
+            text = path.read_text()
         except FileNotFoundError:
-            raise ConfigError(f"config file {path} does not exist; see experiments/configs/ for examples") from None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+            raise ConfigError(f"config file {path} does not exist; pass a TOML file or one of the packaged configs "
+                              f"{packaged_configs()}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"config file {path} cannot be read: {e}") from None
+        return cls._parse(text, f"config file {path}")
+
+    @classmethod
+    def _parse(cls, text: str, what: str) -> "TrainConfig":
+        try:
+            d = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{what} is not valid TOML: {e}") from None
         return cls.from_dict(d)
 
     def replace_train(self, **changes) -> "TrainConfig":
         return TrainConfig(model=dict(self.model), data=self.data,
                            train=dataclasses.replace(self.train, **changes))
+
+
+def packaged_configs() -> list[str]:
+    """Names of the training configs shipped inside the package (``experiments/configs/`` links to them)."""
+    return sorted(p.name.removesuffix(".toml") for p in resources.files("fixedid").joinpath("configs").iterdir()
+                  if p.name.endswith(".toml"))
 
 
 def _table(cls, d, name):

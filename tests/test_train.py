@@ -41,6 +41,7 @@ eval_every = 6
 eval_batches = 2
 save_every = 6
 log_every = 1
+keep = [4]
 """
 
 
@@ -99,11 +100,48 @@ def test_three_variants_train_and_load(trained, capsys):
         steps = metrics(out / v / "metrics.jsonl")
         assert sorted(steps) == list(range(1, 13))
         assert steps[12] < steps[1] - 0.5  # it learns
-        assert sorted(metrics(out / v / "metrics.jsonl", "val_loss")) == [6, 12]
+        assert sorted(metrics(out / v / "metrics.jsonl", "val_loss")) == [4, 6, 12]  # and where kept
         losses[v] = steps
     assert losses["canonical"] != losses["gf2"]
     run = json.loads((out / "run.json").read_text())
     assert run["variants"] == ["learned", "canonical", "gf2"]
+
+
+def test_kept_snapshots(trained):
+    out = trained[0] / "out"
+    for v in ("learned", "canonical", "gf2"):
+        snap = load_checkpoint(out / v / "steps" / "0000004")
+        assert snap.meta["step"] == 4 and snap.cfg.interface == v and snap.tokenizer is not None
+        assert not (out / v / "steps" / "0000004" / "optimizer.safetensors").exists()
+        final = load_checkpoint(out / v)
+        assert not torch.equal(snap.unembed.weight, final.unembed.weight)
+    assert sorted(metrics(out / "gf2" / "metrics.jsonl", "val_loss")) == [4, 6, 12]  # evaluated where kept
+
+
+def test_same_machine_runs_are_bit_identical(trained, tmp_path):
+    """Two runs of one config on one machine give the same bytes: the metrics log and the weights."""
+    tmp, cfg, _ = trained
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "again"), "--quiet"]) == 0
+    for v in ("learned", "canonical", "gf2"):
+        for name in ("metrics.jsonl", "model.safetensors"):
+            assert (tmp / "out" / v / name).read_bytes() == (tmp_path / "again" / v / name).read_bytes(), (v, name)
+    timing = [json.loads(line) for line in (tmp / "out" / "gf2" / "timing.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in timing] == list(range(1, 13)) and all(r["tok_per_s"] > 0 for r in timing)
+
+
+def test_packaged_configs_by_name(capsys, tmp_path):
+    from fixedid.trainconfig import packaged_configs
+
+    assert {"tiny", "small", "paper-1.7b"} <= set(packaged_configs())
+    assert run_inproc(["--config", "tiny", "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    assert "token budget" in capsys.readouterr().out
+    # experiments/configs/ holds the same files (links into the package), never a second, diverging copy
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    for name in packaged_configs():
+        mine = root / "experiments" / "configs" / f"{name}.toml"
+        assert mine.resolve() == (root / "fixedid" / "configs" / f"{name}.toml").resolve()
+        assert TrainConfig.load(mine).to_dict() == TrainConfig.load(name).to_dict()
 
 
 def test_backbone_matched_init_and_identical_batches(trained):
