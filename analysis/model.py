@@ -82,10 +82,34 @@ class HookedFixedIdLM(FixedIdLM):
 
     def to_nnsight(self):
         """An nnsight wrapper over this model that accepts several invokes in one trace (see
-        :mod:`analysis.nnsight_wrapper`)."""
+        :mod:`analysis.nnsight_wrapper`). Raises :class:`AnalysisError` on an nnsight version it is not tested
+        with, since the wrapper reads nnsight internals."""
+        check_nnsight_version()
         from .nnsight_wrapper import FixedIdNNsight
 
         return FixedIdNNsight(self)
+
+
+#: The nnsight releases the wrapper is tested with (it reads their internals): 0.8.x.
+NNSIGHT_SUPPORTED = ((0, 8), (0, 9))
+
+
+def check_nnsight_version(version: str | None = None) -> None:
+    """Refuse, with one clear line, an nnsight version outside :data:`NNSIGHT_SUPPORTED`."""
+    from importlib import metadata
+
+    try:
+        version = version or metadata.version("nnsight")
+    except metadata.PackageNotFoundError:
+        raise AnalysisError("nnsight is not installed; pip install 'nnsight>=0.8,<0.9'") from None
+    try:
+        parts = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        parts = (-1, -1)
+    lo, hi = NNSIGHT_SUPPORTED
+    if not lo <= parts < hi:
+        raise AnalysisError(f"nnsight {version} is not supported: the nnsight view reads nnsight internals and is "
+                            "tested with 0.8.x; pip install 'nnsight>=0.8,<0.9'")
 
 
 def load(path, *, device: str | torch.device = "cpu") -> HookedFixedIdLM:

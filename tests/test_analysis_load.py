@@ -99,3 +99,16 @@ def test_nnsight_two_invokes_one_trace(model):
         _, c = model.run_with_cache(tokens(5, batch=1), names_filter="blocks.0.attn.hook_pattern")
         assert (pattern - c["blocks.0.attn.hook_pattern"]).abs().max() < 1e-6
     assert not model.blocks[0].attn.wants_pattern()  # the model itself is untouched by nnsight
+
+
+def test_unsupported_nnsight_version_is_refused_clearly(model, monkeypatch):
+    from analysis.model import check_nnsight_version
+
+    check_nnsight_version("0.8.1")  # the tested release passes
+    for bad in ("0.7.3", "0.9.0", "1.0"):
+        with pytest.raises(AnalysisError, match=f"nnsight {bad} is not supported.*0.8"):
+            check_nnsight_version(bad)
+    from importlib import metadata
+    monkeypatch.setattr(metadata, "version", lambda name: "0.9.2")
+    with pytest.raises(AnalysisError, match="0.9.2 is not supported"):
+        model.to_nnsight()
