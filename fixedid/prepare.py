@@ -18,9 +18,13 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from .atomic import fsync_dir, temp_name, write_text_atomic
-from .data import TokenShards, build_shards, check_vocab_fits, iter_texts, load_tokenizer, train_bpe
+from .data import TokenShards, build_shards, check_vocab_fits, iter_texts, load_tokenizer, train_bpe, train_words
 from .errors import DataError
 from .trainconfig import DataConfig
+
+
+#: Tokenizers trained from the run's own text, by ``[data] tokenizer`` name.
+TRAINED = {"bpe": train_bpe, "words": train_words}
 
 
 @dataclass
@@ -51,12 +55,7 @@ def _build(d: DataConfig, target: Path, n_bits: int, progress: bool) -> None:
     tmp = temp_name(target)
     tmp.mkdir(parents=True)
     try:
-        if d.tokenizer == "bpe":
-            tok = train_bpe(_take_bytes(iter_texts(d.source, text_field=d.text_field, split=d.split,
-                                                   synthetic_mix=d.synthetic_mix), d.tokenizer_train_bytes),
-                            d.vocab_size)
-        else:
-            tok = load_tokenizer(d.tokenizer)
+        tok = make_tokenizer(d)
         check_vocab_fits(tok, n_bits)
         train_texts = iter_texts(d.source, text_field=d.text_field, split=d.split, synthetic_mix=d.synthetic_mix)
         if d.val_split:
@@ -83,6 +82,15 @@ def _build(d: DataConfig, target: Path, n_bits: int, progress: bool) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def make_tokenizer(d: DataConfig):
+    """The tokenizer of ``[data]``: trained (``bpe``, ``words``) on the first ``tokenizer_train_bytes`` of the
+    training text, or loaded."""
+    if d.tokenizer in TRAINED:
+        texts = iter_texts(d.source, text_field=d.text_field, split=d.split, synthetic_mix=d.synthetic_mix)
+        return TRAINED[d.tokenizer](_take_bytes(texts, d.tokenizer_train_bytes), d.vocab_size)
+    return load_tokenizer(d.tokenizer)
 
 
 def load_prepared(path: Path, d: DataConfig | None = None) -> PreparedData:
@@ -123,12 +131,13 @@ def prepare_data(d: DataConfig, out: Path, *, n_bits: int, build: bool = True, p
 
 
 def vocab_size_of(d: DataConfig) -> int:
-    """The vocabulary size a run will have, without preparing anything (for ``--dry-run``)."""
+    """The vocabulary size a run will have, without preparing its shards (for ``--dry-run``): a word-level
+    tokenizer is trained to count its words (about a second on the built-in language)."""
     if d.shards:
         return load_tokenizer(str(Path(d.shards) / "tokenizer.json")).get_vocab_size(with_added_tokens=True)
     if d.tokenizer == "bpe":
         return d.vocab_size
-    return load_tokenizer(d.tokenizer).get_vocab_size(with_added_tokens=True)
+    return make_tokenizer(d).get_vocab_size(with_added_tokens=True)
 
 
 __all__ = ["PreparedData", "prepare_data", "load_prepared", "unigram_loss", "vocab_size_of"]

@@ -14,7 +14,8 @@ import pytest
 from fixedid.errors import DataError
 from fixedid.data.corpus import iter_texts
 from fixedid.data.shards import FORMAT, TokenShards, batch_at, build_shards, load_manifest
-from fixedid.data.tokenizer import (check_vocab_fits, eot_id, load_tokenizer, tokenizer_hash, train_bpe)
+from fixedid.data.tokenizer import (check_vocab_fits, eot_id, load_tokenizer, tokenizer_hash, train_bpe,
+                                    train_words)
 
 try:
     from fixedid.data.synthetic import SyntheticLanguage
@@ -61,6 +62,24 @@ def test_bpe_special_tokens_order_and_too_small_vocab():
     assert t.token_to_id("<|endoftext|>") == 0 and t.token_to_id("<pad>") == 1
     with pytest.raises(DataError, match="too small"):
         train_bpe(_docs(5), 200)
+
+
+def test_word_level_tokenizer():
+    docs = _docs(3000)  # enough text that every piece of the held-out documents below was seen
+    words = train_words(docs, 4096)
+    assert tokenizer_hash(train_words(docs, 4096)) == tokenizer_hash(words)
+    assert words.token_to_id("<|endoftext|>") == 0 and eot_id(words) == 0 and words.token_to_id("<|unk|>") == 1
+    bpe = train_bpe(docs, 2048)
+    for s in _docs(20, seed=7):
+        ids = words.encode(s).ids
+        assert words.decode(ids) == s and 1 not in ids  # seen pieces round-trip, none unknown
+        # the same pieces as a BPE that keeps every word whole, from a vocabulary without bytes and merges
+        assert [words.decode([i]) for i in ids] == [bpe.decode([i]) for i in bpe.encode(s).ids]
+    assert words.get_vocab_size() < bpe.get_vocab_size() / 2
+    assert words.encode(" Mary").ids == [words.token_to_id("ĠMary")] and words.encode(" Zyzzyx").ids == [1]
+    assert train_words(docs, 50).get_vocab_size() == 50
+    with pytest.raises(DataError, match="too small"):
+        train_words(docs, 2)
 
 
 def test_check_vocab_fits(tok):

@@ -53,10 +53,24 @@ def test_documents_stream_and_format(lang, docs):
         assert doc == doc.strip()
         sents = sentences_of(doc)
         assert "".join(sents) == doc
-        assert all(s.startswith(" ") for s in sents[1:]) and 4 <= len(sents) <= 12
+        assert all(s.startswith(" ") for s in sents[1:]) and len(sents) >= 3
         assert all(s.strip()[0].isupper() for s in sents)
-    for doc in lang.documents(50, sentences_per_doc=(2, 3)):
-        assert 2 <= len(sentences_of(doc)) <= 3
+    once = SyntheticLanguage(0, retell=0.0)
+    for doc in once.documents(200, sentences_per_doc=(2, 3)):
+        sents = [s.strip() for s in sentences_of(doc)]
+        drawn = [s for i, s in enumerate(sents) if s not in sents[:i]]  # list copies are not drawn sentences
+        assert len(sents) >= 2 and len(drawn) <= 3
+        for s in drawn:
+            if s.startswith("The words are"):
+                assert sents.count(s) in (2, 3)  # a list comes back once or twice
+    halves = []
+    for doc in lang.documents(400, sentences_per_doc=(2, 3)):
+        sents = sentences_of(doc)
+        half = len(sents) // 2
+        halves.append(len(sents) % 2 == 0 and [x.strip() for x in sents[:half]] == [x.strip() for x in sents[half:]])
+    assert 0.78 < sum(halves) / len(halves) < 0.92  # documents are told twice with probability RETELL = 0.85
+    with pytest.raises(DataError, match="retell"):
+        SyntheticLanguage(0, retell=1.5)
 
 
 def test_text_size(lang):
@@ -159,7 +173,7 @@ def test_labels_are_valid(lang):
 
 def test_verbs_agree_with_their_subjects(lang):
     checked = 0
-    for sentence in lang.labelled_sentences(3000, seed=7):
+    for sentence in lang.labelled_sentences(4000, seed=7):
         for verb in sentence:
             if verb.pos != "VERB" or verb.number == "none":
                 continue
@@ -170,7 +184,7 @@ def test_verbs_agree_with_their_subjects(lang):
         nouns = [w for w in sentence if w.depth == 0 and w.pos == "NOUN"]
         if sentence[0].word == "The" and len(nouns) >= 2 and sentence[5].pos == "VERB":
             assert sentence[5].number == nouns[0].number
-    assert checked > 2000
+    assert checked > 1500
 
 
 def test_sentence_text_attaches_punctuation(lang):
@@ -228,11 +242,13 @@ def test_agreement_pairs_match_labels(lang):
         for w in sentence:
             if w.pos == "NOUN":
                 number[w.word] = w.number
-    for p in lang.task_pairs("agreement", 100, seed=3):
+    opposite = 0
+    for p in lang.task_pairs("agreement", 200, seed=3):
         clean = p.clean.split()
         subject_pl = number[clean[1]] == "pl"
         assert (p.answer in ("are", "were", "look", "seem")) == subject_pl
-        assert number[clean[4]] != number[clean[1]]
+        opposite += number[clean[4]] != number[clean[1]]
+    assert 70 <= opposite <= 130  # the attractor has the opposite number in about half of the pairs
 
 
 def test_facts_pairs(lang):
@@ -255,7 +271,8 @@ def test_induction_pairs(lang):
         k = len(repeat)
         assert 2 <= k < len(span) and span[:k] == repeat
         words, corrupt_words = WORD.findall(p.clean), WORD.findall(p.corrupt)
-        assert span[k] == p.answer and words.count(p.answer) == 1 and p.wrong not in words
+        # the wrong answer is another word of the same list: a model that copies any list word is at chance
+        assert span[k] == p.answer and words.count(p.answer) == 1 and p.wrong in span and p.wrong != p.answer
         assert diff_positions(p.clean, p.corrupt) == [3 + k]
         assert corrupt_words[3 + k] == p.wrong and p.answer not in corrupt_words
         assert len(set(span)) == len(span)
@@ -293,15 +310,15 @@ def test_bad_input_raises_data_error(lang, call):
 
 def test_mix_reweights_sentence_kinds_but_not_the_world():
     from fixedid.data.synthetic import DEFAULT_MIX
-    base, ioi_heavy = SyntheticLanguage(0), SyntheticLanguage(0, mix={"ioi": 1.0, "fact": 0.0})
+    base, ioi_heavy = SyntheticLanguage(0), SyntheticLanguage(0, mix={"ioi": 1.0, "fact": 0.0, "list": 0.0})
     assert base.mix == pytest.approx(DEFAULT_MIX) and sum(ioi_heavy.mix.values()) == pytest.approx(1.0)
     assert ioi_heavy.facts == base.facts and ioi_heavy.task_pairs("ioi", 5) == base.task_pairs("ioi", 5)
 
     def count(lang, needle):
         return sum(doc.count(needle) for doc in lang.documents(200, seed=3))
 
-    assert count(ioi_heavy, " gave a ") + count(ioi_heavy, " handed a ") > 2 * (count(base, " gave a ")
-                                                                               + count(base, " handed a "))
+    assert count(ioi_heavy, " gave a ") + count(ioi_heavy, " handed a ") > 1.5 * (count(base, " gave a ")
+                                                                                 + count(base, " handed a "))
     assert count(ioi_heavy, " lives in ") == 0
     for bad in ({"poetry": 1.0}, {"ioi": -1}, {k: 0 for k in DEFAULT_MIX}):
         with pytest.raises(DataError):

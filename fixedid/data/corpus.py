@@ -89,13 +89,21 @@ def _synthetic(source: str, *, split: str, limit_docs: int | None, seed: int, mi
         except ValueError:
             raise DataError(f"bad synthetic source {source!r}: the part after 'synthetic:' must be an integer "
                             "seed, e.g. 'synthetic:3'") from None
-    from .synthetic import SyntheticLanguage  # lazy: only needed for this source
-
     if split == "train":
         doc_seed = seed
     else:  # a stable stream per split, independent of Python's hash randomisation
         doc_seed = int.from_bytes(hashlib.sha256(f"{split}:{seed}".encode()).digest()[:4], "little")
-    return iter(SyntheticLanguage(lang_seed, mix=mix).documents(n=limit_docs, seed=doc_seed))
+    return iter(synthetic_language(lang_seed, mix).documents(n=limit_docs, seed=doc_seed))
+
+
+def synthetic_language(seed: int, mix: dict | None):
+    """The built-in language of world ``seed`` with a ``[data] synthetic_mix`` table: sentence-kind weights plus
+    the optional key ``retell`` (the probability that a document is told twice)."""
+    from .synthetic import RETELL, SyntheticLanguage
+
+    kinds = dict(mix or {})
+    retell = kinds.pop("retell", RETELL)
+    return SyntheticLanguage(seed, mix=kinds, retell=retell)
 
 
 # ------------------------------------------------------------------------------------------------------------- local

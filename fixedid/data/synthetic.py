@@ -6,22 +6,31 @@ the made-up entity and city names and a fact base; a *stream* (``documents(seed=
 
 Grammar (``S`` = sentence; ``N``/``Ns`` a singular/plural noun; ``{x|y}`` a choice; depth in brackets)::
 
+    DOC -> S^n [S^n]   n = 3..6 sentences (LIST copies come on top), told twice with probability ``retell`` (0.85)
     S -> IOI | AGREE | FACT | NESTED | LIST | FILLER | REPEAT
     IOI    -> {When|After} A and B {went|walked|ran} to the PLACE[1] , S {gave|handed|...} a OBJ to IO .
               where {A, B} = {S, IO} in either order (the indirect object IO is the name that occurs once)
     AGREE  -> The N_subj PREP the N_attr V_agree {ADJ | {on|under|near|behind} the N} .
-              the attractor has the opposite number to the subject with probability 3/4 (else the same, so
-              "agree with the nearest noun" is no shortcut); V_agree in is/are, was/were, looks/look, seems/seem
+              the attractor's number is independent of the subject's (opposite or the same with probability 1/2
+              each), so the nearest noun says nothing about the verb; V_agree in is/are, was/were, looks/look,
+              seems/seem
     FACT   -> E lives in CITY .  |  E likes FOOD .  |  E works as a JOB .
               (E a made-up entity; its attribute for each relation is drawn once per world, see ``facts``)
     NESTED -> The N_0 (that the N_k)* [that {NAME | the N_d}] V_d ... V_1 {is|are|was|were} ADJ .
               centre-embedded object relative clauses of depth d uniform in 0..3; word k levels deep has
               depth k; the main verb agrees with N_0 across the clauses; V_k are past-tense transitive verbs
-    LIST   -> The words are W_1 ... W_L .     (L in 4..8 distinct words drawn from a pool of ~60)
-              every LIST is repeated verbatim 1-3 sentences later in the same document (induction)
+    LIST   -> The words are W_1 ... W_L .     (L in 5..10 distinct words drawn from a pool of ~60)
+              every LIST is repeated verbatim 1-2 sentences later in the same document, and half of them a
+              third time 1-2 sentences after that (induction)
     FILLER -> NAME walked to the PLACE . | NAME saw a ANIMAL . | The N {is|are} ADJ .
               | NAME went to the PLACE because {he|she}[1] was[1] ADJ[1] .   (pronoun matches the name's gender)
     REPEAT -> a verbatim copy of an earlier sentence of the same document
+
+Why so many copies (lists, retold documents) and so much IOI: the demo's small models must form the copying
+mechanisms every contextual behaviour here rests on within a few CPU minutes. Induction heads appear only after a
+plateau whose length falls steeply with the share of tokens that copying predicts (and with the batch size), so
+the default mixture makes about a third of the tokens predictable by copying; with the old mixture (8% lists,
+no retelling) no tiny model formed induction within 1,000 steps.
 
 Rendering: words are joined by single spaces, ``,`` and ``.`` attach to the preceding word; sentences in a
 document are joined by one space. Words are lowercase ASCII except names, entities, cities and the
@@ -93,7 +102,10 @@ _THE0 = ("The", "DET", "none", -1, 0)
 _FLIP = {"sg": "pl", "pl": "sg"}
 # Sentence kinds of the document mixture and their default probabilities.
 _KINDS = ("ioi", "agreement", "fact", "nested", "list", "repeat", "filler")
-_WEIGHTS = (0.20, 0.18, 0.20, 0.15, 0.08, 0.04, 0.15)
+_WEIGHTS = (0.45, 0.12, 0.12, 0.04, 0.20, 0.0, 0.07)
+#: Sentences per document before any retelling (inclusive range), and the default retelling probability.
+SENTENCES_PER_DOC = (3, 6)
+RETELL = 0.85
 #: The default document mixture, sentence kind -> probability (``SyntheticLanguage(mix=...)`` overrides some).
 DEFAULT_MIX = dict(zip(_KINDS, _WEIGHTS))
 
@@ -136,10 +148,14 @@ class SyntheticLanguage:
 
     TASKS = ("ioi", "agreement", "facts", "induction")
 
-    def __init__(self, seed: int = 0, mix: dict[str, float] | None = None):
+    def __init__(self, seed: int = 0, mix: dict[str, float] | None = None, retell: float = RETELL):
         """``mix`` overrides the probabilities of some sentence kinds of :data:`DEFAULT_MIX` (they are then
-        renormalised); it changes the documents, never the world or the task pairs."""
+        renormalised); ``retell`` is the probability that a document is told twice. Both change the documents,
+        never the world or the task pairs."""
         self.seed = _check_int(seed, "seed")
+        if isinstance(retell, bool) or not isinstance(retell, (int, float)) or not 0 <= retell <= 1:
+            raise DataError(f"retell must be a probability in [0, 1], got {retell!r}")
+        self.retell = float(retell)
         weights = dict(DEFAULT_MIX)
         for kind, w in (mix or {}).items():
             if kind not in weights:
@@ -234,7 +250,7 @@ class SyntheticLanguage:
         j += j >= i
         num = "pl" if rng.random() < 0.5 else "sg"
         if opposite is None:
-            opposite = rng.random() < 0.75
+            opposite = rng.random() < 0.5
         anum = _FLIP[num] if opposite else num
         pair = rng.choice(_VERB_PAIRS)
         toks = [_THE0, (_NOUNS[i][num == "pl"], "NOUN", num, -1, 0), (rng.choice(_ATTR_PREPS), "PREP", "none", -1, 0),
@@ -285,7 +301,7 @@ class SyntheticLanguage:
 
     def _word_list(self, rng: random.Random, indices: list[int] | None = None) -> list[tuple]:
         if indices is None:
-            indices = rng.sample(range(len(_POOL)), rng.randint(4, 8))
+            indices = rng.sample(range(len(_POOL)), rng.randint(5, 10))
         return ([_THE0, ("words", "NOUN", "pl", -1, 0), ("are", "VERB", "pl", -1, 0)]
                 + [_POOL_TOKS[i] for i in indices] + [_PERIOD])
 
@@ -311,16 +327,16 @@ class SyntheticLanguage:
                 (rng.choice(_ANIM_ADJS), "ADJ", "none", -1, 1), _PERIOD]
 
     def _doc_sentences(self, rng: random.Random, lo: int, hi: int) -> list[list[tuple]]:
-        """One document as a list of sentences; LIST sentences are always repeated within the document."""
+        """One document as a list of sentences: ``lo..hi`` drawn sentences (a LIST adds its 1-2 later copies),
+        then, with probability ``retell``, the same sentences again."""
         n = rng.randint(lo, hi)
         out: list[list[tuple]] = []
-        pending, due = None, 0
+        pending: list[tuple[int, list[tuple]]] = []  # (index due, sentence) of list copies still to come
         cumulative, simple, last = self._cumulative, self._simple, len(self._cumulative) - 1
-        while len(out) < n:
+        while len(out) < n or pending:
             i = len(out)
-            if pending is not None and i >= due:
-                out.append(pending)
-                pending = None
+            if pending and (i >= pending[0][0] or i >= n):
+                out.append(pending.pop(0)[1])
                 continue
             r = rng.random() * cumulative[-1]
             k = 0
@@ -329,14 +345,19 @@ class SyntheticLanguage:
             kind = _KINDS[k]
             if kind in simple:
                 out.append(simple[kind](rng))
-            elif kind == "list" and pending is None and i <= n - 2:
-                pending = self._word_list(rng)
-                due = min(i + 1 + rng.randrange(3), n - 1)
-                out.append(pending)
+            elif kind == "list" and not pending:
+                words = self._word_list(rng)
+                out.append(words)
+                due = i + 1 + rng.randrange(2)
+                pending.append((due, words))
+                if rng.random() < 0.5:
+                    pending.append((due + 1 + rng.randrange(2), words))
             elif kind == "repeat" and i > 0:
                 out.append(out[rng.randrange(i)])
             else:
                 out.append(self._filler(rng))
+        if rng.random() < self.retell:
+            out = out + out
         return out
 
     def _stream(self, seed: int, lo: int, hi: int) -> Iterator[list[list[tuple]]]:
@@ -358,7 +379,7 @@ class SyntheticLanguage:
         return lo, hi
 
     def documents(self, n: int | None = None, *, seed: int = 0,
-                  sentences_per_doc: tuple[int, int] = (4, 12)) -> Iterator[str]:
+                  sentences_per_doc: tuple[int, int] = SENTENCES_PER_DOC) -> Iterator[str]:
         """Yield ``n`` documents (forever if ``n`` is None), deterministic in (world seed, ``seed``).
 
         A document holds ``sentences_per_doc`` sentences (inclusive range) joined by single spaces.
@@ -400,7 +421,7 @@ class SyntheticLanguage:
 
     def _labelled(self, n: int, seed: int) -> Iterator[list[WordLabel]]:
         count = 0
-        for doc in self._stream(seed, 4, 12):
+        for doc in self._stream(seed, *SENTENCES_PER_DOC):
             for sentence in doc:
                 if count >= n:
                     return
@@ -427,7 +448,12 @@ class SyntheticLanguage:
 
         Clean and corrupt have the same number of words and differ only in the patched word: the second
         subject mention (ioi), the subject noun's number (agreement), the entity (facts), or the word at the
-        answer's position in the first copy of the list (induction).
+        answer's position in the first copy of the list (induction, where the corrupt prompt puts the wrong
+        answer there). The wrong answer is always a plausible continuation that a model without context cannot
+        tell from the answer: the other name of the sentence (ioi), the other form of the verb, with an attractor
+        noun of the subject's number in half of the pairs and of the opposite number in the other half
+        (agreement), another entity's attribute of the same relation (facts), another word of the same list
+        (induction).
         """
         if task not in self.TASKS:
             raise DataError(f"unknown task {task!r}; valid tasks are: {', '.join(self.TASKS)}")
@@ -446,7 +472,9 @@ class SyntheticLanguage:
         return PromptPair("ioi", _render(clean), _render(corrupt), toks[14][0], toks[9][0])
 
     def _agreement_pair(self, rng: random.Random) -> PromptPair:
-        toks = self._agreement(rng, opposite=True)  # subject is word 1, verb word 5
+        # the attractor has the subject's number in half of the pairs and the opposite number in the other half,
+        # so "the verb agrees (or disagrees) with the nearest noun" scores at chance: only the subject decides
+        toks = self._agreement(rng, opposite=rng.random() < 0.5)  # subject is word 1, verb word 5
         subject, verb = toks[1], toks[5]
         pair = next(p for p in _VERB_PAIRS if verb[0] in p)
         noun = next(p for p in _NOUNS if subject[0] in p)
@@ -465,12 +493,15 @@ class SyntheticLanguage:
 
     def _induction_pair(self, rng: random.Random) -> PromptPair:
         length = rng.randint(5, 8)
-        indices = rng.sample(range(len(_POOL)), length + 1)  # the last one is the corrupting word
+        indices = rng.sample(range(len(_POOL)), length)
         k = rng.randint(2, length - 1)  # the repeat shows the first k list words; the answer is word k
-        first = self._word_list(rng, indices[:length])
+        # the wrong answer: another word of the same list, never the word just before (a word never follows
+        # itself in a list, so a bigram model would rule that one out without reading the context)
+        j = rng.choice([i for i in range(length) if i not in (k - 1, k)])
+        first = self._word_list(rng, indices)
         repeat = self._word_list(rng, indices[:k])[:-1]
-        bad = list(indices[:length])
-        bad[k] = indices[length]
+        bad = list(indices)
+        bad[k] = indices[j]  # the corrupted first copy continues the repeated prefix with the wrong word instead
         corrupt = self._word_list(rng, bad)
         return PromptPair("induction", _render(first + repeat), _render(corrupt + repeat),
-                          _POOL[indices[k]][0], _POOL[indices[length]][0])
+                          _POOL[indices[k]][0], _POOL[indices[j]][0])

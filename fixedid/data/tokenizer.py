@@ -16,7 +16,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from ..errors import DataError
 
-__all__ = ["train_bpe", "load_tokenizer", "check_vocab_fits", "tokenizer_hash", "eot_id", "EOT_TOKENS"]
+__all__ = ["train_bpe", "train_words", "load_tokenizer", "check_vocab_fits", "tokenizer_hash", "eot_id", "EOT_TOKENS"]
 
 #: End-of-text token names looked up by :func:`eot_id`, in order of preference.
 EOT_TOKENS = ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>")
@@ -50,6 +50,32 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
+    tok.train_from_iterator(iter(texts), trainer=trainer)
+    return tok
+
+
+def train_words(texts: Iterable[str], vocab_size: int, *,
+                special_tokens: Sequence[str] = ("<|endoftext|>", "<|unk|>")) -> Tokenizer:
+    """Train a word-level tokenizer: one token per piece of GPT-2's pre-tokenization (a word with its leading
+    space, or a punctuation mark), the ``vocab_size`` most frequent pieces of ``texts`` at most.
+
+    The pieces are exactly those a byte-level BPE of the same text ends with when every word is one token, but the
+    vocabulary holds only the pieces seen (no byte alphabet, no intermediate merges): for the built-in language
+    ~340 tokens instead of ~1,080, which makes the output head and softmax of a tiny model ~3x cheaper. The special
+    tokens take ids ``0..`` in the order given; the last one stands for any piece not seen in training (so
+    ``decode(encode(s)) == s`` holds for text made of seen pieces, e.g. the built-in language). Deterministic.
+    """
+    special_tokens = list(special_tokens)
+    if len(special_tokens) < 2 or len(set(special_tokens)) != len(special_tokens):
+        raise DataError(f"special_tokens needs distinct end-of-text and unknown tokens, got {special_tokens}")
+    if not isinstance(vocab_size, int) or vocab_size <= len(special_tokens):
+        raise DataError(f"vocab_size={vocab_size!r} is too small for a word-level tokenizer; ask for more than "
+                        f"{len(special_tokens)}")
+    tok = Tokenizer(models.WordLevel(unk_token=special_tokens[-1]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=1, special_tokens=special_tokens,
+                                        show_progress=False)
     tok.train_from_iterator(iter(texts), trainer=trainer)
     return tok
 
