@@ -58,6 +58,7 @@ class ModelConfig:
     bias: bool = False
     rope_theta: float = 10000.0
     init_std: float = 0.02
+    embed_init_std: float | None = None  # std of a learned input table at init (None: init_std)
     seed: int = 0
     name: str = field(default="custom", compare=False)
 
@@ -103,6 +104,8 @@ class ModelConfig:
              f"n_kv_heads {self.n_kv_heads} must divide n_heads {self.n_heads}")
         need(self.code_scale > 0, f"code_scale must be positive, got {self.code_scale}")
         need(self.init_std > 0, f"init_std must be positive, got {self.init_std}")
+        need(self.embed_init_std is None or (isinstance(self.embed_init_std, (int, float)) and self.embed_init_std > 0),
+             f"embed_init_std must be a positive number (or absent for init_std), got {self.embed_init_std!r}")
         if self.is_fixed:
             need(self.vocab_size <= (1 << self.n_bits),
                  f"vocab_size {self.vocab_size} > 2**n_bits = {1 << self.n_bits}: a {self.n_bits}-bit code cannot "

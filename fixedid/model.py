@@ -252,6 +252,8 @@ class FixedIdLM(HookedRootModule):
                 p.zero_()
             else:
                 std = resid_std if name.endswith(("o_proj.weight", "down_proj.weight")) else self.cfg.init_std
+                if name == "embed.W_E" and self.cfg.embed_init_std is not None:
+                    std = self.cfg.embed_init_std
                 g = torch.Generator().manual_seed(_param_seed(self.cfg.seed, name))
                 p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32) * std)
 

@@ -1,8 +1,8 @@
 """AdamW with the usual LLM recipe, its learning-rate schedule, and an exact, unpickled save/restore of its state.
 
-Parameter groups: weight decay on matrices (``dim >= 2``: projections, the head, a learned input table), none on
-norm gains and biases. The schedule is a pure function of the step (linear warmup, cosine decay to a floor), so
-resuming needs no scheduler state. Optimizer state is stored keyed by parameter *name* (the layout of
+Parameter groups: weight decay on matrices (``dim >= 2``: projections, the head, a learned input table unless
+``embed_weight_decay`` gives it its own), none on norm gains and biases. The schedule is a pure function of the
+step (linear warmup, cosine decay to a floor), so resuming needs no scheduler state. Optimizer state is stored keyed by parameter *name* (the layout of
 ``torch.distributed.checkpoint``'s full optimizer state dict, so DDP, FSDP2 and single-process runs write the same
 thing): tensors go to safetensors as ``"<param name>:<state key>"``, group hyper-parameters to JSON. No pickle.
 """
@@ -21,10 +21,16 @@ from .trainconfig import OptimConfig
 
 
 def make_optimizer(model: torch.nn.Module, t: OptimConfig) -> torch.optim.AdamW:
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
+    """AdamW with weight decay ``t.weight_decay`` on matrices, none on norm gains and biases, and
+    ``t.embed_weight_decay`` (default: the same) on a learned input table."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    own = t.embed_weight_decay is not None  # the table gets a group of its own only when asked for
+    table = [p for n, p in named if own and n.endswith("embed.W_E")]
+    decay = [p for n, p in named if p.dim() >= 2 and not (own and n.endswith("embed.W_E"))]
+    no_decay = [p for _, p in named if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if table:
+        groups.append({"params": table, "weight_decay": t.embed_weight_decay})
     kwargs = dict(lr=t.lr, betas=(t.beta1, t.beta2), eps=1e-8)
     try:
         return torch.optim.AdamW(groups, fused=True, **kwargs)

@@ -30,11 +30,13 @@ SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile", "k
 class DataConfig:
     """``source``: ``"synthetic"``, a local txt/jsonl/parquet path or directory, or a hub dataset name.
     ``tokenizer``: ``"bpe"`` (train a byte-level BPE of ``vocab_size`` on the first ``tokenizer_train_bytes`` of
-    text), a ``tokenizer.json`` path or a hub tokenizer name. ``train_tokens`` / ``val_tokens``: how many tokens to
+    text), ``"words"`` (a word-level tokenizer of at most ``vocab_size`` words of that text, with one unknown
+    token: the pieces the BPE ends with, without its byte alphabet and merges), a ``tokenizer.json`` path or a hub
+    tokenizer name. ``train_tokens`` / ``val_tokens``: how many tokens to
     pretokenise. ``val_split``: a split of the source to validate on; empty holds out the head of the training
     stream instead. ``shards``: an existing shard directory to train from (skips tokenising). ``synthetic_mix``:
     sentence-kind probabilities overriding the built-in language's default mixture (e.g. ``{ioi = 0.5}``), and
-    optionally ``retell``, the probability that a document is told twice (default 0.7)."""
+    optionally ``retell``, the probability that a document is told twice (default 0.85)."""
 
     source: str = "synthetic"
     text_field: str = "text"
@@ -55,7 +57,8 @@ class OptimConfig:
     ``micro_batch_size`` the sequences per forward on one rank (0: as large as possible), so gradient accumulation
     is ``batch_size / (micro_batch_size * world_size)``. AdamW with ``lr`` after ``warmup_steps`` of linear
     warmup, cosine decay to ``lr * min_lr_ratio`` at ``decay_steps`` (0: ``steps``); ``weight_decay`` on matrices
-    only (never on norm gains or biases); gradients clipped to ``grad_clip`` (0: off). ``dtype``: ``fp32``,
+    only (never on norm gains or biases), ``embed_weight_decay`` (default: ``weight_decay``) on a learned input
+    table; gradients clipped to ``grad_clip`` (0: off). ``dtype``: ``fp32``,
     ``bf16`` (autocast) or ``auto`` (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and, unless ``[model]``
     sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``: ``ddp`` or ``fsdp``
     (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in ``<variant>/steps/<step>``
@@ -69,6 +72,7 @@ class OptimConfig:
     warmup_steps: int = 50
     decay_steps: int = 0
     weight_decay: float = 0.1
+    embed_weight_decay: float | None = None
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
@@ -116,6 +120,9 @@ class TrainConfig:
         if not isinstance(t.keep, list) or any(not isinstance(k, int) or isinstance(k, bool) or k < 1
                                                 for k in t.keep):
             raise ConfigError(f"[train] keep must be a list of positive step numbers, got {t.keep!r}")
+        if t.embed_weight_decay is not None and (not isinstance(t.embed_weight_decay, (int, float))
+                                                 or t.embed_weight_decay < 0):
+            raise ConfigError(f"[train] embed_weight_decay must be >= 0, got {t.embed_weight_decay!r}")
         if not t.lr > 0 or not 0 <= t.min_lr_ratio <= 1 or t.weight_decay < 0 or t.grad_clip < 0:
             raise ConfigError("[train] needs lr > 0, 0 <= min_lr_ratio <= 1, weight_decay >= 0 and grad_clip >= 0")
         if t.dtype not in DTYPES:

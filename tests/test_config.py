@@ -51,6 +51,7 @@ def test_small_preset_size():
     (dict(gf2_matrix=np.zeros((16, 16), int).tolist(), gf2_offset=[0] * 16, interface="gf2"), "singular"),
     (dict(gf2_matrix=np.eye(16, dtype=int).tolist()), "go together"),
     (dict(colour="red"), "unknown ModelConfig field"),
+    (dict(embed_init_std=0.0), "embed_init_std must be a positive number"),
 ])
 def test_config_errors(kwargs, match):
     with pytest.raises(ConfigError, match=match):

@@ -93,6 +93,11 @@ def test_backbone_matched_init():
         assert torch.equal(states["canonical"][k], states["gf2"][k]), k
     other = FixedIdLM(ModelConfig.preset("tiny", **TINY, seed=4)).state_dict()
     assert not torch.equal(other["blocks.0.attn.q_proj.weight"], states["canonical"]["blocks.0.attn.q_proj.weight"])
+    # the learned table's own init scale changes that table only
+    wide = FixedIdLM(ModelConfig.preset("tiny", **TINY, interface="learned", seed=3, embed_init_std=0.3)).state_dict()
+    assert all(torch.equal(wide[k], states["learned"][k]) for k in keys)
+    assert torch.allclose(wide["embed.W_E"], states["learned"]["embed.W_E"] * 0.3 / 0.02, atol=1e-6)
+    assert abs(wide["embed.W_E"].std().item() - 0.3) < 0.02
 
 
 def test_loss_targets_and_layer_slicing():

@@ -13,6 +13,7 @@ import torch
 
 import fixedid.train as train_mod
 from fixedid import FixedIdLM, load_checkpoint
+from fixedid.errors import ConfigError
 from fixedid.trainconfig import TrainConfig
 
 CONFIG = """
@@ -280,3 +281,22 @@ def test_torchrun_two_gloo_ranks_equal_one_process(tmp_path, parallel):
     ma, mb = load_checkpoint(tmp_path / "one" / "gf2"), load_checkpoint(tmp_path / "two" / "gf2")
     for k, t in ma.state_dict().items():
         torch.testing.assert_close(t, mb.state_dict()[k], rtol=1e-3, atol=1e-4)
+
+
+def test_weight_decay_groups():
+    from fixedid.optim import make_optimizer
+
+    cfg = TrainConfig.load("tiny")
+    default = cfg.replace_train(embed_weight_decay=None).train
+    learned = FixedIdLM(cfg.model_config("learned", 64))
+    groups = make_optimizer(learned, default).param_groups
+    assert [g["weight_decay"] for g in groups] == [default.weight_decay, 0.0]
+    assert any(p is learned.embed.W_E for p in groups[0]["params"])  # decayed with the other matrices
+    assert cfg.train.embed_weight_decay == 0.0  # the tiny recipe gives the table a group of its own
+    groups = make_optimizer(learned, cfg.train).param_groups
+    assert [g["weight_decay"] for g in groups] == [cfg.train.weight_decay, 0.0, 0.0]
+    assert groups[2]["params"] == [learned.embed.W_E] and all(p is not learned.embed.W_E for p in groups[0]["params"])
+    fixed = make_optimizer(FixedIdLM(cfg.model_config("gf2", 64)), cfg.train).param_groups
+    assert len(fixed) == 2  # no table, no third group
+    with pytest.raises(ConfigError, match="embed_weight_decay"):
+        cfg.replace_train(embed_weight_decay=-1.0)
