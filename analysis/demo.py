@@ -1,10 +1,14 @@
-"""The main job on the embedded default: three tiny variants, one IOI patching study, side-by-side figures, a report.
+"""The main job on the embedded default: three tiny variants, their behaviours, an IOI patching study, a report.
 
 ``fixedid-analyze demo`` trains the ``learned``, ``canonical`` and ``gf2`` tiny variants on the built-in synthetic
 language (or reuses them from the cache, keyed by the training config's fingerprint; an interrupted training is
-resumed), runs activation patching of the residual stream on the same IOI pairs for each, and writes to ``--out``:
-``ioi_patching.csv`` (all variants, tidy), ``ioi_baselines.csv``, ``ioi_resid_pre.png/.pdf`` (side by side),
-``ioi_logit_diff.png/.pdf`` and ``report.md``.
+resumed), then writes to ``--out``:
+
+- ``behaviours.csv`` / ``behaviours.png|pdf``: held-out accuracy and logit difference of every variant on every
+  task of the language (the behaviours a study can stand on), with 95% intervals;
+- ``ioi_patching.csv``, ``ioi_resid_pre.png|pdf``: activation patching of the residual stream on the same IOI
+  pairs for each variant, side by side; ``ioi_flow.csv``: where the IOI information sits per layer;
+- ``report.md``: the numbers and a reading generated from them.
 """
 
 from __future__ import annotations
@@ -16,163 +20,180 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from fixedid import train
-from fixedid.clitools import write_text_atomic
+from fixedid.atomic import write_text_atomic
 from fixedid.trainconfig import TrainConfig
 
+from .behaviours import TASKS, behaviour_table
 from .errors import AnalysisError
 from .figures import save_figure, side_by_side, write_csv
-from .metrics import logit_diff
+from .flow import information_flow
 from .model import load
-from .patching import activation_patching
+from .patching import MIN_GAP, activation_patching
 from .tasks import task_pairs
 
 VARIANTS = ("learned", "canonical", "gf2")
-N_PAIRS = 16
-
-
-def default_config() -> Path:
-    path = Path(__file__).resolve().parents[1] / "experiments" / "configs" / "tiny.toml"
-    if not path.exists():
-        raise AnalysisError(f"the demo's training config {path} is missing (it ships with the source tree); pass "
-                            "--config experiments/configs/tiny.toml from a clone")
-    return path
+N_PAIRS = 16  # IOI pairs patched
+N_EVAL = 64  # held-out pairs per task for the behaviours table
+HAS_BEHAVIOUR = 0.9  # accuracy from which a variant is said to have a behaviour
 
 
 def cache_root(arg: str | None) -> Path:
     return Path(arg or os.environ.get("FIXEDID_CACHE") or Path.home() / ".cache" / "fixedid").expanduser()
 
 
-def _trained(run_dir: Path, steps: int) -> bool:
+def _trained(run_dir: Path, cfg: TrainConfig) -> bool:
+    """Every variant is trained to the config's last step, with the snapshots it asks to keep."""
     for v in VARIANTS:
+        final = run_dir / v / "meta.json"
+        snapshots = [train.kept_dir(run_dir / v, k) / "meta.json" for k in cfg.train.keep if k < cfg.train.steps]
         try:
-            if json.loads((run_dir / v / "meta.json").read_text()).get("step") != steps:
+            if json.loads(final.read_text()).get("step") != cfg.train.steps:
                 return False
         except (OSError, ValueError):
+            return False
+        if not all(p.exists() for p in snapshots):
             return False
     return True
 
 
-def ensure_variants(config: Path, cache: Path) -> Path:
-    cfg = TrainConfig.load(config)
+def ensure_variants(config: str | TrainConfig, cache: Path, *, quiet: bool = False) -> Path:
+    """The three trained variants of ``config`` (a TrainConfig, a TOML path or a packaged config name) in
+    ``cache/demo-<fingerprint>``: reused when complete, resumed when a training was interrupted, else trained."""
+    cfg = config if isinstance(config, TrainConfig) else TrainConfig.load(config)
     run_dir = cache / f"demo-{cfg.fingerprint()[:12]}"
-    if _trained(run_dir, cfg.train.steps):
-        print(f"using the cached variants in {run_dir}")
+    if _trained(run_dir, cfg):
+        if not quiet:
+            print(f"using the cached variants in {run_dir}")
         return run_dir
-    print(f"training the three tiny variants into {run_dir} (cached for the next run)")
-    args = ["--config", str(config), "--out", str(run_dir)] + (["--resume"] if (run_dir / "run.json").exists()
-                                                               else [])
-    code = train.run(train.parse_args(args))
-    if code:
-        raise AnalysisError(f"training the demo variants failed (exit {code})")
+    if not quiet:
+        print(f"training the three variants into {run_dir} (cached for the next run)")
+    train.train(cfg, run_dir, VARIANTS, resume=(run_dir / "run.json").exists(), quiet=quiet)
+    if not _trained(run_dir, cfg):
+        raise AnalysisError(f"{run_dir} finished training before the snapshots [train] keep = {cfg.train.keep} "
+                            "were asked for; remove it to retrain")
     return run_dir
 
 
-def baselines(model, batch) -> dict:
-    with torch.no_grad():
-        clean = logit_diff(model(batch.clean), batch.answer, batch.wrong)
-        corrupt = logit_diff(model(batch.corrupt), batch.answer, batch.wrong)
-    return {"clean_logit_diff": clean.mean().item(), "corrupt_logit_diff": corrupt.mean().item(),
-            "clean_accuracy": (clean > 0).float().mean().item(), "val_loss": model.meta.get("val_loss"),
-            "trainable_params": model.param_counts()["trainable"]}
-
-
-def logit_diff_figure(base: pd.DataFrame):
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
-    x = np.arange(len(base))
-    ax.bar(x - 0.18, base.clean_logit_diff, 0.36, label="clean prompt", color="#2166ac")
-    ax.bar(x + 0.18, base.corrupt_logit_diff, 0.36, label="corrupted prompt", color="#b2182b")
-    ax.axhline(0, color="k", lw=0.8)
-    ax.set_xticks(x, base.variant)
-    ax.set_ylabel("logit(IO) - logit(S)")
-    ax.set_title(f"IOI behaviour of the three variants ({N_PAIRS} pairs)", fontsize=10)
-    ax.legend(fontsize=8, frameon=False)
+def behaviour_figure(table: pd.DataFrame):
+    tasks = list(dict.fromkeys(table.task))
+    fig, ax = plt.subplots(figsize=(6.5, 3.0))
+    width = 0.8 / len(VARIANTS)
+    colors = {"learned": "#0072B2", "canonical": "#E69F00", "gf2": "#009E73"}
+    for i, v in enumerate(VARIANTS):
+        t = table[table.variant == v].set_index("task").loc[tasks]
+        x = np.arange(len(tasks)) + (i - (len(VARIANTS) - 1) / 2) * width
+        err = np.vstack([t.accuracy - t.accuracy_low, t.accuracy_high - t.accuracy])
+        ax.bar(x, 100 * t.accuracy, width, yerr=100 * err, capsize=2, label=v, color=colors.get(v))
+    ax.axhline(50, color="k", lw=0.8, ls="--")
+    ax.text(len(tasks) - 0.5, 51, "chance", ha="right", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_ylim(0, 105)
+    n = int(table.n_pairs.min())
+    ax.set_title(f"Behaviours of the three variants ({n}+ pairs per task, 95% Wilson intervals)", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, ncol=3, loc="lower left")
     return fig
 
 
-def strongest(df: pd.DataFrame) -> pd.Series:
-    return df.loc[(df.value - df.attrs["corrupt"]).abs().idxmax()]
+def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
+    """A few sentences on one variant's IOI map, written from the measured numbers only."""
+    ioi = b.set_index("task").loc["ioi"]
+    a = df.attrs
+    gap = a["raw_clean"] - a["raw_corrupt"]
+    head = (f"**{variant}** prefers the indirect object in {100 * ioi.accuracy:.0f}% of held-out IOI prompts (mean "
+            f"logit difference {ioi.logit_diff:+.2f}); on the patched pairs the clean and corrupted logit differences "
+            f"are {a['raw_clean']:+.2f} and {a['raw_corrupt']:+.2f}.")
+    if ioi.accuracy < HAS_BEHAVIOUR or abs(gap) < MIN_GAP:
+        return head + (f" Below {100 * HAS_BEHAVIOUR:.0f}% accuracy (or with a clean-corrupt gap under {MIN_GAP} "
+                       "logits) the map is not read here as a mechanism.")
+    toks = a["str_tokens"]
+    flow = information_flow(df)
+    where = ", ".join(f"{p} ({toks[p]!r})" for p in flow.source_positions)
+    s = (f" The prompts differ at position {where}; entering layer 0 a patch there restores the clean behaviour by "
+         f"construction ({flow.source[0]:.2f}).")
+    if flow.moved_at is None:
+        s += (f" Entering the last block it still restores {flow.source[-1]:.2f} there against "
+              f"{flow.final[-1]:.2f} at the final position: the last block moves the information.")
+    else:
+        m = flow.moved_at
+        s += (f" The information has moved to the final position by layer {m}: entering it, a final-position patch "
+              f"restores {flow.final[m]:.2f} and the differing position {flow.source[m]:.2f}"
+              + (f" (at layer {m - 1}: {flow.final[m - 1]:.2f} and {flow.source[m - 1]:.2f})." if m else "."))
+    if flow.elsewhere.max() > 0.25:
+        lay = int(flow.elsewhere.argmax())
+        s += f" Some passes through other positions (up to {flow.elsewhere.max():.2f} entering layer {lay})."
+    return head + s
 
 
-def learned_ioi(b: dict) -> bool:
-    """Whether a variant shows the behaviour at all: IO preferred in >= 75% of pairs and a gap of >= 1 logit."""
-    return b["clean_accuracy"] >= 0.75 and b["clean_logit_diff"] - b["corrupt_logit_diff"] >= 1.0
-
-
-def reading(variant: str, b: dict, df: pd.DataFrame) -> str:
-    """A few sentences on one variant, written from the measured numbers only."""
-    toks = df.attrs["str_tokens"]
-    top = strongest(df)
-    where = f"layer {top.layer}, position {top.pos} ({toks[int(top.pos)]!r})"
-    if not learned_ioi(b):
-        return (f"**{variant}** has not learned IOI at this scale: the clean logit difference is "
-                f"{b['clean_logit_diff']:.2f} (IO preferred in {100 * b['clean_accuracy']:.0f}% of pairs) against "
-                f"{b['corrupt_logit_diff']:.2f} corrupted, so the normalised patching map divides by a gap of "
-                f"{abs(b['clean_logit_diff'] - b['corrupt_logit_diff']):.2f} logits and should not be read as a "
-                "circuit (its panel is marked and saturates).")
-    late = df[(df.layer == df.layer.max())]
-    final = late.loc[late.pos.idxmax()].value
-    return (f"**{variant}** prefers the indirect object in {100 * b['clean_accuracy']:.0f}% of pairs (logit "
-            f"difference {b['clean_logit_diff']:.2f} clean, {b['corrupt_logit_diff']:.2f} corrupted). The strongest "
-            f"single residual-stream patch is at {where}, restoring {top.value:.2f} of the clean-corrupt gap; in the "
-            f"last layer the final position carries {final:.2f} of it.")
-
-
-def write_report(out: Path, run_dir: Path, base: pd.DataFrame, results: dict, pairs) -> Path:
+def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs) -> Path:
     toks = next(iter(results.values())).attrs["str_tokens"]
     ex = pairs.texts[0]
-    lines = [
-        "# IOI activation patching across the three input interfaces", "",
-        f"Models: the `tiny` variants in `{run_dir}` (one recipe, one seed, one data order; only the input interface "
-        "differs). Task: indirect-object identification from the built-in synthetic language, "
-        f"{len(pairs)} clean/corrupt pairs of {len(toks)} tokens, e.g.", "",
-        f"- clean: `{ex['clean']}` -> ` {ex['answer']}`", f"- corrupt: `{ex['corrupt']}` (the second subject becomes "
-        "the indirect object, so the answer flips)", "",
-        "Method: activation patching, denoising - the clean residual stream before each block, one position at a "
-        "time, is written into the corrupted run; the metric is the logit difference (IO - S) normalised so the "
-        "corrupted run scores 0 and the clean run 1.", "",
-        "| variant | trainable params | val loss | clean logit diff | corrupt logit diff | IO preferred (clean) |",
-        "|---|---:|---:|---:|---:|---:|"]
-    for _, r in base.iterrows():
-        vl = f"{r.val_loss:.3f}" if pd.notna(r.val_loss) else "n/a"
-        lines.append(f"| {r.variant} | {r.trainable_params:,} | {vl} | {r.clean_logit_diff:.2f} | "
-                     f"{r.corrupt_logit_diff:.2f} | {100 * r.clean_accuracy:.0f}% |")
-    lines += ["", "![IOI logit differences](ioi_logit_diff.png)", "",
-              "![Residual-stream patching, side by side](ioi_resid_pre.png)", "", "## Reading", ""]
-    lines += [reading(v, base.set_index("variant").loc[v].to_dict(), df) + "\n" for v, df in results.items()]
+    lines = ["# The three input interfaces on the built-in language", "",
+             f"Models: the `tiny` variants in `{run_dir}` (one recipe, one seed, one data order; only the input "
+             "interface differs).", "", "## Behaviours", "",
+             f"Held-out prompts of each task ({N_EVAL} per task): a prompt counts as correct when the answer's logit "
+             "beats the wrong answer's (chance is 50%; a unigram or bigram model of the same training text scores "
+             "at chance on every task).", "",
+             "| variant | " + " | ".join(TASKS) + " |", "|---|" + "---:|" * len(TASKS)]
+    for v in VARIANTS:
+        t = table[table.variant == v].set_index("task")
+        lines.append(f"| {v} | " + " | ".join(f"{100 * t.loc[k, 'accuracy']:.0f}% ({t.loc[k, 'logit_diff']:+.1f})"
+                                               for k in TASKS) + " |")
+    lines += ["", "Cells: accuracy (mean logit difference answer - wrong).", "", "![behaviours](behaviours.png)", ""]
+    have = {k: [v for v in VARIANTS if table[(table.variant == v) & (table.task == k)].accuracy.item()
+                >= HAS_BEHAVIOUR] for k in TASKS}
+    for k in TASKS:
+        who = have[k]
+        lines.append(f"- {k}: " + (f"all three variants reach {100 * HAS_BEHAVIOUR:.0f}%" if len(who) == 3 else
+                                   f"at or above {100 * HAS_BEHAVIOUR:.0f}%: {', '.join(who) if who else 'none'}"))
+    lines += ["", "## IOI activation patching", "",
+              f"{len(pairs)} clean/corrupt pairs of {len(toks)} tokens, e.g.", "",
+              f"- clean: `{ex['clean']}` -> ` {ex['answer']}`", f"- corrupt: `{ex['corrupt']}` (the second subject "
+              "becomes the indirect object, so the answer flips)", "",
+              "Method: activation patching, denoising - the clean residual stream before each block, one position at "
+              "a time, is written into the corrupted run; the metric is the logit difference (IO - S) normalised so "
+              "the corrupted run scores 0 and the clean run 1 (white: no effect).", "",
+              "![Residual-stream patching, side by side](ioi_resid_pre.png)", ""]
+    lines += [reading(v, table[table.variant == v], df) + "\n" for v, df in results.items()]
     lines += ["## What this does not show", "",
               "Positions before the second subject are identical in the two prompts, so patching them is a no-op by "
-              "construction (white columns). One seed and one tiny scale per variant: differences between the maps "
-              "are not tested against seed spread, and the fixed-code variants also have fewer parameters than the "
-              "learned one (no capacity reallocation). Patching one site at a time misses redundant routes; "
+              "construction (white columns). One seed and one tiny scale per variant: differences between the "
+              "variants are not tested against seed spread here (`python experiments/benchmarks/behaviours.py` "
+              "measures seeds 0-2), and the fixed-code variants have fewer trainable parameters than the learned one "
+              "(no capacity reallocation). Patching one site at a time misses redundant routes; "
               "`fixedid-analyze patching --mode noise` probes necessity rather than sufficiency.", ""]
     return write_text_atomic(out / "report.md", "\n".join(lines))
 
 
 def run_demo(args) -> int:
-    config = Path(args.config) if args.config else default_config()
-    run_dir = ensure_variants(config, cache_root(args.cache))
+    run_dir = ensure_variants(args.config or "tiny", cache_root(args.cache))
     out = Path(args.out)
     models = {v: load(run_dir / v) for v in VARIANTS}
+    table = pd.concat([behaviour_table(m, n=N_EVAL).assign(variant=v) for v, m in models.items()], ignore_index=True)
+    table = table[["variant"] + [c for c in table.columns if c != "variant"]]
     pairs = task_pairs(models["canonical"], "ioi", N_PAIRS, seed=0)  # one tokenizer, so the same pairs for all
-    results, rows = {}, []
-    for v, m in models.items():
-        results[v] = activation_patching(m, pairs, site="resid_pre", metric="normalized_logit_diff", progress=True)
-        rows.append({"variant": v, **baselines(m, pairs)})
-    base = pd.DataFrame(rows)
+    results = {v: activation_patching(m, pairs, site="resid_pre", metric="normalized_logit_diff", progress=True)
+               for v, m in models.items()}
     tidy = pd.concat([df.assign(variant=v) for v, df in results.items()], ignore_index=True)
+    flows = []
+    for v, df in results.items():
+        if abs(df.attrs["raw_clean"] - df.attrs["raw_corrupt"]) >= MIN_GAP:
+            flows.append(information_flow(df).to_frame().assign(variant=v))
+    write_csv(table, out / "behaviours.csv")
     write_csv(tidy[["variant", "site", "layer", "pos", "head", "value"]], out / "ioi_patching.csv")
-    write_csv(base, out / "ioi_baselines.csv")
-    titles = {r.variant: r.variant if learned_ioi(r.to_dict()) else f"{r.variant} (IOI not learned: map is noise)"
-              for _, r in base.iterrows()}
+    if flows:
+        write_csv(pd.concat(flows, ignore_index=True)[["variant", "layer", "source", "final", "elsewhere"]],
+                  out / "ioi_flow.csv")
+    save_figure(behaviour_figure(table), out, "behaviours")
+    ioi = table[table.task == "ioi"].set_index("variant")
+    titles = {v: f"{v} (IOI {100 * ioi.loc[v, 'accuracy']:.0f}%)" for v in VARIANTS}
     save_figure(side_by_side(results, titles=titles, suptitle="IOI: clean residual stream patched into the "
                              "corrupted run (1 = clean behaviour restored)"), out, "ioi_resid_pre")
-    save_figure(logit_diff_figure(base), out, "ioi_logit_diff")
-    report = write_report(out, run_dir, base, results, pairs)
-    for _, r in base.iterrows():
-        print(f"{r.variant:>9}: IOI logit diff clean {r.clean_logit_diff:+.2f}, corrupt {r.corrupt_logit_diff:+.2f}, "
-              f"IO preferred {100 * r.clean_accuracy:.0f}%")
+    report = write_report(out, run_dir, table, results, pairs)
+    for v in VARIANTS:
+        t = table[table.variant == v].set_index("task")
+        print(f"{v:>9}: " + ", ".join(f"{k} {100 * t.loc[k, 'accuracy']:.0f}%" for k in TASKS))
     print(f"wrote {report} with its figures and CSVs in {out}")
     return 0

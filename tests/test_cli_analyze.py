@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 
 from analysis import load
@@ -79,11 +80,14 @@ def test_demo_end_to_end_then_cached(tmp_path, capsys):
     args = ["demo", "--config", cfg, "--cache", tmp_path / "cache", "--out", tmp_path / "demo"]
     assert run(*args) == 0
     out = {p.name for p in (tmp_path / "demo").iterdir()}
-    assert {"report.md", "ioi_patching.csv", "ioi_baselines.csv", "ioi_resid_pre.png", "ioi_resid_pre.pdf",
-            "ioi_logit_diff.png", "ioi_logit_diff.pdf"} <= out
+    assert {"report.md", "behaviours.csv", "behaviours.png", "behaviours.pdf", "ioi_patching.csv",
+            "ioi_resid_pre.png", "ioi_resid_pre.pdf"} <= out
+    table = pd.read_csv(tmp_path / "demo" / "behaviours.csv")
+    assert set(table.variant) == {"learned", "canonical", "gf2"} and set(table.task) >= {"ioi", "agreement"}
+    assert table.accuracy.between(0, 1).all() and (table.accuracy_low <= table.accuracy).all()
     report = (tmp_path / "demo" / "report.md").read_text()
     for v in ("learned", "canonical", "gf2"):
         assert f"| {v} |" in report and f"**{v}**" in report
-    assert "training the three tiny variants" in capsys.readouterr().out
+    assert "training the three variants" in capsys.readouterr().out
     assert run(*args) == 0  # second run: from the cache, no training
     assert "using the cached variants" in capsys.readouterr().out
