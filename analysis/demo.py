@@ -90,10 +90,11 @@ def behaviour_figure(table: pd.DataFrame):
     ax.text(len(tasks) - 0.5, 51, "chance", ha="right", va="bottom", fontsize=7)
     ax.set_xticks(range(len(tasks)), tasks)
     ax.set_ylabel("held-out accuracy (%)")
-    ax.set_ylim(0, 105)
+    ax.set_ylim(0, 118)
+    ax.set_yticks(range(0, 101, 20))
     n = int(table.n_pairs.min())
     ax.set_title(f"Behaviours of the three variants ({n}+ pairs per task, 95% Wilson intervals)", fontsize=9)
-    ax.legend(fontsize=7, frameon=False, ncol=3, loc="lower left")
+    ax.legend(fontsize=7, frameon=False, ncol=3, loc="upper center")
     return fig
 
 
