@@ -6,10 +6,10 @@ answer's at the final position, and its *logit difference* is ``logit(answer) - 
 token length are used (grouped by length for batching); a pair whose answer or wrong word is not one token of the
 model's tokenizer is skipped.
 
-:func:`pair_scores` keeps one row per pair; :func:`behaviours` aggregates per task with 95% intervals (Wilson for
-the accuracy, Student-t for the mean logit difference). :class:`NGramLM` is the no-context control: a unigram or
-bigram model of the same training tokens, callable like a model, that must score at chance on every task (a task
-it solves is not a test of context use).
+:func:`pair_scores` keeps one row per pair; :func:`summarize` (and :func:`behaviour_table`) aggregate per task with
+95% intervals (Wilson for the accuracy, Student-t for the mean logit difference). :class:`NGramLM` is the
+no-context control: a unigram or bigram model of the same training tokens, callable like a model, that must score
+at chance on every task (a task it solves is not a test of context use).
 
 What a high accuracy does NOT establish: that the model uses the mechanism the task was designed for (patching and
 ablations say which activations matter), nor that it holds outside the language's templates.
