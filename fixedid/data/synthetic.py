@@ -52,49 +52,14 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..errors import DataError
+from .lexicon import (ADJS, ANIMATE, ANIM_ADJS, ATTR_PREPS, CODAS, FEMALE, FIXED_WORDS, FOODS, GIVE, JOBS, LOC_PREPS,
+                      MALE, MOTION, NOUNS, N_CITIES, N_ENTITIES, OBJECTS, ONSETS, OPENERS, PLACES, PLURAL_FOODS, POOL,
+                      POOL_TOKS, TRANSITIVE, VERB_PAIRS, VOWELS)
 
 POS_TAGS = ("NAME", "ENTITY", "CITY", "DET", "NOUN", "VERB", "ADJ", "PREP", "CONJ", "PRON", "REL", "PUNCT")
 NUMBERS = ("sg", "pl", "none")
 RELATIONS = ("lives_in", "likes", "works_as")
 PUNCTUATION = (",", ".")
-
-_FEMALE = ("Mary Anna Emma Sarah Laura Julia Alice Grace Emily Rachel Helen Clara Lucy Jane Kate Rose Ruth Amy "
-           "Ellen Nora Olivia Sophie Lisa Diana Irene Paula Vera Megan Hannah Karen Susan Linda").split()
-_MALE = ("John David Michael James Robert Thomas Daniel Peter Paul Mark Steven Kevin Brian George Edward Henry "
-         "Frank Adam Luke Simon Oscar Victor Jacob Ryan Eric Scott Martin Oliver Arthur Samuel Walter Carl").split()
-_OPENERS = ("When", "After")
-_MOTION = ("went", "walked", "ran")
-_GIVE = ("gave", "handed", "passed", "threw", "sent", "brought")
-_PLACES = "park store school beach river market garden station library church office lake".split()
-_OBJECTS = "ball gift drink kite ring pen hat toy map coin".split()
-_NOUNS = [tuple(p.split(":")) for p in (
-    "key:keys cabinet:cabinets box:boxes book:books table:tables door:doors lamp:lamps cup:cups chair:chairs "
-    "window:windows letter:letters bottle:bottles picture:pictures coat:coats basket:baskets shelf:shelves "
-    "knife:knives bridge:bridges tower:towers car:cars").split()]
-_ANIMATE = [tuple(p.split(":")) for p in (
-    "dog:dogs cat:cats bird:birds horse:horses fox:foxes mouse:mice girl:girls boy:boys child:children "
-    "man:men woman:women wolf:wolves rabbit:rabbits goat:goats").split()]
-_ATTR_PREPS = "to of near behind under beside with".split()
-_LOC_PREPS = "on under near behind".split()
-_VERB_PAIRS = (("is", "are"), ("was", "were"), ("looks", "look"), ("seems", "seem"))
-_ADJS = "red old new small big heavy broken clean dirty green blue warm cold dark bright".split()
-_ANIM_ADJS = "happy sad tired hungry quiet angry calm old small big".split()
-_TRANSITIVE = "saw chased fed helped followed heard found watched pushed called".split()
-_FOODS = "soup bread rice cheese apples honey fish beans pears plums cake pasta eggs nuts".split()
-_PLURAL_FOODS = frozenset("apples beans pears plums eggs nuts".split())
-_JOBS = "baker farmer doctor teacher painter pilot singer tailor writer nurse guard cook miner sailor".split()
-_FIXED_WORDS = ("The the a and to that because he she in as lives likes works words saw walked went "
-                "is are was were").split()
-# Induction pool: (word, pos, number) for the random word lists.
-_POOL = ([(w, "NOUN", "sg") for w in _OBJECTS] + [(n[0], "NOUN", "sg") for n in _NOUNS]
-         + [(w, "NOUN", "sg") for w in _PLACES] + [(w, "ADJ", "none") for w in _ADJS])
-_POOL_TOKS = [(w, pos, num, -1, 0) for w, pos, num in _POOL]
-
-N_ENTITIES = 32
-N_CITIES = 12
-_ONSETS = "b d f g k l m n p r s t v z br dr kr gl th sh".split()
-_VOWELS = "a e i o u a e o ai or".split()
-_CODAS = ["", "", "n", "r", "l", "s", "th", "m"]
 
 _PERIOD = (".", "PUNCT", "none", -1, 0)
 _COMMA = (",", "PUNCT", "none", -1, 0)
@@ -167,11 +132,11 @@ class SyntheticLanguage:
             raise DataError("the synthetic mix gives every sentence kind probability 0")
         self.mix = {k: w / sum(weights.values()) for k, w in weights.items()}
         rng = random.Random(f"fixedid.synthetic.world:{seed}")
-        self._names = tuple(_FEMALE + _MALE)
+        self._names = tuple(FEMALE + MALE)
         taken = {w.lower() for w in self._fixed_vocabulary()}
         self._entities = tuple(self._made_up(rng, N_ENTITIES, taken))
         self._cities = tuple(self._made_up(rng, N_CITIES, taken))
-        self._attr_words = (self._cities, _FOODS, _JOBS)  # the value words of each relation in RELATIONS
+        self._attr_words = (self._cities, FOODS, JOBS)  # the value words of each relation in RELATIONS
         self._attr = attr = [[rng.randrange(len(words)) for _ in range(N_ENTITIES)] for words in self._attr_words]
         for values, words in zip(attr, self._attr_words):
             if len(set(values)) < 2:  # every relation needs two distinct values for the facts task
@@ -184,9 +149,9 @@ class SyntheticLanguage:
 
     # ----------------------------------------------------------------------------------------- world
     def _fixed_vocabulary(self) -> list[str]:
-        words = list(self._names) + list(_FIXED_WORDS) + list(_OPENERS) + list(_MOTION) + list(_GIVE)
-        words += _PLACES + _OBJECTS + _ATTR_PREPS + _LOC_PREPS + _ADJS + _ANIM_ADJS + _TRANSITIVE
-        words += _FOODS + _JOBS + [w for pair in _NOUNS + _ANIMATE + list(_VERB_PAIRS) for w in pair]
+        words = list(self._names) + list(FIXED_WORDS) + list(OPENERS) + list(MOTION) + list(GIVE)
+        words += PLACES + OBJECTS + ATTR_PREPS + LOC_PREPS + ADJS + ANIM_ADJS + TRANSITIVE
+        words += FOODS + JOBS + [w for pair in NOUNS + ANIMATE + list(VERB_PAIRS) for w in pair]
         return words
 
     @staticmethod
@@ -195,7 +160,7 @@ class SyntheticLanguage:
         out = []
         while len(out) < count:
             n = 2 if rng.random() < 0.7 else 3
-            word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(n)) + rng.choice(_CODAS)
+            word = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) for _ in range(n)) + rng.choice(CODAS)
             if 4 <= len(word) <= 9 and word not in taken:
                 taken.add(word)
                 out.append(word.capitalize())
@@ -237,31 +202,31 @@ class SyntheticLanguage:
         io = rng.randrange(n - 1)
         io += io >= s
         a, b = (s, io) if rng.random() < 0.5 else (io, s)
-        return [(rng.choice(_OPENERS), "CONJ", "none", -1, 1), self._name(a, 1), ("and", "CONJ", "none", -1, 1),
-                self._name(b, 1), (rng.choice(_MOTION), "VERB", "none", -1, 1), ("to", "PREP", "none", -1, 1),
-                ("the", "DET", "none", -1, 1), (rng.choice(_PLACES), "NOUN", "sg", -1, 1), _COMMA,
-                self._name(s), (rng.choice(_GIVE), "VERB", "none", -1, 0), ("a", "DET", "none", -1, 0),
-                (rng.choice(_OBJECTS), "NOUN", "sg", -1, 0), ("to", "PREP", "none", -1, 0), self._name(io),
+        return [(rng.choice(OPENERS), "CONJ", "none", -1, 1), self._name(a, 1), ("and", "CONJ", "none", -1, 1),
+                self._name(b, 1), (rng.choice(MOTION), "VERB", "none", -1, 1), ("to", "PREP", "none", -1, 1),
+                ("the", "DET", "none", -1, 1), (rng.choice(PLACES), "NOUN", "sg", -1, 1), _COMMA,
+                self._name(s), (rng.choice(GIVE), "VERB", "none", -1, 0), ("a", "DET", "none", -1, 0),
+                (rng.choice(OBJECTS), "NOUN", "sg", -1, 0), ("to", "PREP", "none", -1, 0), self._name(io),
                 _PERIOD]
 
     def _agreement(self, rng: random.Random, opposite: bool | None = None) -> list[tuple]:
-        i = rng.randrange(len(_NOUNS))
-        j = rng.randrange(len(_NOUNS) - 1)
+        i = rng.randrange(len(NOUNS))
+        j = rng.randrange(len(NOUNS) - 1)
         j += j >= i
         num = "pl" if rng.random() < 0.5 else "sg"
         if opposite is None:
             opposite = rng.random() < 0.5
         anum = _FLIP[num] if opposite else num
-        pair = rng.choice(_VERB_PAIRS)
-        toks = [_THE0, (_NOUNS[i][num == "pl"], "NOUN", num, -1, 0), (rng.choice(_ATTR_PREPS), "PREP", "none", -1, 0),
-                ("the", "DET", "none", -1, 0), (_NOUNS[j][anum == "pl"], "NOUN", anum, -1, 0),
+        pair = rng.choice(VERB_PAIRS)
+        toks = [_THE0, (NOUNS[i][num == "pl"], "NOUN", num, -1, 0), (rng.choice(ATTR_PREPS), "PREP", "none", -1, 0),
+                ("the", "DET", "none", -1, 0), (NOUNS[j][anum == "pl"], "NOUN", anum, -1, 0),
                 (pair[num == "pl"], "VERB", num, -1, 0)]
         if pair[0] in ("is", "was") and rng.random() < 0.5:
             knum = "pl" if rng.random() < 0.5 else "sg"
-            toks += [(rng.choice(_LOC_PREPS), "PREP", "none", -1, 0), ("the", "DET", "none", -1, 0),
-                     (rng.choice(_NOUNS)[knum == "pl"], "NOUN", knum, -1, 0)]
+            toks += [(rng.choice(LOC_PREPS), "PREP", "none", -1, 0), ("the", "DET", "none", -1, 0),
+                     (rng.choice(NOUNS)[knum == "pl"], "NOUN", knum, -1, 0)]
         else:
-            toks.append((rng.choice(_ADJS), "ADJ", "none", -1, 0))
+            toks.append((rng.choice(ADJS), "ADJ", "none", -1, 0))
         toks.append(_PERIOD)
         return toks
 
@@ -275,56 +240,56 @@ class SyntheticLanguage:
             return [head, ("lives", "VERB", "sg", -1, 0), ("in", "PREP", "none", -1, 0),
                     (self._cities[v], "CITY", "sg", v, 0), _PERIOD]
         if rel == 1:
-            food = _FOODS[v]
+            food = FOODS[v]
             return [head, ("likes", "VERB", "sg", -1, 0),
-                    (food, "NOUN", "pl" if food in _PLURAL_FOODS else "sg", -1, 0), _PERIOD]
+                    (food, "NOUN", "pl" if food in PLURAL_FOODS else "sg", -1, 0), _PERIOD]
         return [head, ("works", "VERB", "sg", -1, 0), ("as", "PREP", "none", -1, 0), ("a", "DET", "none", -1, 0),
-                (_JOBS[v], "NOUN", "sg", -1, 0), _PERIOD]
+                (JOBS[v], "NOUN", "sg", -1, 0), _PERIOD]
 
     def _nested(self, rng: random.Random, depth: int | None = None) -> list[tuple]:
         d = rng.randrange(4) if depth is None else depth
-        heads = rng.sample(range(len(_ANIMATE)), d + 1)
+        heads = rng.sample(range(len(ANIMATE)), d + 1)
         nums = ["pl" if rng.random() < 0.5 else "sg" for _ in heads]
-        toks = [_THE0, (_ANIMATE[heads[0]][nums[0] == "pl"], "NOUN", nums[0], -1, 0)]
+        toks = [_THE0, (ANIMATE[heads[0]][nums[0] == "pl"], "NOUN", nums[0], -1, 0)]
         for k in range(1, d + 1):
             toks.append(("that", "REL", "none", -1, k))
             if k == d and rng.random() < 0.5:
                 toks.append(self._name(rng.randrange(len(self._names)), k))
             else:
-                toks += [("the", "DET", "none", -1, k), (_ANIMATE[heads[k]][nums[k] == "pl"], "NOUN", nums[k], -1, k)]
-        verbs = rng.sample(_TRANSITIVE, d)  # distinct, so "saw saw" never occurs
+                toks += [("the", "DET", "none", -1, k), (ANIMATE[heads[k]][nums[k] == "pl"], "NOUN", nums[k], -1, k)]
+        verbs = rng.sample(TRANSITIVE, d)  # distinct, so "saw saw" never occurs
         toks += [(verbs[k - 1], "VERB", "none", -1, k) for k in range(d, 0, -1)]
-        pair = _VERB_PAIRS[rng.randrange(2)]
-        toks += [(pair[nums[0] == "pl"], "VERB", nums[0], -1, 0), (rng.choice(_ANIM_ADJS), "ADJ", "none", -1, 0),
+        pair = VERB_PAIRS[rng.randrange(2)]
+        toks += [(pair[nums[0] == "pl"], "VERB", nums[0], -1, 0), (rng.choice(ANIM_ADJS), "ADJ", "none", -1, 0),
                  _PERIOD]
         return toks
 
     def _word_list(self, rng: random.Random, indices: list[int] | None = None) -> list[tuple]:
         if indices is None:
-            indices = rng.sample(range(len(_POOL)), rng.randint(5, 10))
+            indices = rng.sample(range(len(POOL)), rng.randint(5, 10))
         return ([_THE0, ("words", "NOUN", "pl", -1, 0), ("are", "VERB", "pl", -1, 0)]
-                + [_POOL_TOKS[i] for i in indices] + [_PERIOD])
+                + [POOL_TOKS[i] for i in indices] + [_PERIOD])
 
     def _filler(self, rng: random.Random) -> list[tuple]:
         kind = rng.randrange(4)
         if kind == 0:
             return [self._name(rng.randrange(len(self._names))), ("walked", "VERB", "none", -1, 0),
                     ("to", "PREP", "none", -1, 0), ("the", "DET", "none", -1, 0),
-                    (rng.choice(_PLACES), "NOUN", "sg", -1, 0), _PERIOD]
+                    (rng.choice(PLACES), "NOUN", "sg", -1, 0), _PERIOD]
         if kind == 1:
             return [self._name(rng.randrange(len(self._names))), ("saw", "VERB", "none", -1, 0),
-                    ("a", "DET", "none", -1, 0), (rng.choice(_ANIMATE)[0], "NOUN", "sg", -1, 0), _PERIOD]
+                    ("a", "DET", "none", -1, 0), (rng.choice(ANIMATE)[0], "NOUN", "sg", -1, 0), _PERIOD]
         if kind == 2:
             num = "pl" if rng.random() < 0.5 else "sg"
-            return [_THE0, (rng.choice(_NOUNS)[num == "pl"], "NOUN", num, -1, 0),
-                    ("are" if num == "pl" else "is", "VERB", num, -1, 0), (rng.choice(_ADJS), "ADJ", "none", -1, 0),
+            return [_THE0, (rng.choice(NOUNS)[num == "pl"], "NOUN", num, -1, 0),
+                    ("are" if num == "pl" else "is", "VERB", num, -1, 0), (rng.choice(ADJS), "ADJ", "none", -1, 0),
                     _PERIOD]
         i = rng.randrange(len(self._names))
-        pron = "she" if i < len(_FEMALE) else "he"
+        pron = "she" if i < len(FEMALE) else "he"
         return [self._name(i), ("went", "VERB", "none", -1, 0), ("to", "PREP", "none", -1, 0),
-                ("the", "DET", "none", -1, 0), (rng.choice(_PLACES), "NOUN", "sg", -1, 0),
+                ("the", "DET", "none", -1, 0), (rng.choice(PLACES), "NOUN", "sg", -1, 0),
                 ("because", "CONJ", "none", -1, 1), (pron, "PRON", "sg", i, 1), ("was", "VERB", "sg", -1, 1),
-                (rng.choice(_ANIM_ADJS), "ADJ", "none", -1, 1), _PERIOD]
+                (rng.choice(ANIM_ADJS), "ADJ", "none", -1, 1), _PERIOD]
 
     def _doc_sentences(self, rng: random.Random, lo: int, hi: int) -> list[list[tuple]]:
         """One document as a list of sentences: ``lo..hi`` drawn sentences (a LIST adds its 1-2 later copies),
@@ -476,8 +441,8 @@ class SyntheticLanguage:
         # so "the verb agrees (or disagrees) with the nearest noun" scores at chance: only the subject decides
         toks = self._agreement(rng, opposite=rng.random() < 0.5)  # subject is word 1, verb word 5
         subject, verb = toks[1], toks[5]
-        pair = next(p for p in _VERB_PAIRS if verb[0] in p)
-        noun = next(p for p in _NOUNS if subject[0] in p)
+        pair = next(p for p in VERB_PAIRS if verb[0] in p)
+        noun = next(p for p in NOUNS if subject[0] in p)
         corrupt = list(toks[:5])
         corrupt[1] = (noun[subject[2] == "sg"],) + subject[1:]
         return PromptPair("agreement", _render(toks[:5]), _render(corrupt), verb[0], pair[verb[2] == "sg"])
@@ -493,7 +458,7 @@ class SyntheticLanguage:
 
     def _induction_pair(self, rng: random.Random) -> PromptPair:
         length = rng.randint(5, 8)
-        indices = rng.sample(range(len(_POOL)), length)
+        indices = rng.sample(range(len(POOL)), length)
         k = rng.randint(2, length - 1)  # the repeat shows the first k list words; the answer is word k
         # the wrong answer: another word of the same list, never the word just before (a word never follows
         # itself in a list, so a bigram model would rule that one out without reading the context)
@@ -504,4 +469,4 @@ class SyntheticLanguage:
         bad[k] = indices[j]  # the corrupted first copy continues the repeated prefix with the wrong word instead
         corrupt = self._word_list(rng, bad)
         return PromptPair("induction", _render(first + repeat), _render(corrupt + repeat),
-                          _POOL[indices[k]][0], _POOL[indices[j]][0])
+                          POOL[indices[k]][0], POOL[indices[j]][0])
