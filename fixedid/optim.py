@@ -2,9 +2,10 @@
 
 Parameter groups: weight decay on matrices (``dim >= 2``: projections, the head, a learned input table unless
 ``embed_weight_decay`` gives it its own), none on norm gains and biases. The schedule is a pure function of the
-step (linear warmup, cosine decay to a floor), so resuming needs no scheduler state. Optimizer state is stored keyed by parameter *name* (the layout of
-``torch.distributed.checkpoint``'s full optimizer state dict, so DDP, FSDP2 and single-process runs write the same
-thing): tensors go to safetensors as ``"<param name>:<state key>"``, group hyper-parameters to JSON. No pickle.
+step (linear warmup, cosine decay to a floor), so resuming needs no scheduler state. Optimizer state is stored
+keyed by parameter *name* (the layout of ``torch.distributed.checkpoint``'s full optimizer state dict, so DDP,
+FSDP2 and single-process runs write the same thing): tensors go to safetensors as ``"<param name>:<state key>"``,
+group hyper-parameters to JSON. No pickle.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ def make_optimizer(model: torch.nn.Module, t: OptimConfig) -> torch.optim.AdamW:
     """AdamW with weight decay ``t.weight_decay`` on matrices, none on norm gains and biases, and
     ``t.embed_weight_decay`` (default: the same) on a learned input table."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    own = t.embed_weight_decay is not None  # the table gets a group of its own only when asked for
-    table = [p for n, p in named if own and n.endswith("embed.W_E")]
-    decay = [p for n, p in named if p.dim() >= 2 and not (own and n.endswith("embed.W_E"))]
+    # the learned table gets a group of its own only when asked for
+    own = {n for n, _ in named if t.embed_weight_decay is not None and n.endswith("embed.W_E")}
+    table = [p for n, p in named if n in own]
+    decay = [p for n, p in named if p.dim() >= 2 and n not in own]
     no_decay = [p for _, p in named if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     if table:

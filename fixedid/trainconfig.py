@@ -28,15 +28,15 @@ SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile", "k
 
 @dataclass
 class DataConfig:
-    """``source``: ``"synthetic"``, a local txt/jsonl/parquet path or directory, or a hub dataset name.
-    ``tokenizer``: ``"bpe"`` (train a byte-level BPE of ``vocab_size`` on the first ``tokenizer_train_bytes`` of
-    text), ``"words"`` (a word-level tokenizer of at most ``vocab_size`` words of that text, with one unknown
-    token: the pieces the BPE ends with, without its byte alphabet and merges), a ``tokenizer.json`` path or a hub
-    tokenizer name. ``train_tokens`` / ``val_tokens``: how many tokens to
-    pretokenise. ``val_split``: a split of the source to validate on; empty holds out the head of the training
-    stream instead. ``shards``: an existing shard directory to train from (skips tokenising). ``synthetic_mix``:
-    sentence-kind probabilities overriding the built-in language's default mixture (e.g. ``{ioi = 0.5}``), and
-    optionally ``retell``, the probability that a document is told twice (default 0.85)."""
+    """``source``: ``"synthetic"``, a local txt/jsonl/parquet path or directory, or a hub dataset name. ``tokenizer``:
+    ``"bpe"`` (train a byte-level BPE of ``vocab_size`` on the first ``tokenizer_train_bytes`` of text), ``"words"``
+    (a word-level tokenizer of at most ``vocab_size`` words of that text, with one unknown token: the pieces the BPE
+    ends with, without its byte alphabet and merges), a ``tokenizer.json`` path or a hub tokenizer name.
+    ``train_tokens`` / ``val_tokens``: how many tokens to pretokenise. ``val_split``: a split of the source to
+    validate on; empty holds out the head of the training stream instead. ``shards``: an existing shard directory to
+    train from (skips tokenising). ``synthetic_mix``: sentence-kind probabilities overriding the built-in language's
+    default mixture (e.g. ``{ioi = 0.5}``), and optionally ``retell``, the probability that a document is told twice
+    (default 0.85)."""
 
     source: str = "synthetic"
     text_field: str = "text"
@@ -58,8 +58,8 @@ class OptimConfig:
     is ``batch_size / (micro_batch_size * world_size)``. AdamW with ``lr`` after ``warmup_steps`` of linear
     warmup, cosine decay to ``lr * min_lr_ratio`` at ``decay_steps`` (0: ``steps``); ``weight_decay`` on matrices
     only (never on norm gains or biases), ``embed_weight_decay`` (default: ``weight_decay``) on a learned input
-    table; gradients clipped to ``grad_clip`` (0: off). ``dtype``: ``fp32``,
-    ``bf16`` (autocast) or ``auto`` (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and, unless ``[model]``
+    table; gradients clipped to ``grad_clip`` (0: off). ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto``
+    (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and, unless ``[model]``
     sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``: ``ddp`` or ``fsdp``
     (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in ``<variant>/steps/<step>``
     (model and tokenizer, no optimizer state), for analyses across training."""

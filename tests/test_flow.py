@@ -24,7 +24,8 @@ def test_flow_finds_the_layer_where_the_final_position_takes_over():
     f = information_flow(frame([[0, 0, 1.0, 0, 0], [0, 0, 0.8, 0.1, 0.2], [0, 0, 0.3, 0.4, 0.6],
                                 [0, 0, 0.0, 0.0, 1.0]]))
     assert f.source_positions == [2] and f.moved_at == 2
-    assert f.source.tolist() == pytest.approx([1.0, 0.8, 0.3, 0.0]) and f.final.tolist() == pytest.approx([0, 0.2, 0.6, 1.0])
+    assert f.source.tolist() == pytest.approx([1.0, 0.8, 0.3, 0.0])
+    assert f.final.tolist() == pytest.approx([0, 0.2, 0.6, 1.0])
     assert f.elsewhere.tolist() == pytest.approx([0, 0.1, 0.4, 0.0])
     assert list(f.to_frame().columns) == ["layer", "source", "final", "elsewhere"]
 
