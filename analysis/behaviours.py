@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,12 +57,23 @@ def fitting_pairs(model, task: str, n: int, *, seed: int = 0) -> list:
     return out
 
 
-@torch.no_grad()
-def pair_scores(model, tasks=TASKS, n: int = 64, *, seed: int = 0, max_batch: int = 256) -> pd.DataFrame:
-    """One row per pair: ``task, pair, n_tokens, logit_diff, correct`` on the clean prompts of ``tasks``."""
+@dataclass(frozen=True)
+class PairGroup:
+    """Pairs of one task and one token length, tokenised once: ``tokens`` ``[n, length]`` (clean prompts),
+    ``answer`` and ``wrong`` token ids ``[n]``, and each pair's index in its task (``pair``)."""
+    task: str
+    pair: tuple[int, ...]
+    tokens: torch.Tensor
+    answer: torch.Tensor
+    wrong: torch.Tensor
+
+
+def prepare_pairs(model, tasks=TASKS, n: int = 64, *, seed: int = 0, max_batch: int = 256) -> list[PairGroup]:
+    """Tokenise the clean prompts of ``tasks`` once, grouped by token length in batches of at most ``max_batch``
+    (what :func:`score_pairs` runs; a sweep that scores many edits of one model prepares them once)."""
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     tok = model.tokenizer if getattr(model, "tokenizer", None) is not None else None
-    rows = []
+    groups = []
     for task in tasks:
         pairs = fitting_pairs(model, task, n, seed=seed)
         by_len: dict[int, list[tuple[int, list[int], int, int]]] = defaultdict(list)
@@ -74,15 +86,29 @@ def pair_scores(model, tasks=TASKS, n: int = 64, *, seed: int = 0, max_batch: in
         for length, group in sorted(by_len.items()):
             for c in range(0, len(group), max_batch):
                 part = group[c:c + max_batch]
-                x = torch.tensor([g[1] for g in part], dtype=torch.long, device=_device(model))
-                last = model(x)[:, -1].float()
-                ans = torch.tensor([g[2] for g in part], device=last.device)
-                wrong = torch.tensor([g[3] for g in part], device=last.device)
-                diff = (last.gather(1, ans[:, None]) - last.gather(1, wrong[:, None]))[:, 0].cpu()
-                rows += [(task, g[0], length, float(d)) for g, d in zip(part, diff)]
+                groups.append(PairGroup(task, tuple(g[0] for g in part), torch.tensor([g[1] for g in part]),
+                                        torch.tensor([g[2] for g in part]), torch.tensor([g[3] for g in part])))
+    return groups
+
+
+@torch.no_grad()
+def score_pairs(model, groups: list[PairGroup]) -> pd.DataFrame:
+    """One row per pair (``task, pair, n_tokens, logit_diff, correct``) of prepared pair groups."""
+    rows = []
+    device = _device(model)
+    for g in groups:
+        last = model(g.tokens.to(device))[:, -1].float()
+        ans, wrong = g.answer.to(last.device), g.wrong.to(last.device)
+        diff = (last.gather(1, ans[:, None]) - last.gather(1, wrong[:, None]))[:, 0].cpu()
+        rows += [(g.task, i, g.tokens.shape[1], float(d)) for i, d in zip(g.pair, diff)]
     df = pd.DataFrame(rows, columns=["task", "pair", "n_tokens", "logit_diff"])
     df["correct"] = df.logit_diff > 0
     return df.sort_values(["task", "pair"], kind="stable", ignore_index=True)
+
+
+def pair_scores(model, tasks=TASKS, n: int = 64, *, seed: int = 0, max_batch: int = 256) -> pd.DataFrame:
+    """One row per pair: ``task, pair, n_tokens, logit_diff, correct`` on the clean prompts of ``tasks``."""
+    return score_pairs(model, prepare_pairs(model, tasks, n, seed=seed, max_batch=max_batch))
 
 
 def behaviour_table(model, tasks=TASKS, n: int = 64, *, seed: int = 0) -> pd.DataFrame:
@@ -171,4 +197,4 @@ class NGramLM:
         return self._big[tokens]
 
 
-__all__ = ["TASKS", "fitting_pairs", "pair_scores", "behaviour_table", "summarize", "wilson", "NGramLM"]
+__all__ = ["TASKS", "fitting_pairs", "PairGroup", "prepare_pairs", "score_pairs", "pair_scores", "behaviour_table", "summarize", "wilson", "NGramLM"]

@@ -3,6 +3,7 @@
     fixedid-analyze patching --ckpt runs/tiny/canonical --task ioi
     fixedid-analyze patching --ckpt DIR --clean TEXT --corrupt TEXT --answer WORD --wrong WORD [--site z]
     fixedid-analyze patching --ckpt DIR --pairs pairs.jsonl --method attribution --mode noise
+    fixedid-analyze recoding --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --family transvection --draws 4
     fixedid-analyze demo [--out DIR]
 
 Every command writes CSV plus PNG and PDF figures under ``--out`` and prints a short summary. Bad input (no
@@ -47,6 +48,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(prog="fixedid-analyze", description="Analyse fixedid checkpoints.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     add_patching_args(sub.add_parser("patching", help="activation or attribution patching of one checkpoint"))
+    rec = sub.add_parser("recoding", help="feed fixed-code models their code through GF(2) maps (no retraining)")
+    rec.add_argument("--ckpt", required=True, action="append",
+                     help="checkpoint directory; repeat to compare variants in one table and figure")
+    rec.add_argument("--family", default="transvection",
+                     choices=("transvection", "uniform", "permutation", "offset", "other-variant",
+                              "token-permutation"))
+    rec.add_argument("--draws", type=int, default=4, help="random draws per k (default 4)")
+    rec.add_argument("--ks", help="comma-separated k values (transvection count, token count, or code column)")
+    rec.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
+    rec.add_argument("--tokens", type=int, default=32_768, help="tokens of --data to evaluate (default 32768)")
+    rec.add_argument("--tasks", default="ioi,agreement,facts,induction",
+                     help="built-in tasks whose accuracy is measured under each map ('none' to skip)")
+    rec.add_argument("--n-pairs", type=int, default=64, help="pairs per task (default 64)")
+    rec.add_argument("--seed", type=int, default=0, help="seed of the random draws")
+    rec.add_argument("--out", help="output directory (default: analysis-out/recoding-<family>)")
     demo = sub.add_parser("demo", help="train the three tiny variants (or use the cache) and compare IOI patching")
     demo.add_argument("--out", default="fixedid-demo", help="where the figures and report.md go")
     demo.add_argument("--cache", help="where trained variants are cached (default $FIXEDID_CACHE or ~/.cache/fixedid)")
@@ -128,10 +144,56 @@ def run_patching(args) -> int:
     return 0
 
 
+def _int_list(text: str | None, what: str):
+    if text is None:
+        return None
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise AnalysisError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+def run_recoding(args) -> int:
+    import pandas as pd
+
+    from .figures import recoding_plot, save_figure, write_csv
+    from .model import load
+    from .recoding import recoding_sweep
+
+    ks = _int_list(args.ks, "--ks")
+    tasks = () if args.tasks.strip().lower() == "none" else tuple(t for t in args.tasks.split(",") if t)
+    frames = []
+    for path in map(Path, args.ckpt):
+        if not path.is_dir():
+            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+        model = load(path)
+        df = recoding_sweep(model, args.family, ks, draws=args.draws, seed=args.seed, data=args.data,
+                            tokens=args.tokens, tasks=tasks, n_pairs=args.n_pairs, progress=True)
+        frames.append(df.assign(variant=path.name, base_loss=df.attrs["base_loss"]))
+    df = pd.concat(frames, ignore_index=True)
+    df = df[["variant"] + [c for c in df.columns if c != "variant"]]
+    out = Path(args.out) if args.out else Path("analysis-out") / f"recoding-{args.family}"
+    write_csv(df, out / "recoding.csv")
+    n_tok = frames[0].attrs["n_tokens"]
+    save_figure(recoding_plot(df, title=f"{args.family} recodings, loss over {n_tok:,} tokens"), out, "recoding")
+    acc = [c for c in df.columns if c.startswith("acc_")]
+    print(f"recoding family {args.family}: loss change from each model's own code (mean [min, max] over draws)"
+          + (f", task accuracy mean" if acc else ""))
+    for (variant, k), g in df.groupby(["variant", "k"], sort=False):
+        line = (f"  {variant} k={k}: own {g.base_loss.iloc[0]:.3f} nats, delta {g.delta_loss.mean():+.3f} "
+                f"[{g.delta_loss.min():+.3f}, {g.delta_loss.max():+.3f}]")
+        line += "".join(f", {c[4:]} {g[c].mean():.0%}" for c in acc)
+        print(line)
+    print(f"wrote {out / 'recoding.csv'} and {out / 'recoding.png'} (+ .pdf)")
+    return 0
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.command == "patching":
         command = run_patching
+    elif args.command == "recoding":
+        command = run_recoding
     else:
         from .demo import run_demo as command
     run_main("fixedid-analyze", lambda: command(args))
