@@ -2,7 +2,7 @@
 
 Parameter groups: weight decay on matrices (``dim >= 2``: projections, the head, a learned input table unless
 ``embed_weight_decay`` gives it its own), none on norm gains and biases. The schedule is a pure function of the
-step (linear warmup, cosine decay to a floor), so resuming needs no scheduler state. Optimizer state is stored
+step (linear warmup, an optional constant phase, cosine decay to a floor), so resuming needs no scheduler state. Optimizer state is stored
 keyed by parameter *name* (the layout of ``torch.distributed.checkpoint``'s full optimizer state dict, so DDP,
 FSDP2 and single-process runs write the same thing): tensors go to safetensors as ``"<param name>:<state key>"``,
 group hyper-parameters to JSON. No pickle.
@@ -48,7 +48,10 @@ def lr_at(step: int, t: OptimConfig) -> float:
     floor = t.lr * t.min_lr_ratio
     if step >= decay_steps:
         return floor
-    progress = (step - t.warmup_steps) / max(1, decay_steps - t.warmup_steps)
+    start = max(t.warmup_steps, t.decay_start)
+    if step < start:
+        return t.lr
+    progress = (step - start) / max(1, decay_steps - start)
     return floor + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.lr - floor)
 
 

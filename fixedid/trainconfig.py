@@ -56,7 +56,8 @@ class OptimConfig:
     """``batch_size`` is the global number of sequences per optimizer step, whatever the number of ranks;
     ``micro_batch_size`` the sequences per forward on one rank (0: as large as possible), so gradient accumulation
     is ``batch_size / (micro_batch_size * world_size)``. AdamW with ``lr`` after ``warmup_steps`` of linear
-    warmup, cosine decay to ``lr * min_lr_ratio`` at ``decay_steps`` (0: ``steps``); ``weight_decay`` on matrices
+    warmup, constant until ``decay_start`` (0: no constant phase), then cosine decay to ``lr * min_lr_ratio`` at
+    ``decay_steps`` (0: ``steps``) - a warmup-stable-decay schedule when ``decay_start`` is set; ``weight_decay`` on matrices
     only (never on norm gains or biases), ``embed_weight_decay`` (default: ``weight_decay``) on a learned input
     table; gradients clipped to ``grad_clip`` (0: off). ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto``
     (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and, unless ``[model]``
@@ -71,6 +72,7 @@ class OptimConfig:
     min_lr_ratio: float = 0.1
     warmup_steps: int = 50
     decay_steps: int = 0
+    decay_start: int = 0
     weight_decay: float = 0.1
     embed_weight_decay: float | None = None
     beta1: float = 0.9
@@ -113,10 +115,13 @@ class TrainConfig:
             v = getattr(t, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"[train] {k} must be a positive integer, got {v!r}")
-        for k in ("micro_batch_size", "warmup_steps", "decay_steps", "seed"):
+        for k in ("micro_batch_size", "warmup_steps", "decay_steps", "decay_start", "seed"):
             v = getattr(t, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"[train] {k} must be a non-negative integer, got {v!r}")
+        if t.decay_start and t.decay_start >= (t.decay_steps or t.steps):
+            raise ConfigError(f"[train] decay_start {t.decay_start} must come before the end of the decay "
+                              f"({t.decay_steps or t.steps}); lower it or set decay_start = 0")
         if not isinstance(t.keep, list) or any(not isinstance(k, int) or isinstance(k, bool) or k < 1
                                                 for k in t.keep):
             raise ConfigError(f"[train] keep must be a list of positive step numbers, got {t.keep!r}")

@@ -300,3 +300,18 @@ def test_weight_decay_groups():
     assert len(fixed) == 2  # no table, no third group
     with pytest.raises(ConfigError, match="embed_weight_decay"):
         cfg.replace_train(embed_weight_decay=-1.0)
+
+
+def test_learning_rate_schedule_with_and_without_a_stable_phase():
+    from fixedid.optim import lr_at
+
+    t = TrainConfig.load("tiny").replace_train(steps=100, lr=1.0, warmup_steps=10, min_lr_ratio=0.1).train
+    cosine = [lr_at(s, t) for s in range(100)]
+    assert cosine[0] == 0.1 and cosine[9] == 1.0 and cosine[10] == 1.0 and cosine[11] < 1.0
+    assert all(a >= b for a, b in zip(cosine[9:], cosine[10:])) and abs(cosine[99] - 0.1) < 1e-3
+    wsd = TrainConfig.load("tiny").replace_train(steps=100, lr=1.0, warmup_steps=10, min_lr_ratio=0.1,
+                                                 decay_start=60).train
+    assert [lr_at(s, wsd) for s in range(60)] == cosine[:10] + [1.0] * 50  # warm-up, then stable until step 60
+    assert lr_at(61, wsd) < 1.0 and lr_at(80, wsd) == pytest.approx(0.55) and lr_at(100, wsd) == 0.1
+    with pytest.raises(ConfigError, match="decay_start 100 must come before the end of the decay"):
+        TrainConfig.load("tiny").replace_train(steps=100, decay_start=100)
