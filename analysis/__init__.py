@@ -4,7 +4,8 @@
 (``.to_transformer_lens()``) and nnsight (``.to_nnsight()``); :mod:`analysis.patching` runs activation and
 attribution patching; :mod:`analysis.behaviours` measures the built-in tasks (with a no-context n-gram control);
 :mod:`analysis.recoding` feeds a fixed-code model its code through GF(2) maps (:mod:`analysis.corpus` gives the
-token data of such corpus-level measurements); the ``fixedid-analyze`` command line wraps them and writes CSV and figures.
+token data of such corpus-level measurements); the ``fixedid-analyze`` command line wraps them and writes CSV and
+figures.
 """
 
 from .behaviours import NGramLM, behaviour_table, pair_scores, prepare_pairs, score_pairs

@@ -197,4 +197,5 @@ class NGramLM:
         return self._big[tokens]
 
 
-__all__ = ["TASKS", "fitting_pairs", "PairGroup", "prepare_pairs", "score_pairs", "pair_scores", "behaviour_table", "summarize", "wilson", "NGramLM"]
+__all__ = ["TASKS", "fitting_pairs", "PairGroup", "prepare_pairs", "score_pairs", "pair_scores", "behaviour_table",
+           "summarize", "wilson", "NGramLM"]

@@ -8,6 +8,8 @@ resumed), then writes to ``--out``:
   task of the language (the behaviours a study can stand on), with 95% intervals;
 - ``ioi_patching.csv``, ``ioi_resid_pre.png|pdf``: activation patching of the residual stream on the same IOI
   pairs for each variant, side by side; ``ioi_flow.csv``: where the IOI information sits per layer;
+- ``recoding.csv``, ``recoding.png|pdf``: the fixed-code variants fed their code through GF(2) maps (transvection
+  walks, the other variant's code) and every variant under the token-row control (:mod:`analysis.recoding`);
 - ``report.md``: the numbers and a reading generated from them.
 """
 
@@ -27,7 +29,8 @@ from fixedid.trainconfig import TrainConfig
 
 from .behaviours import TASKS, behaviour_table
 from .errors import AnalysisError
-from .figures import save_figure, side_by_side, write_csv
+from .demo_recoding import recoding_reading, recoding_table
+from .figures import recoding_plot, save_figure, side_by_side, write_csv
 from .flow import information_flow
 from .model import load
 from .patching import MIN_GAP, activation_patching
@@ -128,7 +131,8 @@ def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
     return head + s
 
 
-def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs) -> Path:
+def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs,
+                 recoding: pd.DataFrame) -> Path:
     toks = next(iter(results.values())).attrs["str_tokens"]
     ex = pairs.texts[0]
     lines = ["# The three input interfaces on the built-in language", "",
@@ -158,6 +162,7 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
               "the corrupted run scores 0 and the clean run 1 (white: no effect).", "",
               "![Residual-stream patching, side by side](ioi_resid_pre.png)", ""]
     lines += [reading(v, table[table.variant == v], df) + "\n" for v, df in results.items()]
+    lines += recoding_reading(recoding)
     lines += ["## What this does not show", "",
               "Positions before the second subject are identical in the two prompts, so patching them is a no-op by "
               "construction (white columns). One seed and one tiny scale per variant: differences between the "
@@ -192,7 +197,12 @@ def run_demo(args) -> int:
     titles = {v: f"{v} (IOI {100 * ioi.loc[v, 'accuracy']:.0f}%)" for v in VARIANTS}
     save_figure(side_by_side(results, titles=titles, suptitle="IOI: clean residual stream patched into the "
                              "corrupted run (1 = clean behaviour restored)"), out, "ioi_resid_pre")
-    report = write_report(out, run_dir, table, results, pairs)
+    recoding = recoding_table(models)
+    write_csv(recoding, out / "recoding.csv")
+    save_figure(recoding_plot(recoding[recoding.family == "transvection"],
+                              title="Fixed-code variants fed their code through k random transvections"),
+                out, "recoding")
+    report = write_report(out, run_dir, table, results, pairs, recoding)
     for v in VARIANTS:
         t = table[table.variant == v].set_index("task")
         print(f"{v:>9}: " + ", ".join(f"{k} {100 * t.loc[k, 'accuracy']:.0f}%" for k in TASKS))

@@ -81,13 +81,17 @@ def test_demo_end_to_end_then_cached(tmp_path, capsys):
     assert run(*args) == 0
     out = {p.name for p in (tmp_path / "demo").iterdir()}
     assert {"report.md", "behaviours.csv", "behaviours.png", "behaviours.pdf", "ioi_patching.csv",
-            "ioi_resid_pre.png", "ioi_resid_pre.pdf"} <= out
+            "ioi_resid_pre.png", "ioi_resid_pre.pdf", "recoding.csv", "recoding.png", "recoding.pdf"} <= out
     table = pd.read_csv(tmp_path / "demo" / "behaviours.csv")
     assert set(table.variant) == {"learned", "canonical", "gf2"} and set(table.task) >= {"ioi", "agreement"}
     assert table.accuracy.between(0, 1).all() and (table.accuracy_low <= table.accuracy).all()
     report = (tmp_path / "demo" / "report.md").read_text()
     for v in ("learned", "canonical", "gf2"):
         assert f"| {v} |" in report and f"**{v}**" in report
+    rec = pd.read_csv(tmp_path / "demo" / "recoding.csv")
+    assert set(rec[rec.family == "transvection"].variant) == {"canonical", "gf2"}
+    assert set(rec[rec.family == "token-permutation"].variant) == {"learned", "canonical", "gf2"}
+    assert (rec[(rec.k == 0) & (rec.family != "other-variant")].delta_loss == 0).all() and "## Recoding" in report
     assert "training the three variants" in capsys.readouterr().out
     assert run(*args) == 0  # second run: from the cache, no training
     assert "using the cached variants" in capsys.readouterr().out

@@ -122,8 +122,8 @@ def test_token_permutation_applies_to_every_variant_and_restores(model, learned)
 
 def test_sweep_frame_is_tidy_reproducible_and_k0_is_free(model):
     df = recoding_sweep(model, "transvection", [0, 2], draws=2, tokens=480, n_pairs=8, tasks=("ioi", "induction"))
-    assert list(df.columns) == ["interface", "family", "k", "draw", "changed", "loss", "delta_loss", "acc_ioi", "acc_induction",
-                                "recoding"]
+    assert list(df.columns) == ["interface", "family", "k", "draw", "changed", "loss", "delta_loss", "acc_ioi",
+                                "acc_induction", "recoding"]
     assert len(df) == 4 and df.attrs["n_tokens"] == 480
     assert (df[df.k == 0].delta_loss == 0).all() and (df[df.k == 0].changed == 0).all()
     assert (df[df.k == 2].changed > 0).any()
