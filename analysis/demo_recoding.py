@@ -42,7 +42,8 @@ def recoding_reading(df: pd.DataFrame) -> list[str]:
              f"ids. Loss change in nats per token over {TOKENS:,} validation tokens (mean, range over draws); "
              f"accuracy on {', '.join(TASKS)} prompts under the map.", "",
              "![loss change under transvection walks](recoding.png)", "",
-             "| variant | map | loss change | " + " | ".join(TASKS) + " |", "|---|---|---:|" + "---:|" * len(TASKS)]
+             "| variant | map | token rows changed | loss change | " + " | ".join(TASKS) + " |",
+             "|---|---|---:|---:|" + "---:|" * len(TASKS)]
     acc = [f"acc_{t}" for t in TASKS]
     for v in dict.fromkeys(df.variant):
         rows = [("transvection", k) for k in TRANSVECTIONS[1:]] if v in fixed else []
@@ -50,22 +51,26 @@ def recoding_reading(df: pd.DataFrame) -> list[str]:
         rows += [("token-permutation", k) for k in TOKEN_CYCLES[1:]]
         for family, k in rows:
             m, lo, hi, g = mean(v, family, k)
-            what = {"transvection": f"{k} transvections", "other-variant": "other variant's code",
+            what = {"transvection": f"{k} transvection{'s' * (k > 1)}", "other-variant": "other variant's code",
                     "token-permutation": f"{k} token rows cycled"}[family]
             spread = f" [{lo:+.2f}, {hi:+.2f}]" if len(g) > 1 else ""
-            lines.append(f"| {v} | {what} | {m:+.2f}{spread} | "
+            lines.append(f"| {v} | {what} | {100 * g.changed.mean():.0f}% | {m:+.2f}{spread} | "
                          + " | ".join(f"{100 * g[a].mean():.0f}%" for a in acc) + " |")
     lines.append("")
     for v in fixed:
-        one, *_ = mean(v, "transvection", 1)
+        one, _, _, g1 = mean(v, "transvection", 1)
         far, *_ = mean(v, "transvection", TRANSVECTIONS[-1])
         other, *_ = mean(v, "other-variant", 0)
         cyc, *_ = mean(v, "token-permutation", TOKEN_CYCLES[-1])
-        lines.append(f"- {v}: one transvection costs {one:+.2f} nats, {TRANSVECTIONS[-1]} cost {far:+.2f}; the other "
-                     f"variant's code costs {other:+.2f} (cycling {TOKEN_CYCLES[-1]} token rows: {cyc:+.2f}).")
+        lines.append(f"- {v}: one transvection costs {one:+.2f} nats (changing {100 * g1.changed.mean():.0f}% of the "
+                     f"token rows), {TRANSVECTIONS[-1]} cost {far:+.2f}; the other variant's code costs {other:+.2f} "
+                     f"(cycling {TOKEN_CYCLES[-1]} token rows: {cyc:+.2f}).")
     for v in [v for v in dict.fromkeys(df.variant) if v not in fixed]:
         cyc, *_ = mean(v, "token-permutation", TOKEN_CYCLES[-1])
         lines.append(f"- {v} (no code to recode): cycling {TOKEN_CYCLES[-1]} token rows costs {cyc:+.2f} nats.")
-    lines += ["", "A large loss change says the trained weights are tied to the code they were trained on; it does not "
-              "say which weights, nor whether a short fine-tuning would re-bind them.", ""]
+    lines += ["", "A transvection that adds a bit which is 0 for every token id in use (a small vocabulary leaves the high "
+              "bits of every id at 0) changes no row of the canonical code, while the gf2 code spreads the id over all 16 bits, so "
+              "equal k is not equal disturbance: compare at equal 'token rows changed' too. A large loss change says "
+              "the trained weights are tied to the code they were trained on; it does not say which weights, nor "
+              "whether a short fine-tuning would re-bind them.", ""]
     return lines
