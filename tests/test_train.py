@@ -305,7 +305,8 @@ def test_weight_decay_groups():
 def test_learning_rate_schedule_with_and_without_a_stable_phase():
     from fixedid.optim import lr_at
 
-    t = TrainConfig.load("tiny").replace_train(steps=100, lr=1.0, warmup_steps=10, min_lr_ratio=0.1).train
+    t = TrainConfig.load("tiny").replace_train(steps=100, lr=1.0, warmup_steps=10, min_lr_ratio=0.1,
+                                               decay_start=0).train
     cosine = [lr_at(s, t) for s in range(100)]
     assert cosine[0] == 0.1 and cosine[9] == 1.0 and cosine[10] == 1.0 and cosine[11] < 1.0
     assert all(a >= b for a, b in zip(cosine[9:], cosine[10:])) and abs(cosine[99] - 0.1) < 1e-3
