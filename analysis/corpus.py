@@ -66,19 +66,22 @@ def _own_validation_docs(model):
 def _read_docs(path: Path):
     if not path.is_file():
         raise AnalysisError(f"--data {path} is not a file; pass a .txt, .jsonl or .npy file")
-    if path.suffix == ".jsonl":
-        def docs():
-            with path.open() as f:
-                for i, line in enumerate(f, 1):
-                    if line.strip():
-                        try:
-                            yield json.loads(line)["text"]
-                        except (ValueError, KeyError, TypeError):
-                            raise AnalysisError(f"{path} line {i} is not a JSON object with a 'text' field") from None
-        return docs()
-    if path.suffix == ".txt":
-        return (line.rstrip("\n") for line in path.open() if line.strip())
-    raise AnalysisError(f"--data {path} must end in .txt, .jsonl or .npy")
+    if path.suffix not in (".txt", ".jsonl"):
+        raise AnalysisError(f"--data {path} must end in .txt, .jsonl or .npy")
+
+    def docs():
+        with path.open() as f:
+            for i, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                if path.suffix == ".txt":
+                    yield line.rstrip("\n")
+                    continue
+                try:
+                    yield json.loads(line)["text"]
+                except (ValueError, KeyError, TypeError):
+                    raise AnalysisError(f"{path} line {i} is not a JSON object with a 'text' field") from None
+    return docs()
 
 
 def _load_npy(path: Path) -> torch.Tensor:
