@@ -178,7 +178,7 @@ def run_recoding(args) -> int:
     save_figure(recoding_plot(df, title=f"{args.family} recodings, loss over {n_tok:,} tokens"), out, "recoding")
     acc = [c for c in df.columns if c.startswith("acc_")]
     print(f"recoding family {args.family}: loss change from each model's own code (mean [min, max] over draws)"
-          + (f", task accuracy mean" if acc else ""))
+          + (", task accuracy mean" if acc else ""))
     for (variant, k), g in df.groupby(["variant", "k"], sort=False):
         line = (f"  {variant} k={k}: own {g.base_loss.iloc[0]:.3f} nats, delta {g.delta_loss.mean():+.3f} "
                 f"[{g.delta_loss.min():+.3f}, {g.delta_loss.max():+.3f}]")

@@ -6,7 +6,8 @@
   language (the documents the trainer held out, regenerated from the world and stream seeds);
 - a ``.txt`` file (one document per line) or a ``.jsonl`` file (one ``{"text": ...}`` object per line), tokenised
   with the checkpoint's tokenizer, each document followed by the end-of-text token, cut into windows;
-- a ``.npy`` integer array ``[n_sequences, seq_len]`` of token ids, used exactly as given (``tokens`` ignored).
+- a ``.npy`` integer array ``[n_sequences, seq_len]`` of token ids, or such a tensor, used exactly as given
+  (``tokens`` ignored).
 
 Windows are ``seq_len`` tokens (default: the model's context) and there are ``tokens // seq_len`` of them; ids
 beyond the vocabulary or sequences longer than the context are refused with :class:`AnalysisError`.
@@ -31,6 +32,11 @@ def corpus_tokens(model, data=None, *, tokens: int = DEFAULT_TOKENS, seq_len: in
     seq_len = cfg.context if seq_len is None else seq_len
     if not isinstance(seq_len, int) or not 2 <= seq_len <= cfg.context:
         raise AnalysisError(f"seq_len must be an integer in [2, {cfg.context}] (the model's context), got {seq_len!r}")
+    if isinstance(data, torch.Tensor):
+        if data.dim() != 2 or data.dtype not in (torch.int64, torch.int32):
+            raise AnalysisError(f"token data must be an integer tensor [n_sequences, seq_len], got {data.dtype} "
+                                f"{tuple(data.shape)}")
+        return _checked(data.long(), cfg, "tensor")
     if data is not None and Path(str(data)).suffix == ".npy":
         return _checked(_load_npy(Path(data)), cfg, str(data))
     if not isinstance(tokens, int) or tokens < seq_len:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .corpus import corpus_tokens
 from .recoding import recoding_sweep
 
 TOKENS = 8192  # validation tokens per map
@@ -21,8 +22,9 @@ def recoding_table(models: dict) -> pd.DataFrame:
         runs = [("token-permutation", TOKEN_CYCLES, DRAWS)]
         if m.cfg.is_fixed:
             runs = [("transvection", TRANSVECTIONS, DRAWS), ("other-variant", None, 1)] + runs
+        x = corpus_tokens(m, tokens=TOKENS)  # one set of validation windows for all of a model's sweeps
         for family, ks, draws in runs:
-            df = recoding_sweep(m, family, ks, draws=draws, tokens=TOKENS, tasks=TASKS, n_pairs=32)
+            df = recoding_sweep(m, family, ks, draws=draws, data=x, tasks=TASKS, n_pairs=32)
             frames.append(df.assign(variant=v, base_loss=df.attrs["base_loss"]))
     df = pd.concat(frames, ignore_index=True)
     return df[["variant"] + [c for c in df.columns if c != "variant"]]

@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from fixedid.codes import GF2Code, ids_to_bits, render_bits
+from fixedid.codes import GF2Code, code_table, ids_to_bits
 
 from .behaviours import TASKS, prepare_pairs, score_pairs
 from .corpus import DEFAULT_TOKENS, corpus_tokens
@@ -71,8 +71,9 @@ def recoded_table(model, code: GF2Code) -> torch.Tensor:
     if code.n_bits != model.cfg.n_bits:
         raise AnalysisError(f"the recoding acts on {code.n_bits} bits but the model's code has {model.cfg.n_bits}")
     c = model.cfg
-    table = render_bits(code.encode_bits(own_bits(model)), bit_order=c.bit_order, value_map=c.value_map,
-                        scale=c.code_scale)
+    own = c.recoding()
+    table = code_table(c.vocab_size, c.n_bits, recoding=code if own is None else code @ own, bit_order=c.bit_order,
+                       value_map=c.value_map, scale=c.code_scale)
     return torch.from_numpy(table).to(device=embed.code.device, dtype=embed.code.dtype)
 
 
@@ -225,8 +226,8 @@ def recoding_sweep(model, family: str, ks=None, *, draws: int = 4, seed: int = 0
                    progress: bool = False) -> pd.DataFrame:
     """Evaluate the model under every recoding of a family (see the module docstring for the columns).
 
-    The data (``data``/``tokens``, see :func:`analysis.corpus.corpus_tokens`) and the task prompts are tokenised
-    once; each recoding then costs one code-table swap and the forwards. ``tasks=()`` skips the task accuracies.
+    The data (``data``/``tokens``, see :func:`analysis.corpus.corpus_tokens`; ``data`` may also be token ids
+    ``[n, T]`` already prepared, for several sweeps over the same windows) and the task prompts are tokenised once; each recoding then costs one code-table swap and the forwards. ``tasks=()`` skips the task accuracies.
     """
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() (analysis.load returns it in eval mode)")

@@ -165,6 +165,9 @@ def test_corpus_tokens_from_text_and_the_own_validation_stream(model, tmp_path):
     q = tmp_path / "docs.jsonl"
     q.write_text("\n".join(json.dumps({"text": d}) for d in SyntheticLanguage(0).documents(30, seed=9)))
     assert torch.equal(corpus_tokens(model, q, tokens=200, seq_len=20), x)
+    assert torch.equal(corpus_tokens(model, x), x)  # prepared ids pass as is
+    with pytest.raises(AnalysisError, match="integer tensor"):
+        corpus_tokens(model, x.float())
 
 
 def run_cli(*args):
