@@ -4,6 +4,8 @@
     fixedid-analyze patching --ckpt DIR --clean TEXT --corrupt TEXT --answer WORD --wrong WORD [--site z]
     fixedid-analyze patching --ckpt DIR --pairs pairs.jsonl --method attribution --mode noise
     fixedid-analyze recoding --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --family transvection --draws 4
+    fixedid-analyze interventions --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --kind bitflip
+    fixedid-analyze interventions --ckpt DIR --kind ablate --component head --ablation resample --task ioi
     fixedid-analyze demo [--out DIR]
 
 Every command writes CSV plus PNG and PDF figures under ``--out`` and prints a short summary. Bad input (no
@@ -63,6 +65,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     rec.add_argument("--n-pairs", type=int, default=64, help="pairs per task (default 64)")
     rec.add_argument("--seed", type=int, default=0, help="seed of the random draws")
     rec.add_argument("--out", help="output directory (default: analysis-out/recoding-<family>)")
+    from .cli_interventions import add_args as add_intervention_args
+    add_intervention_args(sub.add_parser("interventions", help="edit the input code, ablate components, or map "
+                                         "where a code bit's information goes (bit x layer)"))
     demo = sub.add_parser("demo", help="train the three tiny variants (or use the cache) and compare IOI patching")
     demo.add_argument("--out", default="fixedid-demo", help="where the figures and report.md go")
     demo.add_argument("--cache", help="where trained variants are cached (default $FIXEDID_CACHE or ~/.cache/fixedid)")
@@ -194,6 +199,8 @@ def main(argv=None) -> None:
         command = run_patching
     elif args.command == "recoding":
         command = run_recoding
+    elif args.command == "interventions":
+        from .cli_interventions import run as command
     else:
         from .demo import run_demo as command
     run_main("fixedid-analyze", lambda: command(args))

@@ -56,6 +56,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from . import engine
 from .errors import AnalysisError, AnalysisWarning
 from .metrics import normalize, resolve
 from .pairs import make_pairs
@@ -65,13 +66,10 @@ MODES = ("denoise", "noise")
 #: Below this clean-corrupt logit-difference gap (logits) a normalised value divides by noise: a pair's normalised
 #: values become NaN, and a mean gap this small raises an :class:`AnalysisWarning`.
 MIN_GAP = 0.25
-_HOOK = {"resid_pre": "blocks.{}.hook_resid_pre", "resid_mid": "blocks.{}.hook_resid_mid",
-         "resid_post": "blocks.{}.hook_resid_post", "attn_out": "blocks.{}.hook_attn_out",
-         "mlp_out": "blocks.{}.hook_mlp_out", "z": "blocks.{}.attn.hook_z", "z_all_pos": "blocks.{}.attn.hook_z"}
 
 
 def hook_name(site: str, layer: int) -> str:
-    return "hook_embed" if site == "embed" else _HOOK[site].format(layer)
+    return engine.site(site).hook_name(layer)
 
 
 def _check(model, site, mode):
@@ -82,19 +80,6 @@ def _check(model, site, mode):
                             "clean)")
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() before patching")
-
-
-def _layers(model, site):
-    return [0] if site == "embed" else list(range(model.cfg.n_layers))
-
-
-def _units(model, site, n_pos):
-    """The patch units of one layer: (pos, head) with None for 'all' / 'not per head'."""
-    if site == "z":
-        return [(p, h) for p in range(n_pos) for h in range(model.cfg.n_heads)]
-    if site == "z_all_pos":
-        return [(None, h) for h in range(model.cfg.n_heads)]
-    return [(p, None) for p in range(n_pos)]
 
 
 def _runs(model, batch, mode, names):
@@ -157,41 +142,6 @@ def _str_tokens(model, ids):
     return [tok.decode([int(i)], skip_special_tokens=False) for i in ids]
 
 
-def _unit(act, site, unit):
-    p, h = unit
-    if site == "z_all_pos":
-        return act[:, :, h]
-    if site == "z":
-        return act[:, p, h]
-    return act[:, p]
-
-
-def _setter(site, items, src, n_pairs, offset=0):
-    """A hook writing the source activation into each row's unit; rows are unit-major: row = unit * n_pairs + pair.
-    With ``offset`` the activations hold positions ``offset..`` only (a suffix run after a cached prefix)."""
-    rows_unit = [(u, p, h) for u, (p, h) in enumerate(items)]
-    src = src[:, offset:]
-
-    def hook(act, hook):
-        act = act.clone()
-        for u, p, h in rows_unit:
-            r = slice(u * n_pairs, (u + 1) * n_pairs)
-            if site == "z_all_pos":
-                act[r, :, h] = src[:, :, h]
-            elif site == "z":
-                act[r, p - offset, h] = src[:, p - offset, h]
-            else:
-                act[r, p - offset] = src[:, p - offset]
-        return act
-    return hook
-
-
-def _first_difference(src, base) -> int:
-    """The first position at which any pair's source and base activations differ (``pos`` is axis 1)."""
-    diff = (src != base).reshape(src.shape[0], src.shape[1], -1).any(-1).any(0)
-    return int(diff.nonzero()[0, 0]) if diff.any() else src.shape[1]
-
-
 def activation_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric="logit_diff", *,
                         per_pair: bool = False, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
     """Patch every unit of ``site`` at every layer, one at a time; see the module docstring for the output."""
@@ -204,47 +154,43 @@ def _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, 
     metric_name, fn, norm = resolve(metric)
     batch = make_pairs(model, pairs)
     n, T = len(batch), batch.n_pos
-    layers = _layers(model, site)
+    s = engine.site(site)
+    layers = s.layers(model.cfg)
     n_layers = model.cfg.n_layers
-    # a built-in metric reads the final position only, so positions before the first one a patch touches are
-    # those of the base run: they are replaced by its cached keys and values (a suffix run, exact up to fp noise)
+    # a built-in metric reads the final position only, so a patch that first touches position q leaves positions
+    # before q as they are in the base run: those are replaced by its cached keys and values (a suffix run from q,
+    # exact up to fp noise), and only the final position is unembedded
     suffix = not callable(metric)
-    names = [hook_name(site, layer) for layer in layers] + [f"blocks.{layer}.hook_resid_pre" for layer in layers]
+    names = s.cache_names(layers) + [f"blocks.{layer}.hook_resid_pre" for layer in layers]
     if suffix:
-        names += [f"blocks.{i}.attn.hook_{h}" for i in range(n_layers) for h in ("rot_k", "v")]
+        names += engine.kv_names(n_layers)
     _, base_cache, src_cache, clean_logits, corrupt_logits = _runs(model, batch, mode, names)
     base_clean, base_corrupt = fn(clean_logits, batch.answer, batch.wrong), fn(corrupt_logits, batch.answer,
                                                                                batch.wrong)
-    units = _units(model, site, T)
+    units = s.units(model.cfg, T)
     base_metric = base_corrupt if mode == "denoise" else base_clean
-    per_chunk = max(1, max_batch // n)
     values = {}
     bar = tqdm(total=len(layers), desc=f"patching {site}", unit="layer", disable=not progress, leave=False)
     for layer in layers:
         start = base_cache[f"blocks.{layer}.hook_resid_pre"]
-        src, base = src_cache[hook_name(site, layer)], base_cache[hook_name(site, layer)]
+        src, base = s.read(src_cache, layer), s.read(base_cache, layer)
         # a unit whose source and base activations are equal in every pair is a no-op: its value is the base
         # metric, exactly (e.g. every position before the first token where clean and corrupt differ)
-        live = [i for i, u in enumerate(units) if not torch.equal(_unit(src, site, u), _unit(base, site, u))]
+        live = [i for i, u in enumerate(units)
+                if not torch.equal(src[(slice(None), *s.index(u))], base[(slice(None), *s.index(u))])]
         out = base_metric[None].repeat(len(units), 1)
-        d = min(_first_difference(src, base), T - 1) if suffix and live else 0
-        for c in range(0, len(live), per_chunk):
-            idx = live[c:c + per_chunk]
-            items = [units[i] for i in idx]
-            k = len(items)
-            ans, wr = batch.answer.repeat(k), batch.wrong.repeat(k)
-            x = start[:, d:].repeat(k, 1, 1)
-            past = None
-            if d:
-                past = [tuple(base_cache[f"blocks.{i}.attn.hook_{h}"][:, :d].transpose(1, 2).repeat(k, 1, 1, 1)
-                              for h in ("rot_k", "v")) for i in range(layer, n_layers)]
-            setter = _setter(site, items, src, n, offset=d)
-            if site in ("embed", "resid_pre"):  # the patched tensor is the input itself
-                logits = model(setter(x, None), start_at_layer=layer, past_kv=past)
-            else:
-                logits = model.run_with_hooks(x, start_at_layer=layer, past_kv=past,
-                                              fwd_hooks=[(hook_name(site, layer), setter)])
-            out[idx] = fn(logits, ans, wr).view(k, n)
+        first = min(engine.first_difference(src, base), T - 1) if suffix and live else 0
+        starts = [engine.unit_start(units[i], first) if suffix else 0 for i in live]
+        for d, group in engine.groups(starts, n, max_batch):
+            idx = [live[g] for g in group]
+            k = len(idx)
+            edits = [(slice(u * n, (u + 1) * n), units[i], src[(slice(None), *s.index(units[i]))][:, d:]
+                      if units[i][0] is None else src[(slice(None), *s.index(units[i]))])
+                     for u, i in enumerate(idx)]
+            logits = engine.run_edits(model, start[:, d:].repeat(k, 1, 1), layer, s, edits,
+                                      past=engine.past_kv(base_cache, layer, n_layers, d, k), offset=d,
+                                      last_only=suffix)
+            out[idx] = fn(logits, batch.answer.repeat(k), batch.wrong.repeat(k)).view(k, n)
         values[layer] = out.cpu()
         bar.update(1)
     bar.close()
@@ -260,13 +206,13 @@ def attribution_patching(model, pairs, site: str = "resid_pre", mode: str = "den
     _check(model, site, mode)
     metric_name, fn, norm = resolve(metric)
     batch = make_pairs(model, pairs)
-    layers = _layers(model, site)
+    layers = engine.site(site).layers(model.cfg)
     names = [hook_name(site, layer) for layer in layers]
     base_tokens, _, src_cache, clean_logits, corrupt_logits = _runs(model, batch, mode, names)
     base_clean = fn(clean_logits, batch.answer, batch.wrong).detach()
     base_corrupt = fn(corrupt_logits, batch.answer, batch.wrong).detach()
     base_metric = base_corrupt if mode == "denoise" else base_clean
-    units = _units(model, site, batch.n_pos)
+    units = engine.site(site).units(model.cfg, batch.n_pos)
     parts: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
     chunks = range(0, len(batch), max(1, max_batch))
     for c in tqdm(chunks, desc=f"attribution {site}", unit="chunk", disable=not progress, leave=False):

@@ -1,0 +1,189 @@
+"""``fixedid-analyze interventions``: input-code edits, component ablations and bit x layer maps from the shell.
+
+    fixedid-analyze interventions --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --kind bitflip
+    fixedid-analyze interventions --ckpt DIR --kind swap --task ioi
+    fixedid-analyze interventions --ckpt DIR --kind ablate --component head --ablation resample
+    fixedid-analyze interventions --ckpt DIR --kind bit-layer --task ioi
+
+Writes ``interventions.csv`` (one row per edit and variant: mean and 95% interval of each measure),
+``interventions_items.csv`` (per sequence or pair) and ``interventions.png``/``.pdf``; ``bit-layer`` writes
+``bit_layer.csv`` and ``bit_layer.png``/``.pdf``. Nothing is written until every checkpoint has been measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .errors import AnalysisError
+
+KIND_CHOICES = ("bitflip", "midpoint", "swap", "noise", "ablate", "bit-layer")
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ckpt", required=True, action="append",
+                   help="checkpoint directory; repeat to compare variants in one table and figure")
+    p.add_argument("--kind", default="bitflip", choices=KIND_CHOICES)
+    p.add_argument("--task", help="measure on this built-in task's prompts (default: corpus windows)")
+    p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
+    p.add_argument("--tokens", type=int, default=16_384, help="corpus tokens to evaluate (default 16384)")
+    p.add_argument("--n-pairs", type=int, default=64, help="prompts of --task (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the prompts and of random draws")
+    p.add_argument("--bits", help="comma-separated code columns (default: every bit)")
+    p.add_argument("--pos", type=int, help="edit this position only (negative: from the end; default: all; "
+                                           "bit-layer: the position flipped)")
+    p.add_argument("--positions", help="swap: comma-separated positions (default: each)")
+    p.add_argument("--token", type=int, help="swap: this token id's row (default: a random other token)")
+    p.add_argument("--scales", default="0.1,0.25,0.5,1", help="noise: s.d. relative to the input rows' RMS")
+    p.add_argument("--draws", type=int, default=2, help="noise: draws per scale (default 2)")
+    p.add_argument("--component", default="head", choices=("head", "attn", "mlp", "block"))
+    p.add_argument("--ablation", default="mean", choices=("zero", "mean", "resample"))
+    p.add_argument("--layers", help="ablate: comma-separated layers (default all)")
+    p.add_argument("--heads", help="ablate: comma-separated heads (default all)")
+    p.add_argument("--site", default="resid_pre", help="bit-layer: the site patched (default resid_pre)")
+    p.add_argument("--metric", default="kl", choices=("kl", "logit_diff"), help="bit-layer: the metric")
+    p.add_argument("--out", help="output directory (default: analysis-out/interventions-<kind>)")
+
+
+def _ints(text, what):
+    if text is None:
+        return None
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise AnalysisError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+def _floats(text, what):
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise AnalysisError(f"{what} must be comma-separated numbers, got {text!r}") from None
+
+
+def run(args) -> int:
+    from .model import load
+
+    paths = [Path(p) for p in args.ckpt]
+    for path in paths:
+        if not path.is_dir():
+            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    if args.n_pairs < 1:
+        raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
+    models = {path.name: load(path) for path in paths}
+    if len(models) != len(paths):
+        raise AnalysisError("two --ckpt directories share a name; give each variant its own directory name")
+    out = Path(args.out) if args.out else Path("analysis-out") / f"interventions-{args.kind}"
+    if args.kind == "bit-layer":
+        return _run_bit_layer(args, models, out)
+    return _run_edits(args, models, out)
+
+
+def _run_edits(args, models, out) -> int:
+    import pandas as pd
+
+    from .figures import save_figure, write_csv
+    from .figures_interventions import effect_measure, effect_plot
+    from .interventions import ablation, input_intervention
+
+    data = None if args.task else args.data
+    if args.task and args.data:
+        raise AnalysisError("give --task (prompts) or --data (corpus), not both")
+    common = dict(data=data, task=args.task, tokens=args.tokens, n_pairs=args.n_pairs, seed=args.seed,
+                  progress=True)
+    results = {}
+    for name, model in models.items():
+        if args.kind == "ablate":
+            r = ablation(model, component=args.component, how=args.ablation, layers=_ints(args.layers, "--layers"),
+                         heads=_ints(args.heads, "--heads"), pos=args.pos, **common)
+        else:
+            r = input_intervention(model, args.kind, bits=_ints(args.bits, "--bits"), pos=args.pos,
+                                   positions=_ints(args.positions, "--positions"), token=args.token,
+                                   scales=_floats(args.scales, "--scales"), draws=args.draws, **common)
+        results[name] = r
+    summary = pd.concat([r.summary.assign(variant=v) for v, r in results.items()], ignore_index=True)
+    items = pd.concat([r.items.assign(variant=v) for v, r in results.items()], ignore_index=True)
+    summary = summary[["variant"] + [c for c in summary.columns if c != "variant"]].dropna(axis=1, how="all")
+    items = items[["variant"] + [c for c in items.columns if c != "variant"]].dropna(axis=1, how="all")
+    first = next(iter(results.values()))
+    measure = effect_measure(first.summary)
+    where = (f"{first.attrs['n_items']} {args.task} prompts" if args.task
+             else f"{first.attrs['n_tokens']:,} corpus tokens")
+    what = (f"{args.ablation} ablation of each {args.component}" if args.kind == "ablate" else f"{args.kind} edits"
+            + ("" if args.pos is None or args.kind == "swap" else f" at position {args.pos}"))
+    fig = effect_plot({v: r.summary for v, r in results.items()}, title=f"{what}, {where}",
+                      str_tokens=_str_tokens(next(iter(models.values())), args) if args.kind == "swap" else None)
+    write_csv(summary, out / "interventions.csv")
+    write_csv(items, out / "interventions_items.csv")
+    save_figure(fig, out, "interventions")
+    print(f"{what} over {where}: {measure} (mean [95% interval]), largest per variant")
+    for v, r in results.items():
+        s = r.summary.reindex(r.summary[measure].abs().sort_values(ascending=False).index)[:5]
+        parts = [f"{_label(row)} {row[measure]:+.3f} [{row[f'{measure}_lo']:+.3f}, {row[f'{measure}_hi']:+.3f}]"
+                 for _, row in s.iterrows()]
+        print(f"  {v}: " + "; ".join(parts))
+    print(f"wrote {out / 'interventions.csv'}, {out / 'interventions_items.csv'} and {out / 'interventions.png'} "
+          "(+ .pdf)")
+    return 0
+
+
+def _str_tokens(model, args):
+    from .tasks import task_pairs
+
+    if not args.task:
+        return None
+    b = task_pairs(model, args.task, args.n_pairs, seed=args.seed)
+    return [model.tokenizer.decode([int(i)]) for i in b.clean[0]]
+
+
+def _label(row) -> str:
+    parts = []
+    for c in ("layer", "head", "bit", "pos", "scale"):
+        v = row.get(c)
+        if v is not None and not pd_isna(v):
+            parts.append(f"{c} {v:g}" if c == "scale" else f"{c} {int(v)}")
+    return ", ".join(parts) or "all"
+
+
+def pd_isna(v) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(v))
+
+
+def _run_bit_layer(args, models, out) -> int:
+    import pandas as pd
+
+    from .bitmap import bit_layer_map
+    from .figures import save_figure, write_csv
+    from .figures_interventions import bit_layer_figure
+
+    if not args.task and args.data is None:
+        raise AnalysisError("bit-layer maps need prompts of one length: give --task NAME (or --data FILE.npy of "
+                            "token ids with --pos)")
+    if args.task and args.data:
+        raise AnalysisError("give --task (prompts) or --data (token ids), not both")
+    if args.data is not None:
+        from .corpus import corpus_tokens
+        source = {v: corpus_tokens(m, args.data, tokens=args.tokens) for v, m in models.items()}
+    else:
+        source = {v: args.task for v in models}
+    maps = {v: bit_layer_map(m, source[v], pos=args.pos, bits=_ints(args.bits, "--bits"), site=args.site,
+                             metric=args.metric, n_pairs=args.n_pairs, seed=args.seed, progress=True)
+            for v, m in models.items()}
+    df = pd.concat([d.assign(variant=v) for v, d in maps.items()], ignore_index=True)
+    df = df[["variant"] + [c for c in df.columns if c != "variant"]]
+    write_csv(df, out / "bit_layer.csv")
+    save_figure(bit_layer_figure(maps), out, "bit_layer")
+    first = next(iter(maps.values())).attrs
+    print(f"bit x layer maps: bit flipped at position {first['flip_pos']} {first['str_tokens'][first['flip_pos']]!r}, "
+          f"clean {args.site} patched in, metric {args.metric}; fraction of the flip's effect restored "
+          "(mean over bits)")
+    for v, d in maps.items():
+        last = d.attrs["n_pos"] - 1
+        at_p = d[d.pos == d.attrs["flip_pos"]].groupby("layer").restored.mean()
+        at_last = d[d.pos == last].groupby("layer").restored.mean()
+        cells = ", ".join(f"L{layer}: {at_p[layer]:.2f} / {at_last[layer]:.2f}" for layer in at_p.index)
+        print(f"  {v} (at the flipped / final position): {cells}")
+    print(f"wrote {out / 'bit_layer.csv'} and {out / 'bit_layer.png'} (+ .pdf)")
+    return 0
