@@ -456,7 +456,7 @@ def ablation(model, data=None, *, task: str | None = None, component: str = "hea
                 bar.update(k * m)
     bar.close()
     attrs = dict(kind="ablate", component=component, ablation=how, pos=pos, seed=seed,
-                 n_reference=int(ref.shape[0]))
+                 n_reference=int(ref.shape[0]), resample_order=None if perm is None else perm.tolist())
     return _frame(model, rows, measures, target, attrs)
 
 
