@@ -32,7 +32,8 @@ from tqdm.auto import tqdm
 
 from . import engine
 from .errors import AnalysisError, AnalysisWarning
-from .interventions import _bit_mask, _bit_values, _fixed, _pos
+from .effects import position as _pos
+from .interventions import _bit_mask, _bit_values, _fixed
 from .pairs import PairBatch
 from .patching import MIN_GAP
 from .tasks import task_pairs
@@ -93,7 +94,7 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
     B, L = len(bits), model.cfg.n_layers
     s = engine.site(site)
     names = set(s.cache_names(range(L))) | {f"blocks.{i}.hook_resid_pre" for i in range(L)}
-    clean_logits, clean_cache = model.run_with_cache(tokens, names_filter=lambda nm: nm in names)
+    clean_logits, clean_cache = engine.cache_run(model, tokens, names)
     clean_last = clean_logits[:, -1].float()
     a, b = _bit_values(model)
     x0 = model.input_code(tokens)
@@ -102,29 +103,33 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
     m = masks.repeat_interleave(n, 0)
     x_flip[:, p] = part + m * ((a + b) - 2 * part)
     want = names | set(engine.kv_names(L))
-    flip_logits, flip_cache = model.run_with_cache(x_flip, start_at_layer=0, names_filter=lambda nm: nm in want)
+    flip_logits, flip_cache = engine.cache_run(model, x_flip, want, start_at_layer=0)
     ans = None if answer is None else answer.repeat(B)
     wr = None if wrong is None else wrong.repeat(B)
     flipped = _metric(metric, flip_logits, clean_last.repeat(B, 1), ans, wr).view(B, n)
     clean_metric = torch.zeros(n) if metric == "kl" else _metric(metric, clean_logits, clean_last, answer, wrong)
     values = torch.empty(L, T, B, n)
     values[:, :p] = flipped.cpu()[None, None]  # positions before p: exact no-ops
-    bar = tqdm(total=L * (T - p), desc="bit x layer map", unit="patch", disable=not progress, leave=False)
-    for layer in range(L):
-        start = flip_cache[f"blocks.{layer}.hook_resid_pre"]
-        src = s.read(clean_cache, layer)
-        for q in range(p, T):
-            for _, group in engine.groups([q] * B, n, max_batch):
-                rows = torch.cat([torch.arange(g * n, (g + 1) * n) for g in group])
-                k = len(group)
-                edits = [(slice(None), (q, None), src[:, q].repeat(k, *([1] * (src.dim() - 2))))]
-                logits = engine.run_edits(model, start[rows, q:], layer, s, edits,
-                                          past=engine.past_kv(flip_cache, layer, L, q, rows=rows), offset=q,
-                                          last_only=True)
-                v = _metric(metric, logits, clean_last.repeat(k, 1), None if ans is None else ans[rows],
-                            None if wr is None else wr[rows])
-                values[layer, q, group] = v.view(k, n).cpu()
-            bar.update(1)
+    bar = tqdm(total=L * (T - p) * B, desc="bit x layer map", unit="patch", disable=not progress, leave=False)
+    entries = [(layer, j, q) for layer in range(L) for q in range(p, T) for j in range(B)]
+    srcs = {layer: s.read(clean_cache, layer) for layer in range(L)}
+    for d, group in engine.groups([q for _, _, q in entries], n, max_batch):
+        group = sorted(group, key=lambda g: entries[g][0])  # stages in order of layer
+        stages = []
+        for layer in dict.fromkeys(entries[g][0] for g in group):
+            members = [g for g in group if entries[g][0] == layer]
+            rows = torch.cat([torch.arange(entries[g][1] * n, (entries[g][1] + 1) * n) for g in members])
+            edits = [(slice(i * n, (i + 1) * n), (entries[g][2], None), srcs[layer][:, entries[g][2]])
+                     for i, g in enumerate(members)]
+            stages.append(engine.Stage(layer, flip_cache[f"blocks.{layer}.hook_resid_pre"][rows, d:], edits, rows))
+        logits = engine.run_stages(model, s, stages, kv_cache=flip_cache, offset=d, last_only=True)
+        rows = torch.cat([st.past_rows for st in stages])
+        v = _metric(metric, logits, clean_last.repeat(len(group), 1), None if ans is None else ans[rows],
+                    None if wr is None else wr[rows]).view(len(group), n).cpu()
+        for i, g in enumerate(group):
+            layer, j, q = entries[g]
+            values[layer, q, j] = v[i]
+        bar.update(len(group))
     bar.close()
     mean_v = values.mean(-1)  # [L, T, B]
     mean_flip = flipped.mean(-1).cpu()  # [B]

@@ -84,7 +84,8 @@ def _run_edits(args, models, out) -> int:
 
     from .figures import save_figure, write_csv
     from .figures_interventions import effect_measure, effect_plot
-    from .interventions import ablation, input_intervention
+    from .ablation import ablation
+    from .interventions import input_intervention
 
     data = None if args.task else args.data
     if args.task and args.data:

@@ -86,6 +86,27 @@ def site(name: str) -> Site:
     return SITES[name]
 
 
+def cache_run(model, x, names, **kwargs):
+    """One forward that keeps the activations of the hook points ``names``: ``(output, {name: activation})``.
+
+    The same as ``model.run_with_cache(x, names_filter=...)`` without TransformerLens's per-call walk over every
+    hook point (a fixed cost that small sweeps feel): plain forward hooks on the named points only, removed on
+    exit, even on error."""
+    cache, handles = {}, []
+    mods = model.mod_dict
+    try:
+        for name in set(names):
+            if name not in mods:
+                raise AnalysisError(f"the model has no hook point {name!r}")
+            handles.append(mods[name].register_forward_hook(
+                lambda mod, inp, out, name=name: cache.__setitem__(name, out.detach())))
+        out = model(x, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    return out, cache
+
+
 def kv_names(n_layers: int) -> list[str]:
     """The hook names whose cache :func:`past_kv` reads."""
     return [f"blocks.{i}.attn.hook_{h}" for i in range(n_layers) for h in ("rot_k", "v")]
@@ -108,17 +129,32 @@ def past_kv(cache, layer: int, n_layers: int, start: int, repeat: int = 1, rows=
     return out
 
 
-def groups(starts: list[int], rows_per_unit: int, max_batch: int):
-    """Plan a layer's sweep: ``(start, [unit indices])`` with the units of one start position together, each
-    group at most ``max_batch`` rows (at least one unit)."""
-    by_start: dict[int, list[int]] = {}
-    for i, s in enumerate(starts):
-        by_start.setdefault(int(s), []).append(i)
+#: A forward has a fixed cost (kernel launches, hooks, Python) that small sweeps feel more than their FLOPs: units
+#: with different start positions share one forward from the earliest start while the positions computed twice (a
+#: unit's rows times the positions before its own start) stay below this many; 0 plans one forward per start.
+MERGE_POSITIONS = 1024
+
+
+def groups(starts: list[int], rows_per_unit: int, max_batch: int, merge: int = MERGE_POSITIONS):
+    """Plan a layer's sweep: ``(start, [unit indices])``, each group at most ``max_batch`` rows (at least one unit).
+    Units are taken in order of their start position; a group runs from its first unit's start and takes later
+    units while the recomputed positions (see :data:`MERGE_POSITIONS`) stay within ``merge``."""
+    order = sorted(range(len(starts)), key=lambda i: (int(starts[i]), i))
     per = max(1, max_batch // max(1, rows_per_unit))
-    for s in sorted(by_start):
-        idx = by_start[s]
-        for c in range(0, len(idx), per):
-            yield s, idx[c:c + per]
+    group: list[int] = []
+    begin, waste = 0, 0
+    for i in order:
+        s = int(starts[i])
+        extra = rows_per_unit * (s - begin)
+        if group and len(group) < per and waste + extra <= merge:
+            group.append(i)
+            waste += extra
+            continue
+        if group:
+            yield begin, group
+        group, begin, waste = [i], s, 0
+    if group:
+        yield begin, group
 
 
 def run_edits(model, x, layer: int, site_: Site, edits, *, past=None, offset: int = 0, last_only: bool = False):
@@ -146,6 +182,72 @@ def run_edits(model, x, layer: int, site_: Site, edits, *, past=None, offset: in
     if last_only:
         return model.unembed(model.ln_final(out[:, -1:]))
     return out
+
+
+@dataclass
+class Stage:
+    """Rows that join a staged forward at ``layer``: ``x`` (``[r, pos, d_model]``, the residual stream entering
+    ``layer`` at the run's positions), their ``edits`` at the site of ``layer`` (rows within this stage), and
+    ``past_rows``, the rows of the base cache whose keys and values stand for the positions before the run."""
+
+    layer: int
+    x: torch.Tensor
+    edits: list
+    past_rows: torch.Tensor | None = None
+
+
+def _shift(rows, base: int, n: int) -> slice:
+    start, stop, _ = rows.indices(n)
+    return slice(base + start, base + stop)
+
+
+def run_stages(model, site_: Site, stages: list[Stage], *, kv_cache=None, offset: int = 0, last_only: bool = False):
+    """One forward for units of several layers: the rows of a stage join the batch at the stage's layer (earlier
+    layers are not recomputed for them), and each stage's edits are written at ``site_`` of its own layer only.
+    Stages must be given in order of layer; output rows follow that order. ``kv_cache`` (the base run's
+    :func:`kv_names`) supplies the keys and values of positions ``< offset``. Returns logits as :func:`run_edits`."""
+    if any(a.layer > b.layer for a, b in zip(stages, stages[1:])):
+        raise ValueError("stages must be sorted by layer")
+    T = stages[0].x.shape[1]
+    cos, sin = model.rope_cos[offset:offset + T], model.rope_sin[offset:offset + T]
+    x, past_rows = None, []
+    for layer in range(stages[0].layer, model.cfg.n_layers):
+        edits = []
+        for st in (st for st in stages if st.layer == layer):
+            base = 0 if x is None else x.shape[0]
+            r = st.x.shape[0]
+            xi = st.x
+            if site_.input_layer:  # the edited activation is the block's input itself
+                xi = xi.clone()
+                for rows, unit, value in st.edits:
+                    xi[(rows, *site_.index(unit, offset))] = value
+            else:
+                edits += [(_shift(rows, base, r), unit, value) for rows, unit, value in st.edits]
+            x = xi if x is None else torch.cat([x, xi])
+            if offset:
+                past_rows.append(st.past_rows)
+        past = None
+        if offset:
+            idx = torch.cat(past_rows)
+            past = tuple(kv_cache[f"blocks.{layer}.attn.hook_{h}"][idx, :offset].transpose(1, 2)
+                         for h in ("rot_k", "v"))
+        handle = None
+        if edits:
+            x_in = x
+
+            def write(mod, inp, act, edits=edits, x_in=x_in):
+                act = act.clone()
+                for rows, unit, value in edits:
+                    idx = (rows, *site_.index(unit, offset))
+                    act[idx] = x_in[idx] + value if site_.delta else value
+                return act
+            handle = model.mod_dict[site_.hook_name(layer)].register_forward_hook(write)
+        try:
+            x = model.blocks[layer](x, cos, sin, past)
+        finally:
+            if handle is not None:
+                handle.remove()
+    return model.unembed(model.ln_final(x[:, -1:] if last_only else x))
 
 
 def first_difference(src, base) -> int:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -84,11 +85,12 @@ def _check(model, site, mode):
 
 def _runs(model, batch, mode, names):
     """Cache ``names`` on both prompts; return (base tokens, base cache, source cache, clean logits, corrupt logits)."""
-    want = set(names)
-    filt = lambda n: n in want  # noqa: E731
-    with torch.no_grad():
-        clean_logits, clean_cache = model.run_with_cache(batch.clean, names_filter=filt)
-        corrupt_logits, corrupt_cache = model.run_with_cache(batch.corrupt, names_filter=filt)
+    n = len(batch)
+    with torch.no_grad():  # both prompts in one batched forward
+        logits, cache = engine.cache_run(model, torch.cat([batch.clean, batch.corrupt]), names)
+    clean_logits, corrupt_logits = logits[:n], logits[n:]
+    clean_cache = {k: v[:n] for k, v in cache.items()}
+    corrupt_cache = {k: v[n:] for k, v in cache.items()}
     if mode == "denoise":
         return batch.corrupt, corrupt_cache, clean_cache, clean_logits, corrupt_logits
     return batch.clean, clean_cache, corrupt_cache, clean_logits, corrupt_logits
@@ -109,22 +111,27 @@ def _frame(model, site, units_per_layer, values, batch, mode, metric_name, base_
         if per_pair and tiny.any():
             warnings.warn(f"{int(tiny.sum())} of {len(gap)} pairs have a clean-corrupt gap below {MIN_GAP} logits; "
                           "their normalised per-pair values are NaN", AnalysisWarning, stacklevel=stacklevel)
-    rows = []
+    U = len(units_per_layer)
+    pos_u = np.array([-1 if p is None else p for p, _ in units_per_layer])
+    head_u = np.array([-1 if h is None else h for _, h in units_per_layer])
+    layer_c, value_c = [], []
     for layer, v in values.items():
-        agg = v.mean(1)
         if norm:
-            agg = normalize(agg, base_clean.mean(), base_corrupt.mean())
+            agg = normalize(v.mean(1), base_clean.mean(), base_corrupt.mean())
             v = normalize(v, base_clean[None], base_corrupt[None]).masked_fill(tiny[None], float("nan"))
-        for i, (p, h) in enumerate(units_per_layer):
-            if per_pair:
-                for j in range(v.shape[1]):
-                    rows.append((site, layer, p, h, j, float(v[i, j])))
-            else:
-                rows.append((site, layer, p, h, float(agg[i])))
-    cols = ["site", "layer", "pos", "head"] + (["pair"] if per_pair else []) + ["value"]
-    df = pd.DataFrame(rows, columns=cols)
-    for c in ("layer", "pos", "head"):
-        df[c] = df[c].astype("Int64")
+        else:
+            agg = v.mean(1)
+        value_c.append((v.reshape(-1) if per_pair else agg).double().numpy())  # per pair: unit-major
+        layer_c.append(np.full(len(value_c[-1]), layer))
+    reps = v.shape[1] if per_pair else 1
+    n_layers_run = len(values)
+    cols = {"site": site, "layer": _int64(np.concatenate(layer_c)),
+            "pos": _int64(np.tile(np.repeat(pos_u, reps), n_layers_run)),
+            "head": _int64(np.tile(np.repeat(head_u, reps), n_layers_run))}
+    if per_pair:
+        cols["pair"] = np.tile(np.arange(reps), U * n_layers_run)
+    cols["value"] = np.concatenate(value_c)
+    df = pd.DataFrame(cols)
     raw_clean, raw_corrupt = float(base_clean.mean()), float(base_corrupt.mean())
     clean_v, corrupt_v = (1.0, 0.0) if norm else (raw_clean, raw_corrupt)
     df.attrs.update(site=site, mode=mode, metric=metric_name, method=method, clean=clean_v, corrupt=corrupt_v,
@@ -133,6 +140,12 @@ def _frame(model, site, units_per_layer, values, batch, mode, metric_name, base_
                     n_heads=model.cfg.n_heads, n_pos=batch.n_pos, str_tokens=_str_tokens(model, batch.clean[0]),
                     texts=batch.texts)
     return df
+
+
+def _int64(values) -> pd.arrays.IntegerArray:
+    """A nullable Int64 column; negative entries (here: 'not applicable') become NA."""
+    v = np.asarray(values, dtype=np.int64)
+    return pd.arrays.IntegerArray(v, v < 0)
 
 
 def _str_tokens(model, ids):
@@ -169,31 +182,40 @@ def _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, 
                                                                                batch.wrong)
     units = s.units(model.cfg, T)
     base_metric = base_corrupt if mode == "denoise" else base_clean
-    values = {}
-    bar = tqdm(total=len(layers), desc=f"patching {site}", unit="layer", disable=not progress, leave=False)
+    # every live unit of every layer, with the first position it touches; units of several layers share a staged
+    # forward (a unit's rows join at its layer) when they start at (nearly) the same position
+    entries, srcs, values = [], {}, {}
     for layer in layers:
-        start = base_cache[f"blocks.{layer}.hook_resid_pre"]
         src, base = s.read(src_cache, layer), s.read(base_cache, layer)
+        srcs[layer] = src
         # a unit whose source and base activations are equal in every pair is a no-op: its value is the base
         # metric, exactly (e.g. every position before the first token where clean and corrupt differ)
         live = [i for i, u in enumerate(units)
                 if not torch.equal(src[(slice(None), *s.index(u))], base[(slice(None), *s.index(u))])]
-        out = base_metric[None].repeat(len(units), 1)
+        values[layer] = base_metric[None].repeat(len(units), 1)
         first = min(engine.first_difference(src, base), T - 1) if suffix and live else 0
-        starts = [engine.unit_start(units[i], first) if suffix else 0 for i in live]
-        for d, group in engine.groups(starts, n, max_batch):
-            idx = [live[g] for g in group]
-            k = len(idx)
-            edits = [(slice(u * n, (u + 1) * n), units[i], src[(slice(None), *s.index(units[i]))][:, d:]
-                      if units[i][0] is None else src[(slice(None), *s.index(units[i]))])
-                     for u, i in enumerate(idx)]
-            logits = engine.run_edits(model, start[:, d:].repeat(k, 1, 1), layer, s, edits,
-                                      past=engine.past_kv(base_cache, layer, n_layers, d, k), offset=d,
-                                      last_only=suffix)
-            out[idx] = fn(logits, batch.answer.repeat(k), batch.wrong.repeat(k)).view(k, n)
-        values[layer] = out.cpu()
-        bar.update(1)
+        entries += [(layer, i, engine.unit_start(units[i], first) if suffix else 0) for i in live]
+    bar = tqdm(total=len(entries), desc=f"patching {site}", unit="patch", disable=not progress, leave=False)
+    for d, group in engine.groups([e[2] for e in entries], n, max_batch):
+        group = sorted(group, key=lambda g: entries[g][0])  # stages in order of layer
+        stages = []
+        for layer in dict.fromkeys(entries[g][0] for g in group):
+            members = [g for g in group if entries[g][0] == layer]
+            edits = []
+            for j, g in enumerate(members):
+                unit = units[entries[g][1]]
+                value = srcs[layer][(slice(None), *s.index(unit))]
+                edits.append((slice(j * n, (j + 1) * n), unit, value[:, d:] if unit[0] is None else value))
+            x = base_cache[f"blocks.{layer}.hook_resid_pre"][:, d:].repeat(len(members), 1, 1)
+            stages.append(engine.Stage(layer, x, edits, torch.arange(n).repeat(len(members))))
+        logits = engine.run_stages(model, s, stages, kv_cache=base_cache, offset=d, last_only=suffix)
+        k = len(group)
+        v = fn(logits, batch.answer.repeat(k), batch.wrong.repeat(k)).view(k, n)
+        for j, g in enumerate(group):
+            values[entries[g][0]][entries[g][1]] = v[j]
+        bar.update(k)
     bar.close()
+    values = {layer: v.cpu() for layer, v in values.items()}
     return _frame(model, site, units, values, batch, mode, metric_name, base_clean.cpu(), base_corrupt.cpu(),
                   per_pair, norm, "activation", stacklevel=4)
 

@@ -8,7 +8,9 @@ import torch.nn.functional as F
 from analysis import AnalysisError, load
 from analysis.bitmap import bit_layer_map
 from analysis.cli import main
-from analysis.interventions import ablation, confidence, input_intervention, input_rms
+from analysis.ablation import ablation
+from analysis.effects import confidence
+from analysis.interventions import input_intervention, input_rms
 from analysis.recoding import column_offset, corpus_loss, recoded
 from analysis.tasks import task_pairs
 from fixedid import FixedIdLM, ModelConfig, save_checkpoint
