@@ -55,6 +55,19 @@ class Site:
         pos = slice(None) if p is None else p - offset
         return (pos,) if h is None else (pos, h)
 
+    def live(self, src: torch.Tensor, base: torch.Tensor, units) -> list[int]:
+        """Indices of the units whose ``src`` and ``base`` activations differ in some row (the others are exact
+        no-ops), from one comparison of the whole tensors."""
+        diff = src != base  # [batch, pos, (head,) features]
+        by_pos_head = diff.flatten(3).any(-1) if self.per_head else diff.flatten(2).any(-1)[..., None]
+        table = by_pos_head.any(0).tolist()  # [pos][head]
+        out = []
+        for i, (p, h) in enumerate(units):
+            rows = table if p is None else [table[p]]
+            if any(any(r) if h is None else r[h] for r in rows):
+                out.append(i)
+        return out
+
     def read(self, cache, layer: int) -> torch.Tensor:
         """The site's activation ``[batch, pos, ...]`` at ``layer`` from a cache (a dict-like of hook names)."""
         if self.delta:

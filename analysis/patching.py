@@ -190,8 +190,7 @@ def _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, 
         srcs[layer] = src
         # a unit whose source and base activations are equal in every pair is a no-op: its value is the base
         # metric, exactly (e.g. every position before the first token where clean and corrupt differ)
-        live = [i for i, u in enumerate(units)
-                if not torch.equal(src[(slice(None), *s.index(u))], base[(slice(None), *s.index(u))])]
+        live = s.live(src, base, units)
         values[layer] = base_metric[None].repeat(len(units), 1)
         first = min(engine.first_difference(src, base), T - 1) if suffix and live else 0
         entries += [(layer, i, engine.unit_start(units[i], first) if suffix else 0) for i in live]

@@ -30,32 +30,19 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _patching_anchor import Flops, early_pairs, patching_vs_loop  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
-from analysis import activation_patching, load  # noqa: E402
+from analysis import load  # noqa: E402
 from analysis.bitmap import bit_layer_map  # noqa: E402
 from analysis.corpus import corpus_tokens  # noqa: E402
 from analysis.interventions import input_intervention  # noqa: E402
 from analysis.metrics import logit_diff  # noqa: E402
-from analysis.pairs import PairBatch  # noqa: E402
 from analysis.tasks import task_pairs  # noqa: E402
 from fixedid import FixedIdLM, save_checkpoint  # noqa: E402
 from fixedid.data import SyntheticLanguage  # noqa: E402
 from fixedid.data.tokenizer import train_words  # noqa: E402
 from fixedid.trainconfig import TrainConfig  # noqa: E402
-
-
-class Flops:
-    def __init__(self, cfg):
-        d, dh = cfg.d_model, cfg.d_head
-        attn = 2 * d * dh * (2 * cfg.n_heads + 2 * cfg.kv_heads)
-        mlp = 2 * d * cfg.d_ff * (3 if cfg.mlp == "swiglu" else 2)
-        self.dense, self.d, self.L, self.unembed = attn + mlp, d, cfg.n_layers, 2 * d * cfg.vocab_size
-
-    def run(self, rows, T, q=0, layer=0, last_only=True):
-        """FLOPs of ``rows`` sequences of length ``T`` through layers ``layer..`` at positions ``q..``."""
-        per_layer = (T - q) * self.dense + sum(4 * self.d * (t + 1) for t in range(q, T))
-        return rows * ((self.L - layer) * per_layer + self.unembed * (1 if last_only else T - q))
 
 
 def flip_hook(model, bit, pos):
@@ -138,45 +125,10 @@ def bit_maps(model, fl, rounds, n_pairs):
     report(f"bit x layer maps ({B} bits x {L} layers x {T} pos)", ratio, naive_f / need, t)
 
 
-def patching(model, fl, rounds, batches):
-    L = model.cfg.n_layers
+def patching(model, rounds, batches):
     for label, batch in batches:
-        n, T = batch.clean.shape
-
-        @torch.no_grad()
-        def naive(batch=batch):
-            _, cache = model.run_with_cache(batch.clean, names_filter=lambda nm: nm.endswith("hook_resid_pre"))
-            model(batch.corrupt)
-            for layer in range(L):
-                name = f"blocks.{layer}.hook_resid_pre"
-                for q in range(T):
-                    def patch(act, hook, q=q, name=name):
-                        act = act.clone()
-                        act[:, q] = cache[name][:, q]
-                        return act
-                    logits = model.run_with_hooks(batch.corrupt, fwd_hooks=[(name, patch)])
-                    logit_diff(logits, batch.answer, batch.wrong)
-        fns = {"ours": lambda batch=batch: activation_patching(model, batch, site="resid_pre"), "naive": naive}
-        ratio, t = median_ratio(fns, "naive", "ours", rounds=rounds, warmup=1)
-        diff = (batch.clean != batch.corrupt).any(0)
-        first = int(diff.nonzero()[0, 0])
-        # the residual stream entering layer 0 is the input: it differs where the tokens differ; after a block,
-        # at every position from the first difference on
-        live = [(layer, q) for layer in range(L) for q in range(first, T) if layer > 0 or bool(diff[q])]
-        shared = 2 * fl.run(n, T, last_only=False)
-        naive_f = shared + L * T * fl.run(n, T, last_only=False)
-        need = shared + sum(fl.run(n, T, q=q, layer=layer) for layer, q in live)
-        report(f"patching {label} ({L}x{T}, differ at {first})", ratio, naive_f / need, t)
-
-
-def early_pairs(model, n, T=8, at=3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    clean = torch.randint(0, model.cfg.vocab_size, (n, T), generator=g)
-    corrupt = clean.clone()
-    corrupt[:, at] = (clean[:, at] + 1 + torch.randint(0, model.cfg.vocab_size - 1, (n,), generator=g)) % \
-        model.cfg.vocab_size
-    answer = torch.randint(0, model.cfg.vocab_size, (n,), generator=g)
-    return PairBatch(clean, corrupt, answer, (answer + 1) % model.cfg.vocab_size)
+        ratio, t, bound, first = patching_vs_loop(model, batch, rounds)
+        report(f"patching {label} ({model.cfg.n_layers}x{batch.n_pos}, differ at {first})", ratio, bound, t)
 
 
 def main(argv=None):
@@ -202,7 +154,7 @@ def main(argv=None):
     print("3. activation patching (resid_pre) vs one hooked forward per (layer, position), same model")
     batches = [(t, task_pairs(model, t, args.pairs, seed=0)) for t in ("ioi", "agreement", "facts", "induction")]
     batches.append(("early (random ids)", early_pairs(model, args.pairs)))
-    patching(model, fl, args.rounds, batches)
+    patching(model, args.rounds, batches)
 
 
 if __name__ == "__main__":
