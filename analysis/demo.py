@@ -10,6 +10,9 @@ resumed), then writes to ``--out``:
   pairs for each variant, side by side; ``ioi_flow.csv``: where the IOI information sits per layer;
 - ``recoding.csv``, ``recoding.png|pdf``: the fixed-code variants fed their code through GF(2) maps (transvection
   walks, the other variant's code) and every variant under the token-row control (:mod:`analysis.recoding`);
+- ``bitflips.csv``, ``bitflips.png|pdf``: the loss change when one code bit is flipped for every token (fixed-code
+  variants); ``input_noise.csv``: the noise analogue for every variant; ``bit_layer.csv``, ``bit_layer.png|pdf``:
+  where the information a flipped bit carries moves across layers on the IOI prompts (:mod:`analysis.bitmap`);
 - ``report.md``: the numbers and a reading generated from them.
 """
 
@@ -29,8 +32,10 @@ from fixedid.trainconfig import TrainConfig
 
 from .behaviours import TASKS, behaviour_table
 from .errors import AnalysisError
+from .demo_bitflip import TOKENS, bitflip_reading, bitflip_tables
 from .demo_recoding import recoding_reading, recoding_table
 from .figures import recoding_plot, save_figure, side_by_side, write_csv
+from .figures_interventions import bit_layer_figure, effect_plot
 from .flow import information_flow
 from .model import load
 from .patching import MIN_GAP, activation_patching
@@ -132,7 +137,7 @@ def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
 
 
 def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs,
-                 recoding: pd.DataFrame) -> Path:
+                 recoding: pd.DataFrame, bitflips: list[str]) -> Path:
     toks = next(iter(results.values())).attrs["str_tokens"]
     ex = pairs.texts[0]
     lines = ["# The three input interfaces on the built-in language", "",
@@ -163,6 +168,7 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
               "![Residual-stream patching, side by side](ioi_resid_pre.png)", ""]
     lines += [reading(v, table[table.variant == v], df) + "\n" for v, df in results.items()]
     lines += recoding_reading(recoding)
+    lines += bitflips
     lines += ["## What this does not show", "",
               "Positions before the second subject are identical in the two prompts, so patching them is a no-op by "
               "construction (white columns). One seed and one tiny scale per variant: differences between the "
@@ -202,7 +208,15 @@ def run_demo(args) -> int:
     save_figure(recoding_plot(recoding[recoding.family == "transvection"],
                               title="Fixed-code variants fed their code through k random transvections"),
                 out, "recoding")
-    report = write_report(out, run_dir, table, results, pairs, recoding)
+    flips, noise, maps = bitflip_tables(models, pairs)
+    write_csv(flips, out / "bitflips.csv")
+    write_csv(noise, out / "input_noise.csv")
+    write_csv(pd.concat([d.assign(variant=v) for v, d in maps.items()], ignore_index=True), out / "bit_layer.csv")
+    save_figure(effect_plot({v: g for v, g in flips.groupby("variant", sort=False)},
+                            title=f"One code bit flipped for every token ({TOKENS:,} validation tokens)"),
+                out, "bitflips")
+    save_figure(bit_layer_figure(maps), out, "bit_layer")
+    report = write_report(out, run_dir, table, results, pairs, recoding, bitflip_reading(flips, noise, maps))
     for v in VARIANTS:
         t = table[table.variant == v].set_index("task")
         print(f"{v:>9}: " + ", ".join(f"{k} {100 * t.loc[k, 'accuracy']:.0f}%" for k in TASKS))

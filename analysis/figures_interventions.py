@@ -36,9 +36,10 @@ def effect_plot(summaries: dict, *, measure: str | None = None, title: str | Non
     first = next(iter(summaries.values()))
     measure = measure or effect_measure(first)
     kind = first.kind.iloc[0]
+    component = first["component"].iloc[0] if "component" in first else None
     variants = list(summaries)
     colours = _colours(variants)
-    if kind == "ablate" and first.component.iloc[0] == "head":
+    if kind == "ablate" and component == "head":
         return _head_maps(summaries, measure, title)
     if kind == "noise":
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
@@ -66,7 +67,8 @@ def effect_plot(summaries: dict, *, measure: str | None = None, title: str | Non
         ax.set_xlabel({"bit": "code column edited (configured bit order; every repeated copy)",
                        "pos": "position whose input row is swapped for another token's" + (
                            " (tokens of the first prompt)" if str_tokens is not None else ""),
-                       "layer": f"layer whose {first.component.iloc[0]} is ablated ({first.ablation.iloc[0]})"}[key])
+                       "layer": f"layer whose {component} is ablated ({first['ablation'].iloc[0]})"
+                       if kind == "ablate" else ""}[key])
         ax.legend(frameon=False, fontsize=9, title="error bars: 95% interval of the mean", title_fontsize=8)
     ax.axhline(0, color="0.5", linewidth=0.8)
     ax.set_ylabel(MEASURE_LABELS.get(measure, measure))

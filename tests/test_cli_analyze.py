@@ -92,6 +92,13 @@ def test_demo_end_to_end_then_cached(tmp_path, capsys):
     assert set(rec[rec.family == "transvection"].variant) == {"canonical", "gf2"}
     assert set(rec[rec.family == "token-permutation"].variant) == {"learned", "canonical", "gf2"}
     assert (rec[(rec.k == 0) & (rec.family != "other-variant")].delta_loss == 0).all() and "## Recoding" in report
+    flips = pd.read_csv(tmp_path / "demo" / "bitflips.csv")
+    assert set(flips.variant) == {"canonical", "gf2"} and sorted(set(flips.bit)) == list(range(16))
+    noise = pd.read_csv(tmp_path / "demo" / "input_noise.csv")
+    assert set(noise.variant) == {"learned", "canonical", "gf2"}
+    maps = pd.read_csv(tmp_path / "demo" / "bit_layer.csv")
+    assert set(maps.variant) == {"canonical", "gf2"} and {"bitflips.png", "bit_layer.png", "bit_layer.pdf"} <= out
+    assert "## Bit flips" in report and "| canonical | 0 |" in report
     assert "training the three variants" in capsys.readouterr().out
     assert run(*args) == 0  # second run: from the cache, no training
     assert "using the cached variants" in capsys.readouterr().out
