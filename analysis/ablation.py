@@ -2,8 +2,8 @@
 
 Every variant. ``zero`` writes zeros; ``mean`` the mean over a reference sample (over sequences and positions for
 corpus windows, per position for task prompts, whose positions are aligned); ``resample`` the activation of another
-sequence of the reference sample (each sequence a different one; when the reference is the data itself, never its
-own). Components: ``head`` (one head's ``hook_z``), ``attn`` (``hook_attn_out``), ``mlp`` (``hook_mlp_out``) and
+sequence of the reference sample (when the reference is the data itself, a random cycle through the sequences, so
+never its own; from a reference given apart, a uniform draw). Components: ``head`` (one head's ``hook_z``), ``attn`` (``hook_attn_out``), ``mlp`` (``hook_mlp_out``) and
 ``block`` (the block's whole write to the residual stream, ``resid_post - resid_pre``), at every position or at
 one. Measures and the result are those of :mod:`analysis.effects`.
 
@@ -25,17 +25,20 @@ from tqdm.auto import tqdm
 
 from . import engine
 from .corpus import DEFAULT_TOKENS
-from .effects import InterventionResult, Measurer, check_eval, chunks, position, result, target
+from .effects import (InterventionResult, Measurer, check_eval, chunks, nonempty, position, result, rows_per_forward,
+                      target)
 from .errors import AnalysisError
 
 COMPONENTS = {"head": "z_all_pos", "attn": "attn_out", "mlp": "mlp_out", "block": "block"}
 ABLATIONS = ("zero", "mean", "resample")
 
 
-def _in_range(values, n: int, what: str, whose: str):
-    for v in values:
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 <= v < n:
+def _in_range(values, n: int, what: str, whose: str) -> list[int]:
+    """Distinct indices in order, each checked to lie in ``0..n-1``; an empty selection is refused."""
+    for v in nonempty(values, f"{what}s"):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or not 0 <= v < n:
             raise AnalysisError(f"{what} {v!r} is out of range for {whose} (0..{n - 1})")
+    return sorted({int(v) for v in values})
 
 
 @torch.no_grad()
@@ -53,25 +56,18 @@ def ablation(model, data=None, *, task: str | None = None, component: str = "hea
     cfg = model.cfg
     site = engine.site(COMPONENTS[component])
     layers = list(range(cfg.n_layers)) if layers is None else list(layers)
-    _in_range(layers, cfg.n_layers, "layer", f"a {cfg.n_layers}-layer model")
+    layers = _in_range(layers, cfg.n_layers, "layer", f"a {cfg.n_layers}-layer model")  # in order of layer
     heads = list(range(cfg.n_heads)) if heads is None else list(heads)
-    _in_range(heads, cfg.n_heads, "head", f"a model with {cfg.n_heads} heads")
+    heads = _in_range(heads, cfg.n_heads, "head", f"a model with {cfg.n_heads} heads")
     tgt = target(model, data, task, tokens, n_pairs, seed)
     n, T = tgt.tokens.shape
     pos = position(pos, T)
-    ref = tgt.tokens if reference is None else torch.as_tensor(reference).long()
-    if ref.dim() != 2 or ((tgt.pairs or how == "resample") and ref.shape[1] != T) or \
-            int(ref.max()) >= cfg.vocab_size or int(ref.min()) < 0:
-        raise AnalysisError(f"reference must be token ids [n, {T}] of this model's vocabulary (the data's length)")
+    ref = tgt.tokens if reference is None else _reference(reference, cfg, T, fixed_length=tgt.pairs or
+                                                          how == "resample")
     if how == "resample" and ref.shape[0] < 2:
         raise AnalysisError("resample ablation needs a reference sample of at least two sequences")
-    ref_act = {}
-    if how != "zero":
-        _, rc = engine.cache_run(model, ref, site.cache_names(layers))
-        for layer in layers:
-            a = site.read(rc, layer)
-            ref_act[layer] = a if how == "resample" else (a.mean(0) if tgt.pairs else a.mean((0, 1)))
-        del rc
+    rows = rows_per_forward(tgt, cfg.vocab_size, max_batch)
+    ref_act = _reference_activations(model, site, layers, ref, how, per_position=tgt.pairs, rows=rows)
     order = resample_order(n, ref.shape[0], seed, same=reference is None) if how == "resample" else None
     units = [(pos, h) for h in heads] if site.per_head else [(pos, None)]
     entries = [(layer, u) for layer in layers for u in units]
@@ -80,11 +76,11 @@ def ablation(model, data=None, *, task: str | None = None, component: str = "hea
     values = {me: np.full((len(entries), n), np.nan) for me in tgt.measures}
     bar = tqdm(total=len(entries) * n, desc=f"{how} ablation of {component}", unit="seq", disable=not progress,
                leave=False)
-    for seq in chunks(n, max_batch):
+    for seq in chunks(n, rows):
         m = len(seq)
         base_logits, cache = engine.cache_run(model, tgt.tokens[seq], want)
         measure = Measurer(tgt, seq, base_logits)
-        for _, group in engine.groups([start] * len(entries), m, max_batch):
+        for _, group in engine.groups([start] * len(entries), m, rows):
             stages = []
             for layer in dict.fromkeys(entries[g][0] for g in group):  # entries are in order of layer
                 members = [g for g in group if entries[g][0] == layer]
@@ -96,7 +92,7 @@ def ablation(model, data=None, *, task: str | None = None, component: str = "hea
                 stages.append(engine.Stage(layer, x, edits, torch.arange(m).repeat(len(members))))
             logits = engine.run_stages(model, site, stages, kv_cache=cache, offset=start, last_only=tgt.pairs)
             for me, v in measure(logits, len(group), start).items():
-                values[me][np.ix_(group, seq.numpy())] = v.cpu().double().numpy()
+                values[me][np.ix_(group, seq.numpy())] = v.double().cpu().numpy()
             bar.update(len(group) * m)
     bar.close()
     ids = [dict(kind="ablate", component=component, ablation=how, layer=layer, head=u[1], pos=pos)
@@ -104,6 +100,41 @@ def ablation(model, data=None, *, task: str | None = None, component: str = "hea
     attrs = dict(kind="ablate", component=component, ablation=how, pos=pos, seed=seed,
                  n_reference=int(ref.shape[0]), resample_order=None if order is None else order.tolist())
     return result(model, ids, values, tgt, attrs)
+
+
+def _reference(reference, cfg, T: int, fixed_length: bool) -> torch.Tensor:
+    ref = torch.as_tensor(reference)
+    if ref.dim() != 2 or ref.dtype not in (torch.int64, torch.int32) or ref.numel() == 0:
+        raise AnalysisError(f"reference must be a non-empty integer array of token ids [n, pos], got "
+                            f"{tuple(ref.shape)} {ref.dtype}")
+    if fixed_length and ref.shape[1] != T:
+        raise AnalysisError(f"reference sequences must have the data's length {T} (got {ref.shape[1]}): a "
+                            "resampled or per-position mean activation is taken position by position")
+    if ref.shape[1] > cfg.context:
+        raise AnalysisError(f"reference sequences of {ref.shape[1]} tokens exceed the model's context {cfg.context}")
+    if int(ref.min()) < 0 or int(ref.max()) >= cfg.vocab_size:
+        raise AnalysisError(f"reference holds token ids outside this model's vocabulary (0..{cfg.vocab_size - 1})")
+    return ref.long()
+
+
+@torch.no_grad()
+def _reference_activations(model, site, layers, ref, how, per_position: bool, rows: int) -> dict:
+    """Per layer: the reference sample's activations (resample), their mean (per position for prompts, pooled
+    for corpus windows), or nothing (zero). Runs in chunks, and only up to the last ablated layer."""
+    if how == "zero":
+        return {}
+    ref = ref.to(model.unembed.weight.device)
+    names = site.cache_names(layers)
+    parts: dict[int, list] = {layer: [] for layer in layers}
+    for idx in chunks(ref.shape[0], rows):
+        _, rc = engine.cache_run(model, ref[idx], names, stop_at_layer=max(layers) + 1)
+        for layer in layers:
+            a = site.read(rc, layer)
+            parts[layer].append(a if how == "resample" else (a.sum(0) if per_position else a.sum((0, 1))))
+    n = ref.shape[0] * (1 if per_position else ref.shape[1])
+    if how == "resample":
+        return {layer: torch.cat(p) for layer, p in parts.items()}
+    return {layer: torch.stack(p).sum(0) / n for layer, p in parts.items()}
 
 
 def _value(how, act, unit, site, per_position, start, order):

@@ -2,7 +2,8 @@
 
 For every bit ``k`` of a fixed-code model, the corrupted run is the prompt with bit ``k`` flipped at position ``p``
 (every repeated copy, see :mod:`analysis.interventions`); activation patching then writes the clean run's activation
-at (layer, position) into it. Patching position ``p`` at layer 0 undoes the flip by construction; at the layer
+at (layer, position) into it. Patching ``resid_pre`` at position ``p`` entering layer 0 undoes the flip by
+construction; at the layer
 where patching ``p`` stops restoring the output and patching later positions starts to, the information bit ``k``
 carried at ``p`` has moved on. All bits run in one batched sweep.
 
@@ -32,6 +33,7 @@ from tqdm.auto import tqdm
 
 from . import engine
 from .errors import AnalysisError, AnalysisWarning
+from .effects import nonempty
 from .effects import position as _pos
 from .interventions import _bit_mask, _bit_values, _fixed
 from .pairs import PairBatch
@@ -45,15 +47,22 @@ MIN_FLIP_KL = 1e-3
 
 
 def _data(model, data, n_pairs, seed):
+    device = model.unembed.weight.device
     if isinstance(data, str):
         b = task_pairs(model, data, n_pairs, seed=seed)
         return b.clean, b.answer, b.wrong, b
     if isinstance(data, PairBatch):
-        return data.clean, data.answer, data.wrong, data
+        b = data.to(device)
+        return b.clean, b.answer, b.wrong, b
     if isinstance(data, torch.Tensor) and data.dim() == 2 and data.dtype in (torch.int64, torch.int32):
         from .corpus import corpus_tokens
-        return corpus_tokens(model, data), None, None, None
+        return corpus_tokens(model, data).to(device), None, None, None
     raise AnalysisError("data must be a built-in task name, a PairBatch or token ids [n, pos]")
+
+
+def _row_chunks(n: int, rows: int):
+    step = max(1, rows)
+    return [torch.arange(i, min(n, i + step)) for i in range(0, n, step)]
 
 
 def _metric(metric, logits, clean_last, answer, wrong):
@@ -89,7 +98,7 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
         pos = engine.first_difference(batch.clean[..., None], batch.corrupt[..., None])
         pos = min(pos, T - 1)
     p = _pos(pos, T)
-    bits = list(range(model.cfg.n_bits)) if bits is None else list(bits)
+    bits = list(range(model.cfg.n_bits)) if bits is None else nonempty(bits, "bits")
     masks = torch.stack([_bit_mask(model, b) for b in bits])  # [B, d]
     B, L = len(bits), model.cfg.n_layers
     s = engine.site(site)
@@ -103,7 +112,14 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
     m = masks.repeat_interleave(n, 0)
     x_flip[:, p] = part + m * ((a + b) - 2 * part)
     want = names | set(engine.kv_names(L))
-    flip_logits, flip_cache = engine.cache_run(model, x_flip, want, start_at_layer=0)
+    flip_cache, last = {}, []
+    for idx in _row_chunks(B * n, max_batch):  # final-position logits only: the metric reads nothing else
+        resid, c = engine.cache_run(model, x_flip[idx], want, start_at_layer=0, stop_at_layer=L)
+        last.append(model.unembed(model.ln_final(resid[:, -1:])))
+        for k, v in c.items():
+            flip_cache.setdefault(k, []).append(v)
+    flip_cache = {k: torch.cat(v) for k, v in flip_cache.items()}
+    flip_logits = torch.cat(last)
     ans = None if answer is None else answer.repeat(B)
     wr = None if wrong is None else wrong.repeat(B)
     flipped = _metric(metric, flip_logits, clean_last.repeat(B, 1), ans, wr).view(B, n)

@@ -34,14 +34,14 @@ def add_args(p: argparse.ArgumentParser) -> None:
                                            "bit-layer: the position flipped)")
     p.add_argument("--positions", help="swap: comma-separated positions (default: each)")
     p.add_argument("--token", type=int, help="swap: this token id's row (default: a random other token)")
-    p.add_argument("--scales", default="0.1,0.25,0.5,1", help="noise: s.d. relative to the input rows' RMS")
-    p.add_argument("--draws", type=int, default=2, help="noise: draws per scale (default 2)")
-    p.add_argument("--component", default="head", choices=("head", "attn", "mlp", "block"))
-    p.add_argument("--ablation", default="mean", choices=("zero", "mean", "resample"))
+    p.add_argument("--scales", help="noise: s.d. relative to the input rows' RMS (default 0.1,0.25,0.5,1)")
+    p.add_argument("--draws", type=int, help="noise: draws per scale (default 2)")
+    p.add_argument("--component", choices=("head", "attn", "mlp", "block"), help="ablate: what (default head)")
+    p.add_argument("--ablation", choices=("zero", "mean", "resample"), help="ablate: how (default mean)")
     p.add_argument("--layers", help="ablate: comma-separated layers (default all)")
     p.add_argument("--heads", help="ablate: comma-separated heads (default all)")
-    p.add_argument("--site", default="resid_pre", help="bit-layer: the site patched (default resid_pre)")
-    p.add_argument("--metric", default="kl", choices=("kl", "logit_diff"), help="bit-layer: the metric")
+    p.add_argument("--site", help="bit-layer: the site patched (default resid_pre)")
+    p.add_argument("--metric", choices=("kl", "logit_diff"), help="bit-layer: the metric (default kl)")
     p.add_argument("--out", help="output directory (default: analysis-out/interventions-<kind>)")
 
 
@@ -61,8 +61,30 @@ def _floats(text, what):
         raise AnalysisError(f"{what} must be comma-separated numbers, got {text!r}") from None
 
 
+#: The options each kind reads, with their defaults; giving one that the kind ignores is an error.
+USES = {"bitflip": {"bits": None, "pos": None}, "midpoint": {"bits": None, "pos": None},
+        "swap": {"positions": None, "token": None},
+        "noise": {"scales": "0.1,0.25,0.5,1", "draws": 2, "pos": None},
+        "ablate": {"component": "head", "ablation": "mean", "layers": None, "heads": None, "pos": None},
+        "bit-layer": {"bits": None, "pos": None, "site": "resid_pre", "metric": "kl"}}
+OPTIONS = sorted({o for uses in USES.values() for o in uses})
+
+
+def _check_options(args) -> None:
+    uses = USES[args.kind]
+    for opt in OPTIONS:
+        if getattr(args, opt) is not None and opt not in uses:
+            wanted = ", ".join(f"--{o}" for o in uses) or "none"
+            raise AnalysisError(f"--{opt} does not apply to --kind {args.kind} (its options: {wanted})")
+    for opt, default in uses.items():
+        if getattr(args, opt) is None:
+            setattr(args, opt, default)
+
+
 def run(args) -> int:
     from .model import load
+
+    _check_options(args)
 
     paths = [Path(p) for p in args.ckpt]
     for path in paths:
@@ -97,10 +119,14 @@ def _run_edits(args, models, out) -> int:
         if args.kind == "ablate":
             r = ablation(model, component=args.component, how=args.ablation, layers=_ints(args.layers, "--layers"),
                          heads=_ints(args.heads, "--heads"), pos=args.pos, **common)
+        elif args.kind == "noise":
+            r = input_intervention(model, "noise", pos=args.pos, scales=_floats(args.scales, "--scales"),
+                                   draws=args.draws, **common)
+        elif args.kind == "swap":
+            r = input_intervention(model, "swap", positions=_ints(args.positions, "--positions"), token=args.token,
+                                   **common)
         else:
-            r = input_intervention(model, args.kind, bits=_ints(args.bits, "--bits"), pos=args.pos,
-                                   positions=_ints(args.positions, "--positions"), token=args.token,
-                                   scales=_floats(args.scales, "--scales"), draws=args.draws, **common)
+            r = input_intervention(model, args.kind, bits=_ints(args.bits, "--bits"), pos=args.pos, **common)
         results[name] = r
     summary = pd.concat([r.summary.assign(variant=v) for v, r in results.items()], ignore_index=True)
     items = pd.concat([r.items.assign(variant=v) for v, r in results.items()], ignore_index=True)
@@ -110,8 +136,9 @@ def _run_edits(args, models, out) -> int:
     measure = effect_measure(first.summary)
     where = (f"{first.attrs['n_items']} {args.task} prompts" if args.task
              else f"{first.attrs['n_tokens']:,} corpus tokens")
-    what = (f"{args.ablation} ablation of each {args.component}" if args.kind == "ablate" else f"{args.kind} edits"
-            + ("" if args.pos is None or args.kind == "swap" else f" at position {args.pos}"))
+    what = f"{args.ablation} ablation of each {args.component}" if args.kind == "ablate" else f"{args.kind} edits"
+    if args.kind != "swap" and args.pos is not None:
+        what += f" at position {args.pos}"
     fig = effect_plot({v: r.summary for v, r in results.items()}, title=f"{what}, {where}",
                       str_tokens=_str_tokens(next(iter(models.values())), args) if args.kind == "swap" else None)
     write_csv(summary, out / "interventions.csv")

@@ -46,7 +46,7 @@ def bitflip_reading(flips: pd.DataFrame, noise: pd.DataFrame, maps: dict) -> lis
     for v, g in flips.groupby("variant", sort=False):
         top = g.sort_values("delta_loss", ascending=False).iloc[0]
         const, vary = g[g.constant_column], g[~g.constant_column]
-        s = (f"- {v}: flipping one bit costs {g.delta_loss.mean():+.2f} nats on average over the 16 bits (range "
+        s = (f"- {v}: flipping one bit costs {g.delta_loss.mean():+.2f} nats on average over the {len(g)} bits (range "
              f"{g.delta_loss.min():+.2f} to {g.delta_loss.max():+.2f}; largest: bit {int(top.bit)}, "
              f"{top.delta_loss:+.2f} [{top.delta_loss_lo:+.2f}, {top.delta_loss_hi:+.2f}])")
         if len(const):
@@ -89,6 +89,8 @@ def _moved(v, df, p, last) -> str:
     layers = sorted(df.layer.unique())
     at_p = np.array([df[(df.layer == layer) & (df.pos == p)].restored.mean() for layer in layers])
     at_f = np.array([df[(df.layer == layer) & (df.pos == last)].restored.mean() for layer in layers])
+    if np.isnan(at_p).all() or np.isnan(at_f).all():
+        return f"{v}: no bit's flip at this position moves the output enough to follow it."
     moved = [layer for layer in layers if at_f[layer] > at_p[layer]]
     if not moved:
         return (f"{v}: entering every layer, patching the flipped position restores more than patching the final "

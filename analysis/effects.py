@@ -87,21 +87,43 @@ def target(model, data, task, tokens, n_pairs, seed) -> Target:
     """Prompts of ``task`` or of a :class:`PairBatch` given as ``data``; else corpus windows of ``data``."""
     if task is not None and data is not None:
         raise AnalysisError("give either data (corpus windows) or task (prompt pairs), not both")
+    device = model.unembed.weight.device
     if isinstance(data, PairBatch):
-        return Target(data.clean, data.answer, data.wrong)
+        b = data.to(device)
+        return Target(b.clean, b.answer, b.wrong)
     if task is not None:
         b = task_pairs(model, task, n_pairs, seed=seed)
         return Target(b.clean, b.answer, b.wrong)
-    return Target(corpus_tokens(model, data, tokens=tokens))
+    return Target(corpus_tokens(model, data, tokens=tokens).to(device))
 
 
 def position(pos, T: int) -> int | None:
     """A position in ``[-T, T)`` as a non-negative index (None passes through)."""
     if pos is None:
         return None
-    if not isinstance(pos, (int, np.integer)) or isinstance(pos, bool) or not -T <= pos < T:
+    if not isinstance(pos, (int, np.integer)) or isinstance(pos, (bool, np.bool_)) or not -T <= pos < T:
         raise AnalysisError(f"position {pos!r} is out of range for sequences of {T} tokens ({-T}..{T - 1})")
     return int(pos) % T
+
+
+#: Elements of one logits tensor ``[rows, pos, vocab]`` that a forward of a corpus sweep may produce (fp32: 512 MiB);
+#: the rows per forward shrink below ``max_batch`` to stay within it (at least one row).
+LOGIT_BUDGET = 1 << 27
+
+
+def rows_per_forward(tgt: Target, vocab: int, max_batch: int) -> int:
+    """Rows of one forward: ``max_batch``, or fewer where corpus windows' full logits would exceed the budget."""
+    if tgt.pairs:
+        return max(1, max_batch)
+    return max(1, min(max_batch, LOGIT_BUDGET // (tgt.tokens.shape[1] * vocab)))
+
+
+def nonempty(values, what: str) -> list:
+    """``values`` as a list, refused when empty (an empty sweep is never what was meant)."""
+    out = list(values)
+    if not out:
+        raise AnalysisError(f"no {what} selected: give at least one")
+    return out
 
 
 def chunks(n: int, rows: int):

@@ -52,6 +52,8 @@ class Site:
     def index(self, unit, offset: int = 0) -> tuple:
         """The index of ``unit`` into an activation without its batch axis, whose positions start at ``offset``."""
         p, h = unit
+        if p is not None and p < offset:
+            raise ValueError(f"unit position {p} lies before the run's first position {offset}")
         pos = slice(None) if p is None else p - offset
         return (pos,) if h is None else (pos, h)
 
@@ -221,6 +223,8 @@ def run_stages(model, site_: Site, stages: list[Stage], *, kv_cache=None, offset
     :func:`kv_names`) supplies the keys and values of positions ``< offset``. Returns logits as :func:`run_edits`."""
     if any(a.layer > b.layer for a, b in zip(stages, stages[1:])):
         raise ValueError("stages must be sorted by layer")
+    if offset and any(st.past_rows is None for st in stages):
+        raise ValueError("a run from a later position needs each stage's past_rows (the cache rows it continues)")
     T = stages[0].x.shape[1]
     cos, sin = model.rope_cos[offset:offset + T], model.rope_sin[offset:offset + T]
     x, past_rows = None, []

@@ -109,13 +109,14 @@ def bit_layer_figure(maps: dict, *, title: str | None = None):
     fig, axes = plt.subplots(n, 2, figsize=(8.0, 0.17 * n_bits * n + 1.3 * n + 0.6), squeeze=False,
                              layout="constrained")
     norm = TwoSlopeNorm(0.0, -1.0, 1.0)
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="0.75")  # bits whose flip barely moves the output
     for row, (v, df) in enumerate(maps.items()):
         a = df.attrs
         p, last = a["flip_pos"], a["n_pos"] - 1
         for col, (q, what) in enumerate([(p, "at the flipped position"), (last, "at the final position")]):
             ax = axes[row, col]
             m = df[df.pos == q].pivot_table(index="bit", columns="layer", values="restored", dropna=False)
-            im = ax.imshow(m.to_numpy(), cmap="RdBu_r", norm=norm, aspect="auto")
+            im = ax.imshow(m.to_numpy(), cmap=cmap, norm=norm, aspect="auto")
             tok = f"{a['str_tokens'][q]!r}"[1:-1].replace(" ", "\u2423")
             ax.set_title(f"patched {what}: {q} {tok}", fontsize=9)
             ax.set_xticks(range(m.shape[1]), [f"L{layer}" for layer in m.columns], fontsize=8)
@@ -127,6 +128,6 @@ def bit_layer_figure(maps: dict, *, title: str | None = None):
     bar = fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.5)
     bar.set_label(f"fraction of the flip's effect restored ({first.attrs['metric']})", fontsize=8)
     tok = f"{first.attrs['str_tokens'][first.attrs['flip_pos']]!r}"[1:-1]
-    fig.suptitle(title or f"bit flipped at position {first.attrs['flip_pos']} ({tok!r}); white: nothing restored",
-                 fontsize=10)
+    fig.suptitle(title or f"bit flipped at position {first.attrs['flip_pos']} ({tok!r}); white: nothing restored, "
+                 "grey: the flip barely moves the output", fontsize=10)
     return fig

@@ -39,7 +39,8 @@ from tqdm.auto import tqdm
 
 from . import engine
 from .corpus import DEFAULT_TOKENS
-from .effects import InterventionResult, Measurer, check_eval, chunks, confidence, position, result, target
+from .effects import (InterventionResult, Measurer, check_eval, chunks, confidence, nonempty, position, result,
+                      rows_per_forward, target)
 from .errors import AnalysisError
 
 KINDS = ("bitflip", "midpoint", "swap", "noise")
@@ -60,7 +61,7 @@ def _bit_values(model) -> tuple[float, float]:
 
 def _bit_mask(model, bit: int) -> torch.Tensor:
     n = model.cfg.n_bits
-    if not isinstance(bit, (int, np.integer)) or not 0 <= bit < n:
+    if not isinstance(bit, (int, np.integer)) or isinstance(bit, (bool, np.bool_)) or not 0 <= bit < n:
         raise AnalysisError(f"bit {bit!r} is out of range for a {n}-bit code (0..{n - 1})")
     e = torch.zeros(n, device=model.embed.code.device, dtype=model.embed.code.dtype)
     e[int(bit)] = 1
@@ -96,7 +97,8 @@ def _bit_edit(model, kind, bit, pos):
 
 def _swap_edit(model, pos, token, seed):
     vocab = model.cfg.vocab_size
-    if token is not None and not (isinstance(token, (int, np.integer)) and 0 <= token < vocab):
+    if token is not None and (not isinstance(token, (int, np.integer)) or isinstance(token, (bool, np.bool_))
+                              or not 0 <= token < vocab):
         raise AnalysisError(f"swap token {token!r} is not an id of this model's vocabulary (0..{vocab - 1})")
 
     def apply(x, tokens, seq):
@@ -117,8 +119,8 @@ def _other_token(vocab, own, seed, seq, pos):
 
 
 def _noise_edit(model, scale, draw, pos, seed):
-    if not isinstance(scale, (int, float)) or not scale >= 0:
-        raise AnalysisError(f"a noise scale is a non-negative number, got {scale!r}")
+    if not isinstance(scale, (int, float, np.floating)) or isinstance(scale, bool) or not 0 <= scale < float("inf"):
+        raise AnalysisError(f"a noise scale is a finite non-negative number, got {scale!r}")
     sd = float(scale) * input_rms(model)
     width = model.cfg.n_bits if model.cfg.is_fixed else model.cfg.d_model
     sl = slice(None) if pos is None else slice(pos, pos + 1)
@@ -139,15 +141,16 @@ def input_edits(model, kind: str, *, bits=None, pos=None, positions=None, token=
     """The edits of one input sweep (see :func:`input_intervention`)."""
     if kind in ("bitflip", "midpoint"):
         _fixed(model, kind)
-        bits = range(model.cfg.n_bits) if bits is None else bits
+        bits = range(model.cfg.n_bits) if bits is None else nonempty(bits, "bits")
         return [_bit_edit(model, kind, b, pos) for b in bits]
     if kind == "swap":
-        positions = range(n_pos) if positions is None else [position(p, n_pos) for p in positions]
+        positions = range(n_pos) if positions is None else [position(p, n_pos)
+                                                            for p in nonempty(positions, "positions")]
         return [_swap_edit(model, p, token, seed) for p in positions]
     if kind == "noise":
         if not isinstance(draws, int) or draws < 1:
             raise AnalysisError(f"draws must be a positive integer, got {draws!r}")
-        return [_noise_edit(model, s, d, pos, seed) for s in scales for d in range(draws)]
+        return [_noise_edit(model, s, d, pos, seed) for s in nonempty(scales, "noise scales") for d in range(draws)]
     raise AnalysisError(f"unknown input edit {kind!r}; use one of bitflip, midpoint, swap, noise")
 
 
@@ -175,7 +178,8 @@ def input_intervention(model, kind: str, data=None, *, task: str | None = None, 
     values = {me: np.full((len(edits), n), np.nan) for me in tgt.measures}
     bar = tqdm(total=len(edits) * n, desc=f"{kind} edits", unit="seq", disable=not progress, leave=False)
     emb = engine.site("embed")
-    for seq in chunks(n, max_batch):
+    rows = rows_per_forward(tgt, model.cfg.vocab_size, max_batch)
+    for seq in chunks(n, rows):
         toks = tgt.tokens[seq]
         m = len(seq)
         base_logits, cache = engine.cache_run(model, toks, engine.kv_names(n_layers))
@@ -183,13 +187,13 @@ def input_intervention(model, kind: str, data=None, *, task: str | None = None, 
         x0 = model.input_code(toks)
         # an edit from position s leaves earlier positions as they are: run s.. from the cached keys and values
         starts = [min(e.start, T - 1) for e in edits]
-        for s, group in engine.groups(starts, m, max_batch):
+        for s, group in engine.groups(starts, m, rows):
             k = len(group)
             x = torch.cat([edits[g].apply(x0, toks, seq)[:, s:] for g in group])
             logits = engine.run_edits(model, x, 0, emb, [], past=engine.past_kv(cache, 0, n_layers, s, k),
                                       offset=s, last_only=tgt.pairs)
             for me, v in measure(logits, k, s).items():
-                values[me][np.ix_(group, seq.numpy())] = v.cpu().double().numpy()
+                values[me][np.ix_(group, seq.numpy())] = v.double().cpu().numpy()
             bar.update(k * m)
     bar.close()
     attrs = dict(kind=kind, pos=pos, seed=seed, input_rms=input_rms(model))

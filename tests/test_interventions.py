@@ -256,6 +256,22 @@ def test_bad_input_is_one_clear_error(model, learned):
         input_intervention(model, "bitflip", torch.zeros((2, 49), dtype=torch.long))
 
 
+def test_review_edge_cases_are_refused_or_handled(model):
+    x = tokens(model, n=3)
+    r = ablation(model, x, component="mlp", how="zero", layers=[1, 0])  # any order: units run in order of layer
+    assert list(r.summary.layer) == [0, 1]
+    for call, match in ((lambda: input_intervention(model, "bitflip", x, bits=[]), "no bits"),
+                        (lambda: input_intervention(model, "bitflip", x, bits=[True]), "out of range"),
+                        (lambda: input_intervention(model, "noise", x, scales=[float("inf")]), "finite"),
+                        (lambda: input_intervention(model, "swap", x, positions=[]), "no positions"),
+                        (lambda: ablation(model, x, heads=[]), "no heads"),
+                        (lambda: ablation(model, x, how="mean", reference=torch.zeros((2, 99), dtype=torch.long)),
+                         "context"),
+                        (lambda: bit_layer_map(model, x, pos=2, bits=[]), "no bits")):
+        with pytest.raises(AnalysisError, match=match):
+            call()
+
+
 def run_ok(args):
     with pytest.raises(SystemExit) as e:
         main(args)
@@ -285,7 +301,9 @@ def test_cli_writes_tables_and_figures_and_refuses_bad_input(model, learned, tmp
            ["--ckpt", str(model.ckpt_dir), "--kind", "bitflip", "--data", str(npy), "--bits", "16"],
            ["--ckpt", str(model.ckpt_dir), "--kind", "ablate", "--data", str(npy), "--heads", "9"],
            ["--ckpt", str(model.ckpt_dir), "--kind", "bitflip", "--data", str(npy), "--pos", "99"],
-           ["--ckpt", str(tmp_path / "nope"), "--kind", "bitflip"]]
+           ["--ckpt", str(tmp_path / "nope"), "--kind", "bitflip"],
+           ["--ckpt", str(model.ckpt_dir), "--kind", "swap", "--data", str(npy), "--bits", "1"],
+           ["--ckpt", str(model.ckpt_dir), "--kind", "bitflip", "--data", str(npy), "--bits", ""]]
     for i, args in enumerate(bad):
         target = tmp_path / f"bad{i}"
         with pytest.raises(SystemExit) as e:
