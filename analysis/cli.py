@@ -6,6 +6,7 @@
     fixedid-analyze recoding --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --family transvection --draws 4
     fixedid-analyze interventions --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --kind bitflip
     fixedid-analyze interventions --ckpt DIR --kind ablate --component head --ablation resample --task ioi
+    fixedid-analyze similarity --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 [--random-init]
     fixedid-analyze demo [--out DIR]
 
 Every command writes CSV plus PNG and PDF figures under ``--out`` and prints a short summary. Bad input (no
@@ -68,6 +69,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     from .cli_interventions import add_args as add_intervention_args
     add_intervention_args(sub.add_parser("interventions", help="edit the input code, ablate components, or map "
                                          "where a code bit's information goes (bit x layer)"))
+    sim = sub.add_parser("similarity", help="linear and debiased CKA between checkpoints, hook point by hook point")
+    sim.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; give two (A, B), or one "
+                     "with --random-init")
+    sim.add_argument("--random-init", action="store_true", help="also compare each checkpoint with its own "
+                     "initialisation (the same seed, untrained)")
+    sim.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the first checkpoint's validation data)")
+    sim.add_argument("--tokens", type=int, default=8192, help="tokens to compare on (default 8192)")
+    sim.add_argument("--out", help="output directory (default: analysis-out/similarity)")
     demo = sub.add_parser("demo", help="train the three tiny variants (or use the cache) and compare IOI patching")
     demo.add_argument("--out", default="fixedid-demo", help="where the figures and report.md go")
     demo.add_argument("--cache", help="where trained variants are cached (default $FIXEDID_CACHE or ~/.cache/fixedid)")
@@ -193,6 +202,46 @@ def run_recoding(args) -> int:
     return 0
 
 
+def run_similarity(args) -> int:
+    import pandas as pd
+
+    from .figures import save_figure, write_csv
+    from .figures_interventions import cka_figure
+    from .model import load
+    from .similarity import cka_matrix, random_init_twin
+
+    paths = [Path(p) for p in args.ckpt]
+    if len(paths) > 2 or (len(paths) == 1 and not args.random_init):
+        raise AnalysisError("give two checkpoints (--ckpt A --ckpt B), or one with --random-init")
+    for path in paths:
+        if not path.is_dir():
+            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    models = [load(p) for p in paths]
+    names = [p.name for p in paths]
+    if len(names) == 2 and names[0] == names[1]:
+        names = [str(p) for p in paths]
+    pairs = [(f"{names[0]} vs {names[1]}", models[0], models[1])] if len(models) == 2 else []
+    if args.random_init:
+        pairs += [(f"{n} vs its initialisation", m, random_init_twin(m)) for n, m in zip(names, models)]
+    frames = {}
+    for label, a, b in pairs:
+        frames[label] = cka_matrix(a, b, args.data, tokens=args.tokens, progress=True)
+    df = pd.concat([f.assign(comparison=k) for k, f in frames.items()], ignore_index=True)
+    df = df[["comparison"] + [c for c in df.columns if c != "comparison"]]
+    out = Path(args.out) if args.out else Path("analysis-out") / "similarity"
+    write_csv(df, out / "similarity.csv")
+    save_figure(cka_figure(frames), out, "similarity")
+    n_tok = next(iter(frames.values())).attrs["n_tokens"]
+    print(f"debiased linear CKA over {n_tok:,} tokens, same hook point in both (linear CKA in brackets):")
+    for label, f in frames.items():
+        same = f[f.layer_a == f.layer_b]
+        cells = ", ".join(f"{h.replace('blocks.', 'L').replace('.hook_', ' ')} {d:.2f} ({c:.2f})"
+                          for h, d, c in zip(same.hook_a, same.debiased, same.cka))
+        print(f"  {label}: {cells}")
+    print(f"wrote {out / 'similarity.csv'} and {out / 'similarity.png'} (+ .pdf)")
+    return 0
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.command == "patching":
@@ -201,6 +250,8 @@ def main(argv=None) -> None:
         command = run_recoding
     elif args.command == "interventions":
         from .cli_interventions import run as command
+    elif args.command == "similarity":
+        command = run_similarity
     else:
         from .demo import run_demo as command
     run_main("fixedid-analyze", lambda: command(args))

@@ -83,11 +83,17 @@ def _check(model, site, mode):
         raise AnalysisError("the model is in train mode; call model.eval() before patching")
 
 
-def _runs(model, batch, mode, names):
-    """Cache ``names`` on both prompts; return (base tokens, base cache, source cache, clean logits, corrupt logits)."""
+def _runs(model, batch, mode, names, last_only=False):
+    """Cache ``names`` on both prompts; return (base tokens, base cache, source cache, clean logits, corrupt logits).
+    ``last_only``: logits of the final position only (what a built-in metric reads)."""
     n = len(batch)
+    both = torch.cat([batch.clean, batch.corrupt])
     with torch.no_grad():  # both prompts in one batched forward
-        logits, cache = engine.cache_run(model, torch.cat([batch.clean, batch.corrupt]), names)
+        if last_only:
+            resid, cache = engine.cache_run(model, both, names, stop_at_layer=model.cfg.n_layers)
+            logits = model.unembed(model.ln_final(resid[:, -1:]))
+        else:
+            logits, cache = engine.cache_run(model, both, names)
     clean_logits, corrupt_logits = logits[:n], logits[n:]
     clean_cache = {k: v[:n] for k, v in cache.items()}
     corrupt_cache = {k: v[n:] for k, v in cache.items()}
@@ -177,7 +183,7 @@ def _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, 
     names = s.cache_names(layers) + [f"blocks.{layer}.hook_resid_pre" for layer in layers]
     if suffix:
         names += engine.kv_names(n_layers)
-    _, base_cache, src_cache, clean_logits, corrupt_logits = _runs(model, batch, mode, names)
+    _, base_cache, src_cache, clean_logits, corrupt_logits = _runs(model, batch, mode, names, last_only=suffix)
     base_clean, base_corrupt = fn(clean_logits, batch.answer, batch.wrong), fn(corrupt_logits, batch.answer,
                                                                                batch.wrong)
     units = s.units(model.cfg, T)

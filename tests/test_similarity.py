@@ -68,6 +68,7 @@ def models(tmp_path_factory):
         save_checkpoint(FixedIdLM(cfg), path, tokenizer=tok,
                         train_config={"data": {"source": "synthetic", "val_split": "validation"}})
         out[interface] = load(path)
+        out[interface].ckpt_dir = path
     return out
 
 
@@ -89,3 +90,28 @@ def test_layer_by_layer_matrix_and_the_random_init_twin(models):
     assert not torch.equal(other.blocks[0].attn.q_proj.weight, a.blocks[0].attn.q_proj.weight)
     with pytest.raises(AnalysisError, match="unknown hook"):
         layer_activations(a, x, ["blocks.7.hook_resid_pre"])
+
+
+def test_cli_writes_the_matrices_and_refuses_bad_input(models, tmp_path, tmp_path_factory, capsys):
+    from analysis.cli import main
+
+    a, b = models["canonical"], models["gf2"]
+    npy = tmp_path / "ids.npy"
+    np.save(npy, torch.randint(0, a.cfg.vocab_size, (4, 32), generator=torch.Generator().manual_seed(1)).numpy())
+    out = tmp_path / "sim"
+    dirs = [str(models[k].ckpt_dir) for k in ("canonical", "gf2")]
+    with pytest.raises(SystemExit) as e:
+        main(["similarity", "--ckpt", dirs[0], "--ckpt", dirs[1], "--random-init", "--data", str(npy),
+              "--out", str(out)])
+    assert e.value.code == 0
+    assert {"similarity.csv", "similarity.png", "similarity.pdf"} <= {p.name for p in out.iterdir()}
+    assert "vs its initialisation" in capsys.readouterr().out
+    other_tok = train_words(SyntheticLanguage(5).documents(50), 4096)
+    cfg = ModelConfig.preset("tiny", vocab_size=other_tok.get_vocab_size(with_added_tokens=True), d_model=64,
+                             n_layers=2, n_heads=4, d_ff=128, context=32, interface="canonical")
+    odd = save_checkpoint(FixedIdLM(cfg), tmp_path / "odd", tokenizer=other_tok)
+    for i, args in enumerate([["--ckpt", dirs[0]], ["--ckpt", dirs[0], "--ckpt", str(odd), "--data", str(npy)]]):
+        with pytest.raises(SystemExit) as e:
+            main(["similarity", *args, "--out", str(tmp_path / f"bad{i}")])
+        assert e.value.code == 2 and not (tmp_path / f"bad{i}").exists()
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
