@@ -1,0 +1,326 @@
+"""Depth-wise linear probes with controls: what is linearly readable at each hook point, and is it the probe's doing?
+
+A probe is fitted per hook point x target on activations (:mod:`analysis.activations`), split into train and test by
+sequence (never by token), with standardised inputs. Class targets get an L2-regularised logistic regression (``C``,
+as scikit-learn's ``LogisticRegression``; binary targets one logit, others multinomial), scalar targets a ridge
+regression (``alpha``, as ``Ridge``); the score is test accuracy or R^2.
+
+Targets (:func:`targets`):
+
+- ``code_bit:j``: column ``j`` of the model's own code (configured bit order) - fixed-code variants only;
+- ``canonical_bit:i``: bit ``i`` (LSB first) of the token id; ``xor:i,k``: canonical bits ``i`` XOR ``k``;
+- ``token``: identity among the ``top_k`` most frequent tokens (other tokens are left out of that probe);
+  ``prev_token``: the previous token's identity among the same ``top_k``; ``position`` (scalar); ``freq_bucket``.
+
+Each bit target carries ``gf2_weight``: how many of the model's own code bits XOR together to give it (1: a code
+bit itself, linearly readable at the input; 2 or more: a nonlinear feature of the code), NA for the learned variant.
+A target that is constant over the data (the high bits of ids of a small vocabulary) is reported as ``constant``,
+never as accuracy 1.0; ``balance`` is its majority-class share.
+
+Controls beside every probe: ``majority`` (the test accuracy of always answering the train split's most common
+class), ``control`` (a control task: every token type mapped to a fixed random label drawn from the target's label
+distribution; ``selectivity = accuracy - control``; Hewitt and Liang, 2019), ``shuffled`` (the labels permuted across
+training tokens), and - through :func:`probe_table` with ``baseline=`` - the same probes on a randomly initialised
+model of the same interface.
+
+The fast path fits all binary targets of a hook point (bits, XORs) at once by one batched Newton solve (a
+``[targets, d, d]`` Hessian per step, with step halving) and scalar targets in closed form; the few multi-class
+targets use scikit-learn's multinomial fit. It
+agrees with scikit-learn at the same ``C``/``alpha`` (tests; ``method="sklearn"`` runs the reference).
+
+What a probe does NOT establish: that the model *uses* the information (causal erasure answers that), nor that it is
+absent where a linear probe fails (it may be nonlinearly encoded); high accuracy on an easy target can be the
+probe's own capacity, which the control task's selectivity exposes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from fixedid.codes import GF2Code, ids_to_bits
+
+from .errors import AnalysisError
+
+TARGET_FAMILIES = ("code_bits", "canonical_bits", "xor", "token", "prev_token", "position", "freq_bucket")
+
+
+@dataclass
+class Target:
+    name: str
+    labels: np.ndarray  # int64 class ids, or float for scalars; rows with label < 0 (class) are left out
+    kind: str  # "class" or "scalar"
+    gf2_weight: int | None = None
+
+
+# ------------------------------------------------------------------------------------------------------ targets
+def _own_inverse_rows(meta) -> np.ndarray | None:
+    """Rows of R^{-1} (LSB-first bits): canonical bit i = XOR of code bits (own LSB index) in row i, plus a constant."""
+    if meta["interface"] == "learned":
+        return None
+    n = meta["n_bits"]
+    if meta.get("recoding") is None:
+        return np.eye(n, dtype=np.uint8)
+    return GF2Code.from_json(meta["recoding"]).inverse().matrix.astype(np.uint8)
+
+
+def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int = 8, seed: int = 0) -> list[Target]:
+    """The probe targets of ``families`` for an :class:`~analysis.activations.Activations` (see the module
+    docstring); ``xor_pairs`` random pairs of varying canonical bits."""
+    meta, tok = acts.meta, acts.tokens
+    unknown = [f for f in families if f not in TARGET_FAMILIES]
+    if unknown:
+        raise AnalysisError(f"unknown probe target(s) {unknown}; use {', '.join(TARGET_FAMILIES)}")
+    ids = tok["id"].to_numpy()
+    n_bits = meta["n_bits"]
+    inv = _own_inverse_rows(meta)
+    canon = ids_to_bits(ids, n_bits)  # [N, n_bits], LSB first
+    out: list[Target] = []
+    if "code_bits" in families:
+        if inv is None:
+            raise AnalysisError("code_bits targets need a fixed-code model; the learned variant has no code")
+        code = canon if meta.get("recoding") is None else GF2Code.from_json(meta["recoding"]).encode_bits(canon)
+        for j in range(n_bits):  # column j in the configured order
+            lsb = n_bits - 1 - j if meta.get("bit_order", "msb") == "msb" else j
+            out.append(Target(f"code_bit:{j}", code[:, lsb].astype(np.int64), "class", 1))
+    weight = (lambda row: int(row.sum())) if inv is not None else (lambda row: None)
+    if "canonical_bits" in families:
+        for i in range(n_bits):
+            out.append(Target(f"canonical_bit:{i}", canon[:, i].astype(np.int64), "class",
+                              None if inv is None else weight(inv[i])))
+    if "xor" in families:
+        varying = [i for i in range(n_bits) if canon[:, i].min() != canon[:, i].max()]
+        pairs = [(i, k) for a, i in enumerate(varying) for k in varying[a + 1:]]
+        rng = np.random.default_rng(seed)
+        for a in sorted(rng.permutation(len(pairs))[:xor_pairs]):
+            i, k = pairs[a]
+            out.append(Target(f"xor:{i},{k}", (canon[:, i] ^ canon[:, k]).astype(np.int64), "class",
+                              None if inv is None else weight(inv[i] ^ inv[k])))
+    if "token" in families or "prev_token" in families:
+        top = pd.Series(ids).value_counts().index[:top_k].to_numpy()
+        lookup = {t: c for c, t in enumerate(top)}
+        if "token" in families:
+            out.append(Target("token", np.array([lookup.get(t, -1) for t in ids], dtype=np.int64), "class"))
+        if "prev_token" in families:
+            prev = tok["prev_id"].to_numpy()
+            out.append(Target("prev_token", np.array([lookup.get(t, -1) for t in prev], dtype=np.int64), "class"))
+    if "position" in families:
+        out.append(Target("position", tok["pos"].to_numpy(dtype=float), "scalar"))
+    if "freq_bucket" in families:
+        out.append(Target("freq_bucket", tok["freq_bucket"].to_numpy(dtype=np.int64), "class"))
+    return out
+
+
+def control_labels(target: Target, ids: np.ndarray, seed: int = 0) -> np.ndarray:
+    """The control task of a target: each token type gets one fixed random label, drawn from the target's label
+    distribution over the tokens (Hewitt and Liang, 2019); left-out rows stay left out."""
+    rng = np.random.default_rng([seed, 11])
+    if target.kind == "scalar":
+        values = target.labels
+        types = np.unique(ids)
+        table = dict(zip(types, rng.choice(values, size=len(types))))
+        return np.array([table[t] for t in ids], dtype=float)
+    keep = target.labels >= 0
+    classes, counts = np.unique(target.labels[keep], return_counts=True)
+    types = np.unique(ids[keep])
+    table = dict(zip(types, rng.choice(classes, size=len(types), p=counts / counts.sum())))
+    return np.array([table.get(t, -1) if k else -1 for t, k in zip(ids, keep)], dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------------------- fitting
+def split_by_sequence(seq: np.ndarray, test_fraction: float = 0.2, seed: int = 0) -> np.ndarray:
+    """A boolean mask of test rows: whole sequences, a ``test_fraction`` of them."""
+    seqs = np.unique(seq)
+    if len(seqs) < 2:
+        raise AnalysisError(f"probes split by sequence and need at least 2 sequences; the data has {len(seqs)} "
+                            "(give more --tokens)")
+    rng = np.random.default_rng([seed, 3])
+    n_test = min(len(seqs) - 1, max(1, int(round(test_fraction * len(seqs)))))
+    test = rng.choice(seqs, size=n_test, replace=False)
+    return np.isin(seq, test)
+
+
+def _standardise(x_train, x_test):
+    mu = x_train.mean(0, keepdims=True)
+    sd = x_train.std(0, keepdims=True)
+    sd = np.where(sd > 1e-6, sd, 1.0)
+    return (x_train - mu) / sd, (x_test - mu) / sd
+
+
+def _fit_binary_newton(x, Y, M, C, max_iter=50, budget=1 << 24):
+    """Batched Newton (with per-target step halving) for binary L2 logistic regressions sharing the inputs ``x``
+    ``[N, d]``: labels ``Y`` and row masks ``M`` ``[N, T]``. Minimises, per target, ``sum(loss) + ||w||^2 / (2 C)``
+    with an unpenalised intercept - scikit-learn's objective divided by ``C``. Returns ``[d + 1, T]`` (intercept
+    last)."""
+    X = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
+    X = torch.cat([X, torch.ones(len(X), 1, dtype=torch.float64)], 1)
+    Y, M = torch.from_numpy(Y.astype(np.float64)), torch.from_numpy(M.astype(np.float64))
+    N, D = X.shape
+    T = Y.shape[1]
+    reg = torch.full((D, 1), 1.0 / C, dtype=torch.float64)
+    reg[-1] = 0.0
+    W = torch.zeros(D, T, dtype=torch.float64)
+
+    def objective(W):
+        z = X @ W
+        loss = (M * (torch.nn.functional.softplus(z) - Y * z)).sum(0)
+        return loss + 0.5 * (reg * W * W).sum(0)
+
+    f = objective(W)
+    per = max(1, budget // (N * D))  # targets per Hessian chunk
+    for _ in range(max_iter):
+        P = torch.sigmoid(X @ W)
+        G = X.T @ (M * (P - Y)) + reg * W
+        S = M * P * (1 - P)
+        step = torch.empty_like(W)
+        for c in range(0, T, per):
+            sl = slice(c, c + per)
+            H = torch.einsum("nd,nt,ne->tde", X, S[:, sl], X) + torch.diag_embed(reg[:, 0].expand(S[:, sl].shape[1], D))
+            step[:, sl] = torch.linalg.solve(H, G[:, sl].T.unsqueeze(-1))[..., 0].T
+        scale = torch.ones(T, dtype=torch.float64)
+        for _ in range(30):  # halve the step of the targets whose objective went up
+            new = objective(W - step * scale)
+            worse = new > f + 1e-12 * f.abs().clamp(min=1)
+            if not worse.any():
+                break
+            scale = torch.where(worse, scale / 2, scale)
+        W = W - step * scale
+        f = objective(W)
+        if float((step * scale).abs().max()) < 1e-9:
+            break
+    return W.numpy()
+
+
+def _sklearn_logistic(x_train, y_train, x_test, classes, y_test, C) -> float:
+    from sklearn.linear_model import LogisticRegression
+
+    clf = LogisticRegression(C=C, max_iter=2000, tol=1e-8).fit(x_train, y_train)
+    return float((classes[clf.predict(x_test)] == y_test).mean())
+
+
+def _ridge(x_train, y_train, x_test, alpha):
+    mu = y_train.mean()
+    a = x_train.T @ x_train + alpha * np.eye(x_train.shape[1])
+    w = np.linalg.solve(a, x_train.T @ (y_train - mu))
+    return x_test @ w + mu
+
+
+def _r2(y, pred):
+    ss = ((y - y.mean()) ** 2).sum()
+    return float(1 - ((y - pred) ** 2).sum() / ss) if ss > 0 else float("nan")
+
+
+def fit_probes(x: np.ndarray, tgts: list[Target], test: np.ndarray, *, C: float = 1.0, alpha: float = 1.0,
+               method: str = "fast") -> dict[str, float]:
+    """Test score of each target (accuracy, or R^2 for scalars) for activations ``x`` ``[N, d]``; constant targets
+    (one class over the rows used) get NaN. ``method``: ``fast`` (joint torch/closed form) or ``sklearn``."""
+    xtr_all, xte_all = _standardise(np.asarray(x[~test], dtype=np.float64), np.asarray(x[test], dtype=np.float64))
+    scores: dict[str, float] = {}
+    logistic = []
+    for t in tgts:
+        if t.kind == "scalar":
+            ytr, yte = t.labels[~test], t.labels[test]
+            if method == "sklearn":
+                from sklearn.linear_model import Ridge
+                pred = Ridge(alpha=alpha).fit(xtr_all, ytr).predict(xte_all)
+            else:
+                pred = _ridge(xtr_all, ytr, xte_all, alpha)
+            scores[t.name] = _r2(yte, pred)
+            continue
+        keep_tr, keep_te = t.labels[~test] >= 0, t.labels[test] >= 0
+        ytr = t.labels[~test][keep_tr]
+        classes = np.unique(ytr)
+        if len(classes) < 2 or not keep_te.any():
+            scores[t.name] = float("nan")
+            continue
+        remap = {c: i for i, c in enumerate(classes)}
+        ytr_i = np.array([remap[c] for c in ytr], dtype=np.int64)
+        if method == "sklearn":
+            scores[t.name] = _sklearn_logistic(xtr_all[keep_tr], ytr_i, xte_all[keep_te], classes,
+                                               t.labels[test][keep_te], C)
+        else:
+            logistic.append((t, classes, keep_tr, keep_te, ytr_i))
+    binary = [e for e in logistic if len(e[1]) == 2]
+    multi = [e for e in logistic if len(e[1]) > 2]
+    if binary:  # every binary target of this hook point in one batched Newton solve
+        n_tr = len(xtr_all)
+        Y, M = np.zeros((n_tr, len(binary))), np.zeros((n_tr, len(binary)))
+        for j, (_, _, keep_tr, _, y) in enumerate(binary):
+            Y[keep_tr, j], M[keep_tr, j] = y, 1.0
+        Wb = _fit_binary_newton(xtr_all, Y, M, C)
+        for j, (t, classes, _, keep_te, _) in enumerate(binary):
+            z = xte_all[keep_te] @ Wb[:-1, j] + Wb[-1, j]
+            scores[t.name] = float((classes[(z > 0).astype(np.int64)] == t.labels[test][keep_te]).mean())
+    for t, classes, keep_tr, keep_te, y in multi:  # few per hook point: scikit-learn's multinomial fit
+        scores[t.name] = _sklearn_logistic(xtr_all[keep_tr], y, xte_all[keep_te], classes, t.labels[test][keep_te], C)
+    return scores
+
+
+def _majority(t: Target, test: np.ndarray) -> tuple[float, float]:
+    """(majority-class test accuracy, majority share over all rows) of a class target."""
+    if t.kind == "scalar":
+        return float("nan"), float("nan")
+    keep = t.labels >= 0
+    tr = t.labels[~test & keep]
+    te = t.labels[test & keep]
+    if len(tr) == 0 or len(te) == 0:
+        return float("nan"), float("nan")
+    vals, counts = np.unique(tr, return_counts=True)
+    top = vals[counts.argmax()]
+    _, all_counts = np.unique(t.labels[keep], return_counts=True)
+    return float((te == top).mean()), float(all_counts.max() / all_counts.sum())
+
+
+# --------------------------------------------------------------------------------------------------------- table
+def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 32, xor_pairs: int = 8,
+                C: float = 1.0, alpha: float = 1.0, test_fraction: float = 0.2, seed: int = 0,
+                method: str = "fast", controls: bool = True, progress: bool = False) -> pd.DataFrame:
+    """One row per hook point x target: ``hook, depth, target, kind, gf2_weight, status, score, majority, balance,
+    control, selectivity, shuffled`` and, with ``baseline`` (the activations of a randomly initialised model on the
+    same tokens), ``random_init``."""
+    if method not in ("fast", "sklearn"):
+        raise AnalysisError(f"method must be 'fast' or 'sklearn', got {method!r}")
+    tgts = targets(acts, families, top_k=top_k, xor_pairs=xor_pairs, seed=seed)
+    test = split_by_sequence(acts.tokens["seq"].to_numpy(), test_fraction, seed)
+    ids = acts.tokens["id"].to_numpy()
+    ctl = [Target(t.name, control_labels(t, ids, seed), t.kind) for t in tgts]
+    rng = np.random.default_rng([seed, 5])
+    shuf = []
+    for t in tgts:
+        lab = t.labels.copy()
+        lab[~test] = rng.permutation(lab[~test])
+        shuf.append(Target(t.name, lab, t.kind))
+    if baseline is not None and len(baseline) != len(acts):
+        raise AnalysisError("the baseline activations must come from the same tokens")
+    rows = []
+    for depth, hook in enumerate(tqdm(acts.hooks, desc="probes", unit="hook", disable=not progress, leave=False)):
+        x = acts.acts[hook]
+        score = fit_probes(x, tgts, test, C=C, alpha=alpha, method=method)
+        control = fit_probes(x, ctl, test, C=C, alpha=alpha, method=method) if controls else {}
+        shuffled = fit_probes(x, shuf, test, C=C, alpha=alpha, method=method) if controls else {}
+        rand = (fit_probes(baseline.acts[hook], tgts, test, C=C, alpha=alpha, method=method)
+                if baseline is not None else {})
+        for t in tgts:
+            maj, bal = _majority(t, test)
+            constant = t.kind == "class" and len(np.unique(t.labels[t.labels >= 0])) < 2
+            s = score[t.name]
+            rows.append({"hook": hook, "depth": depth, "target": t.name, "kind": t.kind,
+                         "gf2_weight": t.gf2_weight, "status": "constant" if constant else "fitted",
+                         "score": float("nan") if constant else s, "majority": maj, "balance": bal,
+                         "control": control.get(t.name, float("nan")),
+                         "selectivity": s - control.get(t.name, float("nan")),
+                         "shuffled": shuffled.get(t.name, float("nan")),
+                         "random_init": rand.get(t.name, float("nan"))})
+    df = pd.DataFrame(rows)
+    df["gf2_weight"] = df["gf2_weight"].astype("Int64")
+    df.attrs.update(interface=acts.meta.get("interface"), n_tokens=len(acts), n_test=int(test.sum()), C=C,
+                    alpha=alpha, method=method)
+    return df
+
+
+__all__ = ["TARGET_FAMILIES", "Target", "targets", "control_labels", "split_by_sequence", "fit_probes",
+           "probe_table"]

@@ -1,0 +1,130 @@
+"""Activation stores and probes: known answers on the fixed codes, controls, the fast path against scikit-learn."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from analysis import AnalysisError, load
+from analysis.activations import collect, load_activations, token_table
+from analysis.probes import control_labels, fit_probes, probe_table, split_by_sequence, targets
+from fixedid import FixedIdLM, ModelConfig, save_checkpoint
+from fixedid.codes import GF2Code
+from fixedid.data import SyntheticLanguage
+from fixedid.data.tokenizer import train_words
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_words(SyntheticLanguage(0).documents(300), 4096)
+
+
+def make(tmp_path_factory, tokenizer, interface, **changes):
+    vocab = tokenizer.get_vocab_size(with_added_tokens=True)
+    cfg = ModelConfig.preset("tiny", vocab_size=vocab, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=48,
+                             interface=interface, init_std=0.2, seed=2, **changes)
+    path = tmp_path_factory.mktemp("ck") / interface
+    save_checkpoint(FixedIdLM(cfg), path, tokenizer=tokenizer,
+                    train_config={"data": {"source": "synthetic", "val_split": "validation"}})
+    return load(path)
+
+
+def uniform_ids(model, n=96, t=48, seed=0):
+    return torch.randint(0, model.cfg.vocab_size, (n, t), generator=torch.Generator().manual_seed(seed))
+
+
+def test_token_table():
+    ids = torch.tensor([[5, 6, 5], [7, 5, 5]])
+    t = token_table(ids)
+    assert list(t.seq) == [0, 0, 0, 1, 1, 1] and list(t.pos) == [0, 1, 2] * 2
+    assert list(t.prev_id) == [-1, 5, 6, -1, 7, 5]
+    assert t.freq_bucket[t.id == 5].nunique() == 1 and t.freq_bucket[t.id == 5].iloc[0] > t.freq_bucket[t.id == 6].iloc[0]
+
+
+def test_store_round_trip_and_no_partial_directory(tmp_path_factory, tokenizer, tmp_path):
+    m = make(tmp_path_factory, tokenizer, "canonical")
+    x = uniform_ids(m, n=6)
+    mem = collect(m, x)
+    disk = collect(m, x, out=tmp_path / "store", dtype="float16")
+    assert disk.hooks == mem.hooks == ["hook_embed", "blocks.1.hook_resid_pre", "ln_final.hook_normalized"]
+    for h in mem.hooks:
+        assert isinstance(disk.acts[h], np.memmap) and disk.acts[h].dtype == np.float16
+        np.testing.assert_allclose(disk.acts[h], mem.acts[h], rtol=2e-3, atol=2e-3)
+    with torch.no_grad():
+        _, cache = m.run_with_cache(x)
+    np.testing.assert_allclose(mem.acts["blocks.1.hook_resid_pre"],
+                               cache["blocks.1.hook_resid_pre"].reshape(-1, 64).numpy(), atol=1e-5)
+    again = load_activations(tmp_path / "store")
+    assert again.meta["interface"] == "canonical" and len(again) == 6 * 48
+    assert json.loads((tmp_path / "store" / "index.json").read_text())["hooks"] == mem.hooks
+    with pytest.raises(AnalysisError, match="exists"):
+        collect(m, x, out=tmp_path / "store")
+    with pytest.raises(AnalysisError, match="unknown hook"):
+        collect(m, x, hooks=["blocks.9.hook_resid_pre"], out=tmp_path / "never")
+    assert not (tmp_path / "never").exists() and not list(tmp_path.glob(".never*"))
+
+
+def test_canonical_bits_are_read_exactly_at_the_input_and_constant_bits_are_reported(tmp_path_factory, tokenizer):
+    m = make(tmp_path_factory, tokenizer, "canonical")
+    acts = collect(m, uniform_ids(m), hooks=["hook_embed"])
+    df = probe_table(acts, ["canonical_bits"], controls=False)
+    varying = [i for i in range(16) if (m.cfg.vocab_size - 1) >> i]
+    for i in range(16):
+        row = df[df.target == f"canonical_bit:{i}"].iloc[0]
+        if i in varying:
+            assert row.status == "fitted" and row.score == 1.0 and row.gf2_weight == 1
+        else:
+            assert row.status == "constant" and np.isnan(row.score)
+
+
+def test_an_xor_of_two_code_bits_is_not_linearly_readable(tmp_path_factory, tokenizer):
+    # canonical bit 0 = code bit 0 XOR code bit 1 (code bits 0 and 1 vary independently); every other canonical bit
+    # is one code bit
+    inv = np.eye(16, dtype=np.uint8)
+    inv[0, 1] = 1
+    code = GF2Code(inv, np.zeros(16, dtype=np.uint8)).inverse()
+    m = make(tmp_path_factory, tokenizer, "gf2", gf2_matrix=code.matrix.tolist(), gf2_offset=[0] * 16)
+    bits = code.encode_bits(np.array([[1] + [0] * 15, [0, 1] + [0] * 14]))
+    assert bits[0, 0] == 1 and bits[1].tolist()[:2] == [1, 1]  # b0 -> c0; b1 -> c0 + c1, so b0 = c0 xor c1
+    acts = collect(m, uniform_ids(m, n=160), hooks=["hook_embed"])
+    df = probe_table(acts, ["canonical_bits"], controls=False).set_index("target")
+    assert df.loc["canonical_bit:0", "gf2_weight"] == 2 and df.loc["canonical_bit:2", "gf2_weight"] == 1
+    assert df.loc["canonical_bit:2", "score"] == 1.0 and df.loc["canonical_bit:1", "score"] == 1.0
+    xor = df.loc["canonical_bit:0"]
+    assert abs(xor.score - xor.majority) < 0.06 and abs(xor.balance - 0.5) < 0.05
+
+
+def test_fast_path_agrees_with_scikit_learn_and_controls_behave(tmp_path_factory, tokenizer):
+    m = make(tmp_path_factory, tokenizer, "gf2")
+    acts = collect(m, uniform_ids(m, n=40), hooks=["blocks.1.hook_resid_pre"])
+    fams = ["canonical_bits", "xor", "token", "position", "freq_bucket"]
+    fast = probe_table(acts, fams, controls=False)
+    ref = probe_table(acts, fams, controls=False, method="sklearn")
+    assert np.nanmax(np.abs(fast.score.to_numpy() - ref.score.to_numpy())) <= 0.01
+    full = probe_table(acts, ["canonical_bits", "token"])
+    fitted = full[full.status == "fitted"]
+    assert np.allclose(fitted.selectivity, fitted.score - fitted.control, equal_nan=True)
+    # shuffled labels carry no information: near the majority baseline
+    bits = fitted[fitted.target.str.startswith("canonical")]
+    assert (bits.shuffled < bits.majority + 0.1).all()
+    ids = acts.tokens["id"].to_numpy()
+    t = targets(acts, ["canonical_bits"])[0]
+    c = control_labels(t, ids)
+    assert all(len(set(c[ids == i])) == 1 for i in np.unique(ids)[:20])  # one label per token type
+
+
+def test_split_and_bad_input(tmp_path_factory, tokenizer):
+    seq = np.repeat(np.arange(10), 5)
+    test = split_by_sequence(seq)
+    assert test.sum() == 10 and all(len(set(test[seq == s])) == 1 for s in range(10))
+    with pytest.raises(AnalysisError, match="at least 2 sequences"):
+        split_by_sequence(np.zeros(8, dtype=int))
+    m = make(tmp_path_factory, tokenizer, "learned")
+    acts = collect(m, uniform_ids(m, n=4), hooks=["hook_embed"])
+    with pytest.raises(AnalysisError, match="learned variant has no code"):
+        targets(acts, ["code_bits"])
+    with pytest.raises(AnalysisError, match="unknown probe target"):
+        targets(acts, ["colour"])
+    assert fit_probes(acts.acts["hook_embed"], targets(acts, ["position"]), split_by_sequence(
+        acts.tokens.seq.to_numpy()))["position"] < 0.5  # position is not in a learned token embedding
