@@ -6,6 +6,7 @@
     fixedid-analyze recoding --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --family transvection --draws 4
     fixedid-analyze interventions --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --kind bitflip
     fixedid-analyze interventions --ckpt DIR --kind ablate --component head --ablation resample --task ioi
+    fixedid-analyze probes --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --targets canonical_bits,xor,token
     fixedid-analyze similarity --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 [--random-init]
     fixedid-analyze demo [--out DIR]
 
@@ -69,6 +70,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     from .cli_interventions import add_args as add_intervention_args
     add_intervention_args(sub.add_parser("interventions", help="edit the input code, ablate components, or map "
                                          "where a code bit's information goes (bit x layer)"))
+    from .cli_probes import add_args as add_probe_args
+    add_probe_args(sub.add_parser("probes", help="linear probes across depth with control task, shuffled labels "
+                                  "and random-init baselines"))
     sim = sub.add_parser("similarity", help="linear and debiased CKA between checkpoints, hook point by hook point")
     sim.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; give two (A, B), or one "
                      "with --random-init")
@@ -252,6 +256,8 @@ def main(argv=None) -> None:
         from .cli_interventions import run as command
     elif args.command == "similarity":
         command = run_similarity
+    elif args.command == "probes":
+        from .cli_probes import run as command
     else:
         from .demo import run_demo as command
     run_main("fixedid-analyze", lambda: command(args))

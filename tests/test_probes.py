@@ -27,7 +27,9 @@ def make(tmp_path_factory, tokenizer, interface, **changes):
     path = tmp_path_factory.mktemp("ck") / interface
     save_checkpoint(FixedIdLM(cfg), path, tokenizer=tokenizer,
                     train_config={"data": {"source": "synthetic", "val_split": "validation"}})
-    return load(path)
+    m = load(path)
+    m.ckpt_dir = path
+    return m
 
 
 def uniform_ids(model, n=96, t=48, seed=0):
@@ -128,3 +130,25 @@ def test_split_and_bad_input(tmp_path_factory, tokenizer):
         targets(acts, ["colour"])
     assert fit_probes(acts.acts["hook_embed"], targets(acts, ["position"]), split_by_sequence(
         acts.tokens.seq.to_numpy()))["position"] < 0.5  # position is not in a learned token embedding
+
+
+def test_cli_writes_table_and_figure_and_refuses_bad_input(tmp_path_factory, tokenizer, tmp_path, capsys):
+    from analysis.cli import main
+
+    dirs = [str(make(tmp_path_factory, tokenizer, interface).ckpt_dir) for interface in ("learned", "canonical")]
+    npy = tmp_path / "ids.npy"
+    np.save(npy, torch.randint(0, 300, (12, 32), generator=torch.Generator().manual_seed(0)).numpy())
+    out = tmp_path / "probes"
+    with pytest.raises(SystemExit) as e:
+        main(["probes", *sum((["--ckpt", d] for d in dirs), []), "--data", str(npy), "--targets",
+              "canonical_bits,token,position", "--out", str(out)])
+    assert e.value.code == 0
+    df = __import__("pandas").read_csv(out / "probes.csv")
+    assert {"variant", "hook", "target", "score", "control", "selectivity", "shuffled", "random_init"} <= set(df)
+    assert (out / "probes.png").exists() and "linear probes over" in capsys.readouterr().out
+    for i, args in enumerate([["--targets", "colour"], ["--targets", "code_bits"]]):
+        with pytest.raises(SystemExit) as e:
+            main(["probes", *sum((["--ckpt", d] for d in dirs), []), "--data", str(npy), *args,
+                  "--out", str(tmp_path / f"bad{i}")])
+        assert e.value.code == 2 and not (tmp_path / f"bad{i}").exists()
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1

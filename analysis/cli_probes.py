@@ -1,0 +1,127 @@
+"""``fixedid-analyze probes``: linear probes across depth with their controls, for one or several checkpoints.
+
+    fixedid-analyze probes --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --targets canonical_bits,xor,token
+
+Writes ``probes.csv`` (one row per variant x hook point x target: score, majority baseline, control task,
+selectivity, shuffled labels, random-init model) and ``probes.png``/``.pdf`` (score against depth per target group,
+variants side by side on the same axes, with the control-task and random-init curves).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .errors import AnalysisError
+
+DEFAULT_TARGETS = "canonical_bits,xor,token,prev_token,position"
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
+    p.add_argument("--targets", default=DEFAULT_TARGETS,
+                   help=f"comma-separated target families (default {DEFAULT_TARGETS}; also code_bits, freq_bucket)")
+    p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
+    p.add_argument("--tokens", type=int, default=16_384, help="tokens to probe on (default 16384)")
+    p.add_argument("--top-k", type=int, default=32, help="token-identity probes: the K most frequent tokens")
+    p.add_argument("--xor-pairs", type=int, default=8, help="random pairs of canonical bits to XOR (default 8)")
+    p.add_argument("--C", type=float, default=1.0, help="inverse L2 strength of the logistic probes (default 1)")
+    p.add_argument("--no-random-init", action="store_true", help="skip the random-init baseline")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split, the controls and the XOR pairs")
+    p.add_argument("--out", help="output directory (default: analysis-out/probes)")
+
+
+def run(args) -> int:
+    import pandas as pd
+
+    from .activations import collect
+    from .figures import save_figure, write_csv
+    from .model import load
+    from .probes import TARGET_FAMILIES, probe_table
+    from .similarity import random_init_twin
+
+    families = [f.strip() for f in args.targets.split(",") if f.strip()]
+    unknown = [f for f in families if f not in TARGET_FAMILIES]
+    if unknown or not families:
+        raise AnalysisError(f"unknown probe target(s) {unknown or '(none)'}; use {', '.join(TARGET_FAMILIES)}")
+    if args.top_k < 2 or args.xor_pairs < 0 or not args.C > 0:
+        raise AnalysisError("--top-k must be >= 2, --xor-pairs >= 0 and --C > 0")
+    paths = [Path(p) for p in args.ckpt]
+    for path in paths:
+        if not path.is_dir():
+            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    models = {p.name: load(p) for p in paths}
+    if "code_bits" in families and any(not m.cfg.is_fixed for m in models.values()):
+        raise AnalysisError("code_bits targets need fixed-code models; drop the learned checkpoint or the target")
+    frames = []
+    for name, model in models.items():
+        from .corpus import corpus_tokens
+        x = corpus_tokens(model, args.data, tokens=args.tokens)
+        acts = collect(model, x, progress=True)
+        base = None if args.no_random_init else collect(random_init_twin(model), x)
+        df = probe_table(acts, families, baseline=base, top_k=args.top_k, xor_pairs=args.xor_pairs, C=args.C,
+                         seed=args.seed, progress=True)
+        frames.append(df.assign(variant=name))
+    df = pd.concat(frames, ignore_index=True)
+    df = df[["variant"] + [c for c in df.columns if c != "variant"]]
+    out = Path(args.out) if args.out else Path("analysis-out") / "probes"
+    write_csv(df, out / "probes.csv")
+    save_figure(probe_figure(df), out, "probes")
+    print(f"linear probes over {frames[0].attrs['n_tokens']:,} tokens (test: {frames[0].attrs['n_test']:,}, whole "
+          "sequences); mean test score per target group, first / last hook point (control task in brackets):")
+    for (variant, group), g in df.assign(group=df.target.map(target_group)).groupby(["variant", "group"],
+                                                                                      sort=False):
+        g = g[g.status == "fitted"]
+        if g.empty:
+            continue
+        first, last = g[g.depth == g.depth.min()], g[g.depth == g.depth.max()]
+        print(f"  {variant} {group}: {first.score.mean():.2f} ({first.control.mean():.2f}) -> "
+              f"{last.score.mean():.2f} ({last.control.mean():.2f})")
+    print(f"wrote {out / 'probes.csv'} and {out / 'probes.png'} (+ .pdf)")
+    return 0
+
+
+def target_group(name: str) -> str:
+    return name.split(":")[0]
+
+
+GROUP_LABELS = {"code_bit": "code bits", "canonical_bit": "canonical id bits", "xor": "XOR of two id bits",
+                "token": "token identity (top K)", "prev_token": "previous token (top K)",
+                "position": "position (R^2)", "freq_bucket": "frequency bucket"}
+
+
+def probe_figure(df):
+    """Score against depth, one panel per variant (same axes); a line per target group (mean over its fitted
+    targets), dashed: the control task, dotted: the random-init model."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    variants = list(dict.fromkeys(df.variant))
+    df = df.assign(group=df.target.map(target_group))
+    groups = list(dict.fromkeys(df.group))
+    colours = {g: plt.cm.tab10(i) for i, g in enumerate(groups)}
+    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants) + 1.6, 3.6), squeeze=False,
+                             sharey=True, layout="constrained")
+    for ax, v in zip(axes[0], variants):
+        d = df[(df.variant == v) & (df.status == "fitted")]
+        hooks = list(dict.fromkeys(df[df.variant == v].hook))
+        for g in groups:
+            s = d[d.group == g].groupby("depth")[["score", "control", "random_init"]].mean()
+            if s.empty:
+                continue
+            ax.plot(s.index, s.score, marker="o", color=colours[g], label=GROUP_LABELS.get(g, g))
+            ax.plot(s.index, s.control, linestyle="--", color=colours[g], alpha=0.6)
+            if s.random_init.notna().any():
+                ax.plot(s.index, s.random_init, linestyle=":", color=colours[g], alpha=0.8)
+        short = [h.replace("hook_embed", "input").replace("blocks.", "L").replace(".hook_resid_pre", " in")
+                 .replace("ln_final.hook_normalized", "final norm") for h in hooks]
+        ax.set_xticks(np.arange(len(hooks)), short, rotation=30, ha="right", fontsize=8)
+        ax.set_title(v, fontsize=10)
+        ax.set_xlabel("hook point (depth)")
+        ax.grid(color="0.9")
+    axes[0, 0].set_ylabel("test accuracy (position: R^2)")
+    axes[0, -1].legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5),
+                       title="solid: probe, dashed: control task,\ndotted: random-init model", title_fontsize=7)
+    fig.suptitle(f"linear probes across depth ({df.attrs.get('n_tokens', '')} tokens)".replace(" ( tokens)", ""),
+                 fontsize=10)
+    return fig
