@@ -19,7 +19,8 @@ never as accuracy 1.0; ``balance`` is its majority-class share.
 
 Controls beside every probe: ``majority`` (the test accuracy of always answering the train split's most common
 class), ``control`` (a control task: every token type mapped to a fixed random label drawn from the target's label
-distribution; ``selectivity = accuracy - control``; Hewitt and Liang, 2019), ``shuffled`` (the labels permuted across
+distribution - the previous token's type for ``prev_token``; ``selectivity = accuracy - control``; Hewitt and
+Liang, 2019), ``shuffled`` (the labels permuted across
 training tokens), and - through :func:`probe_table` with ``baseline=`` - the same probes on a randomly initialised
 model of the same interface.
 
@@ -55,6 +56,7 @@ class Target:
     labels: np.ndarray  # int64 class ids, or float for scalars; rows with label < 0 (class) are left out
     kind: str  # "class" or "scalar"
     gf2_weight: int | None = None
+    type_key: str = "id"  # the token column whose type the control task keys on (the previous token's for prev_token)
 
 
 # ------------------------------------------------------------------------------------------------------ targets
@@ -107,7 +109,8 @@ def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int =
             out.append(Target("token", np.array([lookup.get(t, -1) for t in ids], dtype=np.int64), "class"))
         if "prev_token" in families:
             prev = tok["prev_id"].to_numpy()
-            out.append(Target("prev_token", np.array([lookup.get(t, -1) for t in prev], dtype=np.int64), "class"))
+            out.append(Target("prev_token", np.array([lookup.get(t, -1) for t in prev], dtype=np.int64), "class",
+                              type_key="prev_id"))
     if "position" in families:
         out.append(Target("position", tok["pos"].to_numpy(dtype=float), "scalar"))
     if "freq_bucket" in families:
@@ -198,7 +201,7 @@ def _fit_binary_newton(x, Y, M, C, max_iter=50, budget=1 << 24):
 def _sklearn_logistic(x_train, y_train, x_test, classes, y_test, C) -> float:
     from sklearn.linear_model import LogisticRegression
 
-    clf = LogisticRegression(C=C, max_iter=2000, tol=1e-8).fit(x_train, y_train)
+    clf = LogisticRegression(C=C, max_iter=1000, tol=1e-4).fit(x_train, y_train)
     return float((classes[clf.predict(x_test)] == y_test).mean())
 
 
@@ -286,8 +289,7 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
         raise AnalysisError(f"method must be 'fast' or 'sklearn', got {method!r}")
     tgts = targets(acts, families, top_k=top_k, xor_pairs=xor_pairs, seed=seed)
     test = split_by_sequence(acts.tokens["seq"].to_numpy(), test_fraction, seed)
-    ids = acts.tokens["id"].to_numpy()
-    ctl = [Target(t.name, control_labels(t, ids, seed), t.kind) for t in tgts]
+    ctl = [Target(t.name, control_labels(t, acts.tokens[t.type_key].to_numpy(), seed), t.kind) for t in tgts]
     rng = np.random.default_rng([seed, 5])
     shuf = []
     for t in tgts:
