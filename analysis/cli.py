@@ -24,6 +24,7 @@ from pathlib import Path
 
 from fixedid.clitools import ArgumentParser, run_main
 
+from .cli_interventions import int_list
 from .errors import AnalysisError, AnalysisWarning
 from .metrics import METRICS
 from .patching import MODES, SITES
@@ -162,15 +163,6 @@ def run_patching(args) -> int:
     return 0
 
 
-def _int_list(text: str | None, what: str):
-    if text is None:
-        return None
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise AnalysisError(f"{what} must be comma-separated integers, got {text!r}") from None
-
-
 def run_recoding(args) -> int:
     import pandas as pd
 
@@ -178,7 +170,7 @@ def run_recoding(args) -> int:
     from .model import load
     from .recoding import recoding_sweep
 
-    ks = _int_list(args.ks, "--ks")
+    ks = int_list(args.ks, "--ks")
     tasks = () if args.tasks.strip().lower() == "none" else tuple(t for t in args.tasks.split(",") if t)
     frames = []
     for path in map(Path, args.ckpt):

@@ -45,7 +45,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output directory (default: analysis-out/interventions-<kind>)")
 
 
-def _ints(text, what):
+def int_list(text, what):
+    """Comma-separated integers (None passes through); one clear error otherwise."""
     if text is None:
         return None
     try:
@@ -54,7 +55,7 @@ def _ints(text, what):
         raise AnalysisError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
-def _floats(text, what):
+def float_list(text, what):
     try:
         return [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -117,16 +118,16 @@ def _run_edits(args, models, out) -> int:
     results = {}
     for name, model in models.items():
         if args.kind == "ablate":
-            r = ablation(model, component=args.component, how=args.ablation, layers=_ints(args.layers, "--layers"),
-                         heads=_ints(args.heads, "--heads"), pos=args.pos, **common)
+            r = ablation(model, component=args.component, how=args.ablation, layers=int_list(args.layers, "--layers"),
+                         heads=int_list(args.heads, "--heads"), pos=args.pos, **common)
         elif args.kind == "noise":
-            r = input_intervention(model, "noise", pos=args.pos, scales=_floats(args.scales, "--scales"),
+            r = input_intervention(model, "noise", pos=args.pos, scales=float_list(args.scales, "--scales"),
                                    draws=args.draws, **common)
         elif args.kind == "swap":
-            r = input_intervention(model, "swap", positions=_ints(args.positions, "--positions"), token=args.token,
+            r = input_intervention(model, "swap", positions=int_list(args.positions, "--positions"), token=args.token,
                                    **common)
         else:
-            r = input_intervention(model, args.kind, bits=_ints(args.bits, "--bits"), pos=args.pos, **common)
+            r = input_intervention(model, args.kind, bits=int_list(args.bits, "--bits"), pos=args.pos, **common)
         results[name] = r
     summary = pd.concat([r.summary.assign(variant=v) for v, r in results.items()], ignore_index=True)
     items = pd.concat([r.items.assign(variant=v) for v, r in results.items()], ignore_index=True)
@@ -196,7 +197,7 @@ def _run_bit_layer(args, models, out) -> int:
         source = {v: corpus_tokens(m, args.data, tokens=args.tokens) for v, m in models.items()}
     else:
         source = {v: args.task for v in models}
-    maps = {v: bit_layer_map(m, source[v], pos=args.pos, bits=_ints(args.bits, "--bits"), site=args.site,
+    maps = {v: bit_layer_map(m, source[v], pos=args.pos, bits=int_list(args.bits, "--bits"), site=args.site,
                              metric=args.metric, n_pairs=args.n_pairs, seed=args.seed, progress=True)
             for v, m in models.items()}
     df = pd.concat([d.assign(variant=v) for v, d in maps.items()], ignore_index=True)

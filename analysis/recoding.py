@@ -227,7 +227,8 @@ def recoding_sweep(model, family: str, ks=None, *, draws: int = 4, seed: int = 0
     """Evaluate the model under every recoding of a family (see the module docstring for the columns).
 
     The data (``data``/``tokens``, see :func:`analysis.corpus.corpus_tokens`; ``data`` may also be token ids
-    ``[n, T]`` already prepared, for several sweeps over the same windows) and the task prompts are tokenised once; each recoding then costs one code-table swap and the forwards. ``tasks=()`` skips the task accuracies.
+    ``[n, T]`` already prepared, for several sweeps over the same windows) and the task prompts are tokenised once;
+    each recoding then costs one code-table swap and the forwards. ``tasks=()`` skips the task accuracies.
     """
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() (analysis.load returns it in eval mode)")

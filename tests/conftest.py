@@ -8,3 +8,29 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["MPLBACKEND"] = "Agg"
 os.environ.setdefault("FIXEDID_CACHE", tempfile.mkdtemp(prefix="fixedid-test-cache-"))
+
+
+# ---- test-sized checkpoints of the built-in language, shared by the analysis tests (a module may set SEED)
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from fixedid.data import SyntheticLanguage
+    from fixedid.data.tokenizer import train_words
+
+    return train_words(SyntheticLanguage(0).documents(400), 4096)
+
+
+@pytest.fixture(scope="module", params=["canonical", "gf2"])
+def model(request, tmp_path_factory, tokenizer):
+    from _helpers import tiny_checkpoint
+
+    return tiny_checkpoint(tmp_path_factory, tokenizer, request.param, seed=getattr(request.module, "SEED", 3))
+
+
+@pytest.fixture(scope="module")
+def learned(request, tmp_path_factory, tokenizer):
+    from _helpers import tiny_checkpoint
+
+    return tiny_checkpoint(tmp_path_factory, tokenizer, "learned", seed=getattr(request.module, "SEED", 3))

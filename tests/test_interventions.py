@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from analysis import AnalysisError, load
+from analysis import AnalysisError
 from analysis.bitmap import bit_layer_map
 from analysis.cli import main
 from analysis.ablation import ablation
@@ -13,38 +13,17 @@ from analysis.effects import confidence
 from analysis.interventions import input_intervention, input_rms
 from analysis.recoding import column_offset, corpus_loss, recoded
 from analysis.tasks import task_pairs
-from fixedid import FixedIdLM, ModelConfig, save_checkpoint
-from fixedid.data import SyntheticLanguage
-from fixedid.data.tokenizer import train_words
+
+from _helpers import tiny_checkpoint
 
 TOL = dict(atol=2e-4, rtol=1e-4)
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_words(SyntheticLanguage(0).documents(400), 4096)
+SEED = 4  # of the shared model fixtures (conftest.py)
 
 
 def make(tmp_path_factory, tokenizer, interface, **changes):
-    vocab = tokenizer.get_vocab_size(with_added_tokens=True)
-    cfg = ModelConfig.preset("tiny", vocab_size=vocab, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=48,
-                             interface=interface, init_std=0.2, seed=4, **changes)
-    path = tmp_path_factory.mktemp("ck") / interface
-    save_checkpoint(FixedIdLM(cfg), path, tokenizer=tokenizer,
-                    train_config={"data": {"source": "synthetic", "val_split": "validation"}})
-    m = load(path)
-    m.ckpt_dir = path
-    return m
-
-
-@pytest.fixture(scope="module", params=["canonical", "gf2"])
-def model(request, tmp_path_factory, tokenizer):
-    return make(tmp_path_factory, tokenizer, request.param)
-
-
-@pytest.fixture(scope="module")
-def learned(tmp_path_factory, tokenizer):
-    return make(tmp_path_factory, tokenizer, "learned")
+    return tiny_checkpoint(tmp_path_factory, tokenizer, interface, seed=SEED, **changes)
 
 
 def tokens(model, n=5, t=20, seed=0):

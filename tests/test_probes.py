@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from analysis import AnalysisError, load
+from analysis import AnalysisError
 from analysis.activations import collect, load_activations, token_table
 from analysis.probes import control_labels, fit_probes, probe_table, split_by_sequence, targets
-from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 from fixedid.codes import GF2Code
 from fixedid.data import SyntheticLanguage
 from fixedid.data.tokenizer import train_words
+
+from _helpers import tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -21,15 +22,7 @@ def tokenizer():
 
 
 def make(tmp_path_factory, tokenizer, interface, **changes):
-    vocab = tokenizer.get_vocab_size(with_added_tokens=True)
-    cfg = ModelConfig.preset("tiny", vocab_size=vocab, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=48,
-                             interface=interface, init_std=0.2, seed=2, **changes)
-    path = tmp_path_factory.mktemp("ck") / interface
-    save_checkpoint(FixedIdLM(cfg), path, tokenizer=tokenizer,
-                    train_config={"data": {"source": "synthetic", "val_split": "validation"}})
-    m = load(path)
-    m.ckpt_dir = path
-    return m
+    return tiny_checkpoint(tmp_path_factory, tokenizer, interface, seed=2, **changes)
 
 
 def uniform_ids(model, n=96, t=48, seed=0):

@@ -7,42 +7,23 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis import AnalysisError, load
+from analysis import AnalysisError
 from analysis.corpus import corpus_tokens
 from analysis.recoding import (FAMILIES, column_offset, draw_recodings, other_variant_code, own_bits,
                                permuted_inputs, recoded, recoded_table, recoding_from_json, recoding_sweep,
                                recoding_to_json, token_cycle, transvection_walk)
-from fixedid import FixedIdLM, FixedIdError, ModelConfig, save_checkpoint
+from fixedid import FixedIdError
 from fixedid.codes import GF2Code, code_table
 from fixedid.data import SyntheticLanguage
-from fixedid.data.tokenizer import train_words
+
+from _helpers import tiny_checkpoint
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_words(SyntheticLanguage(0).documents(400), 4096)
+SEED = 3  # of the shared model fixtures (conftest.py)
 
 
 def make(tmp_path_factory, tokenizer, interface, **changes):
-    vocab = tokenizer.get_vocab_size(with_added_tokens=True)
-    cfg = ModelConfig.preset("tiny", vocab_size=vocab, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=48,
-                             interface=interface, init_std=0.2, seed=3, **changes)
-    path = tmp_path_factory.mktemp("ck") / interface
-    save_checkpoint(FixedIdLM(cfg), path, tokenizer=tokenizer,
-                    train_config={"data": {"source": "synthetic", "val_split": "validation"}})
-    m = load(path)
-    m.ckpt_dir = path
-    return m
-
-
-@pytest.fixture(scope="module", params=["canonical", "gf2"])
-def model(request, tmp_path_factory, tokenizer):
-    return make(tmp_path_factory, tokenizer, request.param)
-
-
-@pytest.fixture(scope="module")
-def learned(tmp_path_factory, tokenizer):
-    return make(tmp_path_factory, tokenizer, "learned")
+    return tiny_checkpoint(tmp_path_factory, tokenizer, interface, seed=SEED, **changes)
 
 
 def tokens(model, n=4, t=24, seed=0):

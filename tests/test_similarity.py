@@ -95,7 +95,7 @@ def test_layer_by_layer_matrix_and_the_random_init_twin(models):
 def test_cli_writes_the_matrices_and_refuses_bad_input(models, tmp_path, tmp_path_factory, capsys):
     from analysis.cli import main
 
-    a, b = models["canonical"], models["gf2"]
+    a = models["canonical"]
     npy = tmp_path / "ids.npy"
     np.save(npy, torch.randint(0, a.cfg.vocab_size, (4, 32), generator=torch.Generator().manual_seed(1)).numpy())
     out = tmp_path / "sim"

@@ -23,26 +23,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _models import untrained_tiny  # noqa: E402
 from _patching_anchor import Flops, early_pairs, patching_vs_loop  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
-from analysis import load  # noqa: E402
 from analysis.bitmap import bit_layer_map  # noqa: E402
 from analysis.corpus import corpus_tokens  # noqa: E402
 from analysis.interventions import input_intervention  # noqa: E402
 from analysis.metrics import logit_diff  # noqa: E402
 from analysis.tasks import task_pairs  # noqa: E402
-from fixedid import FixedIdLM, save_checkpoint  # noqa: E402
-from fixedid.data import SyntheticLanguage  # noqa: E402
-from fixedid.data.tokenizer import train_words  # noqa: E402
-from fixedid.trainconfig import TrainConfig  # noqa: E402
 
 
 def flip_hook(model, bit, pos):
@@ -138,12 +133,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     torch.manual_seed(0)
     warnings.simplefilter("ignore")  # an untrained model: the maps warn that flips barely move its output
-    tok = train_words(SyntheticLanguage(0).documents(2000), 4096)
-    cfg = TrainConfig.load("tiny").model_config("canonical", tok.get_vocab_size(with_added_tokens=True))
-    with tempfile.TemporaryDirectory() as d:
-        path = save_checkpoint(FixedIdLM(cfg), Path(d) / "canonical", tokenizer=tok,
-                               train_config={"data": {"source": "synthetic", "val_split": "validation"}})
-        model = load(path)
+    model = untrained_tiny("canonical")
+    cfg = model.cfg
     fl = Flops(model.cfg)
     print(f"model: tiny recipe ({cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads, vocab "
           f"{cfg.vocab_size}), canonical interface; median of {args.rounds} interleaved rounds")

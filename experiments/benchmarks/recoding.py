@@ -15,22 +15,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _models import untrained_tiny  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
-from analysis import load  # noqa: E402
 from analysis.behaviours import TASKS, prepare_pairs  # noqa: E402
 from analysis.corpus import corpus_tokens  # noqa: E402
 from analysis.recoding import recoding_sweep  # noqa: E402
-from fixedid import FixedIdLM, save_checkpoint  # noqa: E402
-from fixedid.data import SyntheticLanguage  # noqa: E402
-from fixedid.data.tokenizer import train_words  # noqa: E402
-from fixedid.trainconfig import TrainConfig  # noqa: E402
 
 
 def main(argv=None):
@@ -40,12 +35,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args(argv)
     torch.manual_seed(0)
-    tok = train_words(SyntheticLanguage(0).documents(2000), 4096)
-    cfg = TrainConfig.load("tiny").model_config("gf2", tok.get_vocab_size(with_added_tokens=True))
-    with tempfile.TemporaryDirectory() as d:
-        path = save_checkpoint(FixedIdLM(cfg), Path(d) / "gf2", tokenizer=tok,
-                               train_config={"data": {"source": "synthetic", "val_split": "validation"}})
-        model = load(path)
+    model = untrained_tiny("gf2")
     x = corpus_tokens(model, tokens=args.tokens)
     groups = prepare_pairs(model, TASKS, 64)
     pair_tokens = sum(g.tokens.numel() for g in groups)

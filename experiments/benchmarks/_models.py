@@ -1,0 +1,23 @@
+"""The model the benchmark scripts time: an untrained model of the demo's tiny recipe (the speed of a sweep does not
+depend on the weights), with the word-level tokenizer of the built-in language and a checkpoint record that names it,
+so that corpus-level analyses find its validation data."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from analysis import load
+from fixedid import FixedIdLM, save_checkpoint
+from fixedid.data import SyntheticLanguage
+from fixedid.data.tokenizer import train_words
+from fixedid.trainconfig import TrainConfig
+
+
+def untrained_tiny(interface: str):
+    tok = train_words(SyntheticLanguage(0).documents(2000), 4096)
+    cfg = TrainConfig.load("tiny").model_config(interface, tok.get_vocab_size(with_added_tokens=True))
+    with tempfile.TemporaryDirectory() as d:
+        path = save_checkpoint(FixedIdLM(cfg), Path(d) / interface, tokenizer=tok,
+                               train_config={"data": {"source": "synthetic", "val_split": "validation"}})
+        return load(path)
