@@ -5,12 +5,14 @@ unit of one site at one layer, in many rows of one batched forward. This module 
 
 - :class:`Site`: where a site lives (hook name per layer), how its units are enumerated (a position, a head at a
   position, a head at every position, or the whole activation), and how one unit is read and written;
-- :func:`groups`: the plan of a layer's sweep - units that start at the same position share a forward, chunked to
+- :func:`groups`: the plan of a sweep - units that start at (nearly) the same position share a forward, chunked to
   ``max_batch`` rows;
-- :func:`past_kv`: the cached keys and values of the unedited positions, so a forward starts at the first position a
-  unit touches (positions before it are those of the base run: a causal model does not look ahead);
-- :func:`run_edits`: one batched forward from layer ``l`` (the cached residual stream entering it) with each row
-  block's unit overwritten; logits at the final position only when the metric reads nothing else.
+- :func:`run_stages`: one batched forward for units of several layers, each unit's rows joining at its own layer
+  (from the cached residual stream entering it) with its unit overwritten there; positions before the group's start
+  come from the base run's cached keys and values (a causal model does not look ahead), and only the final position
+  is unembedded when the metric reads nothing else;
+- :func:`run_edits` / :func:`past_kv`: the same for one layer, for callers that build the input themselves;
+- :func:`cache_run`: a forward that keeps chosen hook points, without TransformerLens's per-call hook bookkeeping.
 
 A unit is ``(pos, head)``: ``pos`` None means every position, ``head`` None the whole activation (every head).
 Rows are unit-major: the rows of unit ``u`` are ``u * n .. (u + 1) * n - 1`` for ``n`` base sequences.
@@ -43,9 +45,9 @@ class Site:
     def layers(self, cfg) -> list[int]:
         return [0] if self.name == "embed" else list(range(cfg.n_layers))
 
-    def units(self, cfg, n_pos: int, *, per_position: bool = True) -> list[tuple]:
+    def units(self, cfg, n_pos: int) -> list[tuple]:
         """The units of one layer: ``(pos, head)``, ``None`` for 'every position' / 'not per head'."""
-        positions = list(range(n_pos)) if per_position and not self.all_pos else [None]
+        positions = [None] if self.all_pos else list(range(n_pos))
         heads = list(range(cfg.n_heads)) if self.per_head else [None]
         return [(p, h) for p in positions for h in heads]
 
@@ -127,9 +129,9 @@ def kv_names(n_layers: int) -> list[str]:
     return [f"blocks.{i}.attn.hook_{h}" for i in range(n_layers) for h in ("rot_k", "v")]
 
 
-def past_kv(cache, layer: int, n_layers: int, start: int, repeat: int = 1, rows=None):
+def past_kv(cache, layer: int, n_layers: int, start: int, repeat: int = 1):
     """Keys and values of positions ``< start`` for blocks ``layer..``, from a cache of :func:`kv_names`, each row
-    block repeated ``repeat`` times (unit-major); ``rows`` selects base rows first. None when ``start`` is 0."""
+    block repeated ``repeat`` times (unit-major). None when ``start`` is 0."""
     if not start:
         return None
     out = []
@@ -137,8 +139,6 @@ def past_kv(cache, layer: int, n_layers: int, start: int, repeat: int = 1, rows=
         pair = []
         for h in ("rot_k", "v"):
             t = cache[f"blocks.{i}.attn.hook_{h}"][:, :start]
-            if rows is not None:
-                t = t[rows]
             pair.append(t.transpose(1, 2).repeat(repeat, 1, 1, 1))
         out.append(tuple(pair))
     return out

@@ -33,12 +33,13 @@ effect is ``value - baseline``), the raw metric means (``raw_clean``, ``raw_corr
 ``normalized_logit_diff``), the prompt's tokens and the settings; :func:`to_tensor` gives the
 TransformerLens-shaped tensor view.
 
-Speed. Every patch at layer ``l`` starts from the base run's cached residual stream entering block ``l`` (nothing
-before the patched layer is recomputed), and all patches of a layer - every position, head and pair - share one
-batched forward, chunked to ``max_batch`` rows to bound memory. Units whose clean and corrupt activations are equal
-are exact no-ops and are not run. With a built-in metric (which reads the final position only) the positions
-before the first one that differs are not recomputed either: the run continues from the base run's cached keys
-and values (``past_kv``). Attention stays on the SDPA path (no site here needs the pattern).
+Speed (on :mod:`analysis.engine`). Every patch at layer ``l`` starts from the base run's cached residual stream
+entering block ``l`` (nothing before the patched layer is recomputed); patches of every layer, position, head and
+pair share staged batched forwards (a patch's rows join at its layer), chunked to ``max_batch`` rows to bound
+memory. Units whose clean and corrupt activations are equal are exact no-ops and are not run. With a built-in metric
+(which reads the final position only) a patch that first touches position ``q`` runs positions from about ``q`` on,
+continuing from the base run's cached keys and values, and only the final position is unembedded. Attention stays
+on the SDPA path (no site here needs the pattern).
 
 What a result does NOT establish: a large effect in ``denoise`` mode shows that the patched activation carries
 information the metric needs *given the rest of the corrupted run*; it does not show that the model uses the same
