@@ -7,6 +7,7 @@
     fixedid-analyze interventions --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --kind bitflip
     fixedid-analyze interventions --ckpt DIR --kind ablate --component head --ablation resample --task ioi
     fixedid-analyze probes --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --targets canonical_bits,xor,token
+    fixedid-analyze erasure --ckpt runs/tiny/gf2 --concept canonical_bit:3 --hook blocks.1.hook_resid_pre
     fixedid-analyze similarity --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 [--random-init]
     fixedid-analyze demo [--out DIR]
 
@@ -74,6 +75,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     from .cli_probes import add_args as add_probe_args
     add_probe_args(sub.add_parser("probes", help="linear probes across depth with control task, shuffled labels "
                                   "and random-init baselines"))
+    from .cli_probes import add_erasure_args
+    add_erasure_args(sub.add_parser("erasure", help="erase a concept at a hook point with LEACE, against a "
+                                    "random-direction placebo"))
     sim = sub.add_parser("similarity", help="linear and debiased CKA between checkpoints, hook point by hook point")
     sim.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; give two (A, B), or one "
                      "with --random-init")
@@ -250,6 +254,8 @@ def main(argv=None) -> None:
         command = run_similarity
     elif args.command == "probes":
         from .cli_probes import run as command
+    elif args.command == "erasure":
+        from .cli_probes import run_erasure as command
     else:
         from .demo import run_demo as command
     run_main("fixedid-analyze", lambda: command(args))

@@ -125,3 +125,85 @@ def probe_figure(df):
     fig.suptitle(f"linear probes across depth ({df.attrs.get('n_tokens', '')} tokens)".replace(" ( tokens)", ""),
                  fontsize=10)
     return fig
+
+
+def add_erasure_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
+    p.add_argument("--concept", required=True, help="what to erase: canonical_bit:I, code_bit:J, xor:I,K, token, "
+                   "prev_token or freq_bucket")
+    p.add_argument("--hook", default="blocks.1.hook_resid_pre", help="the hook point erased (default "
+                   "blocks.1.hook_resid_pre)")
+    p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
+    p.add_argument("--tokens", type=int, default=16_384, help="tokens to fit and measure on (default 16384)")
+    p.add_argument("--draws", type=int, default=3, help="placebo draws (default 3)")
+    p.add_argument("--tasks", default="ioi,agreement", help="built-in tasks measured under erasure ('none' to skip)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="output directory (default: analysis-out/erasure)")
+
+
+def run_erasure(args) -> int:
+    import pandas as pd
+
+    from .erasure import erasure
+    from .figures import save_figure, write_csv
+    from .model import load
+
+    paths = [Path(p) for p in args.ckpt]
+    for path in paths:
+        if not path.is_dir():
+            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    tasks = () if args.tasks.strip().lower() == "none" else tuple(t for t in args.tasks.split(",") if t)
+    frames = [erasure(load(p), args.concept, args.hook, args.data, tokens=args.tokens, placebo_draws=args.draws,
+                      tasks=tasks, seed=args.seed).assign(variant=p.name) for p in paths]
+    df = pd.concat(frames, ignore_index=True)
+    df = df[["variant"] + [c for c in df.columns if c != "variant"]]
+    out = Path(args.out) if args.out else Path("analysis-out") / "erasure"
+    write_csv(df, out / "erasure.csv")
+    save_figure(erasure_figure(df), out, "erasure")
+    print(f"LEACE erasure of {args.concept} at {args.hook} ({frames[0].attrs['n_tokens']:,} tokens); placebo: the "
+          f"same number of random directions, {args.draws} draws")
+    for v, g in df.groupby("variant", sort=False):
+        le, pl = g[g.condition == "leace"].iloc[0], g[g.condition == "placebo"]
+        none = g[g.condition == "none"].iloc[0]
+        print(f"  {v}: probe {none.probe:.2f} -> {le.probe:.2f} (majority {le.majority:.2f}); loss change "
+              f"{le.delta_loss:+.3f} [{le.delta_loss_lo:+.3f}, {le.delta_loss_hi:+.3f}] against placebo "
+              f"{pl.delta_loss.mean():+.3f} (range {pl.delta_loss.min():+.3f} to {pl.delta_loss.max():+.3f})")
+    print(f"wrote {out / 'erasure.csv'} and {out / 'erasure.png'} (+ .pdf)")
+    return 0
+
+
+def erasure_figure(df):
+    """Loss change under LEACE against the placebo draws (with 95% intervals), and the concept's probe accuracy
+    before and after, per variant."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    variants = list(dict.fromkeys(df.variant))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.5, 3.6), layout="constrained")
+    for i, v in enumerate(variants):
+        g = df[df.variant == v]
+        le, pl = g[g.condition == "leace"], g[g.condition == "placebo"]
+        for x, part, colour in ((i - 0.15, le, "tab:red"), (i + 0.15, pl, "0.55")):
+            m = part.delta_loss.to_numpy()
+            err = np.vstack([m - part.delta_loss_lo.to_numpy(), part.delta_loss_hi.to_numpy() - m])
+            ax.errorbar(np.full(len(m), x), m, yerr=err, fmt="o", color=colour, capsize=2, ms=4,
+                        label=None if i else ("LEACE" if part is le else "placebo (random directions)"))
+        none = g[g.condition == "none"].iloc[0]
+        bx.bar(i - 0.2, none.probe, 0.2, color="tab:blue", label=None if i else "before")
+        bx.bar(i, le.probe.iloc[0], 0.2, color="tab:red", label=None if i else "after LEACE")
+        bx.bar(i + 0.2, pl.probe.mean(), 0.2, color="0.55", label=None if i else "after placebo (mean)")
+        bx.plot([i - 0.35, i + 0.35], [none.majority] * 2, color="k", linewidth=1,
+                label=None if i else "majority baseline")
+    for a in (ax, bx):
+        a.set_xticks(range(len(variants)), variants)
+        a.grid(axis="y", color="0.9")
+        a.set_axisbelow(True)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.set_ylabel("loss change (nats/token), 95% interval")
+    ax.legend(frameon=False, fontsize=8)
+    bx.set_ylabel("held-out probe accuracy")
+    bx.set_ylim(0, 1.05)
+    bx.legend(frameon=False, fontsize=7, loc="lower right")
+    first = df.iloc[0]
+    fig.suptitle(f"erasing {first.concept} at {first.hook}", fontsize=10)
+    return fig

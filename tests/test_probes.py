@@ -145,3 +145,38 @@ def test_cli_writes_table_and_figure_and_refuses_bad_input(tmp_path_factory, tok
                   "--out", str(tmp_path / f"bad{i}")])
         assert e.value.code == 2 and not (tmp_path / f"bad{i}").exists()
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_leace_erasure_leaves_the_probe_at_the_majority_and_beats_a_placebo_of_equal_rank(tmp_path_factory,
+                                                                                          tokenizer, tmp_path,
+                                                                                          capsys):
+    from analysis.cli import main
+    from analysis.erasure import erasure
+
+    m = make(tmp_path_factory, tokenizer, "canonical")
+    x = uniform_ids(m, n=40)
+    before = m(x[:2])
+    df = erasure(m, "canonical_bit:1", "hook_embed", x, placebo_draws=2, tasks=())
+    assert torch.equal(m(x[:2]), before)  # the eraser's hook is gone afterwards
+    assert list(df.condition) == ["none", "leace", "placebo", "placebo"] and list(df["rank"]) == [0, 1, 1, 1]
+    none, leace = df.iloc[0], df.iloc[1]
+    assert none.probe == 1.0 and abs(leace.probe - leace.majority) < 0.02 and none.delta_loss == 0
+    # the code column the concept is read from at the input: erasing it costs more than random directions
+    assert leace.delta_loss > df[df.condition == "placebo"].delta_loss.max()
+    multi = erasure(m, "freq_bucket", "blocks.1.hook_resid_pre", x, placebo_draws=1, tasks=())
+    assert multi["rank"].iloc[1] == 4  # five buckets: LEACE removes up to classes - 1 directions
+    for concept, hook, match in (("colour", "hook_embed", "unknown concept"), ("canonical_bit:1", "blocks.9.x",
+                                 "unknown hook"), ("canonical_bit:15", "hook_embed", "constant")):
+        with pytest.raises(AnalysisError, match=match):
+            erasure(m, concept, hook, x, tasks=())
+    npy = tmp_path / "ids.npy"
+    np.save(npy, x.numpy())
+    with pytest.raises(SystemExit) as e:
+        main(["erasure", "--ckpt", str(m.ckpt_dir), "--concept", "canonical_bit:1", "--hook", "hook_embed",
+              "--data", str(npy), "--tasks", "none", "--draws", "2", "--out", str(tmp_path / "er")])
+    assert e.value.code == 0 and (tmp_path / "er" / "erasure.png").exists()
+    assert "against placebo" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["erasure", "--ckpt", str(m.ckpt_dir), "--concept", "nope", "--data", str(npy), "--out",
+              str(tmp_path / "bad")])
+    assert e.value.code == 2 and not (tmp_path / "bad").exists()
