@@ -11,8 +11,8 @@ With ``out`` the activations go to float16 or float32 ``.npy`` memmaps in a dire
 complete; :func:`load_activations` opens such a store without reading it into memory. Probes
 (:mod:`analysis.probes`) and similarity read the result.
 
-Not included yet: the built-in language's latent labels (part of speech, number, IOI role, clause depth, entity)
-per token.
+On the checkpoint's own validation data (``data=None``, the built-in language) the table also holds each token's
+latent labels (:mod:`analysis.labels`): ``pos_tag``, ``number``, ``entity``, ``depth`` and ``ioi_role``.
 """
 
 from __future__ import annotations
@@ -94,6 +94,13 @@ def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=N
     x = corpus_tokens(model, data, tokens=tokens)
     n, T = x.shape
     table = token_table(x)
+    if data is None:  # the checkpoint's own validation stream of the built-in language: add its latent labels
+        from .labels import validation_labels
+        labels = validation_labels(model, n * T)
+        if not np.array_equal(labels.attrs["ids"], table["id"].to_numpy()):
+            raise AnalysisError("the regenerated labelled documents do not tokenise to the validation windows; "
+                                "the checkpoint's data settings do not match this version of the built-in language")
+        table = pd.concat([table, labels.reset_index(drop=True)], axis=1)
     widths = _widths(model, hooks, x[:1])
     meta = _meta(model, hooks, dtype, n, T)
     out = None if out is None else Path(out)

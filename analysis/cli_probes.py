@@ -15,12 +15,13 @@ from pathlib import Path
 from .errors import AnalysisError
 
 DEFAULT_TARGETS = "canonical_bits,xor,token,prev_token,position"
+LABELS = "pos_tag,number,depth,ioi_role"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
-    p.add_argument("--targets", default=DEFAULT_TARGETS,
-                   help=f"comma-separated target families (default {DEFAULT_TARGETS}; also code_bits, freq_bucket)")
+    p.add_argument("--targets", help=f"comma-separated target families (default {DEFAULT_TARGETS}, plus the latent "
+                   f"labels {LABELS} without --data; also code_bits, freq_bucket)")
     p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
     p.add_argument("--tokens", type=int, default=16_384, help="tokens to probe on (default 16384)")
     p.add_argument("--top-k", type=int, default=32, help="token-identity probes: the K most frequent tokens")
@@ -37,10 +38,12 @@ def run(args) -> int:
     from .activations import collect
     from .figures import save_figure, write_csv
     from .model import load
+    from .figures_probes import probe_figure, target_group
     from .probes import TARGET_FAMILIES, probe_table
     from .similarity import random_init_twin
 
-    families = [f.strip() for f in args.targets.split(",") if f.strip()]
+    text = args.targets or (DEFAULT_TARGETS + ("," + LABELS if args.data is None else ""))
+    families = [f.strip() for f in text.split(",") if f.strip()]
     unknown = [f for f in families if f not in TARGET_FAMILIES]
     if unknown or not families:
         raise AnalysisError(f"unknown probe target(s) {unknown or '(none)'}; use {', '.join(TARGET_FAMILIES)}")
@@ -81,52 +84,6 @@ def run(args) -> int:
     return 0
 
 
-def target_group(name: str) -> str:
-    return name.split(":")[0]
-
-
-GROUP_LABELS = {"code_bit": "code bits", "canonical_bit": "canonical id bits", "xor": "XOR of two id bits",
-                "token": "token identity (top K)", "prev_token": "previous token (top K)",
-                "position": "position (R^2)", "freq_bucket": "frequency bucket"}
-
-
-def probe_figure(df):
-    """Score against depth, one panel per variant (same axes); a line per target group (mean over its fitted
-    targets), dashed: the control task, dotted: the random-init model."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    variants = list(dict.fromkeys(df.variant))
-    df = df.assign(group=df.target.map(target_group))
-    groups = list(dict.fromkeys(df.group))
-    colours = {g: plt.cm.tab10(i) for i, g in enumerate(groups)}
-    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants) + 1.6, 3.6), squeeze=False,
-                             sharey=True, layout="constrained")
-    for ax, v in zip(axes[0], variants):
-        d = df[(df.variant == v) & (df.status == "fitted")]
-        hooks = list(dict.fromkeys(df[df.variant == v].hook))
-        for g in groups:
-            s = d[d.group == g].groupby("depth")[["score", "control", "random_init"]].mean()
-            if s.empty:
-                continue
-            ax.plot(s.index, s.score, marker="o", color=colours[g], label=GROUP_LABELS.get(g, g))
-            ax.plot(s.index, s.control, linestyle="--", color=colours[g], alpha=0.6)
-            if s.random_init.notna().any():
-                ax.plot(s.index, s.random_init, linestyle=":", color=colours[g], alpha=0.8)
-        short = [h.replace("hook_embed", "input").replace("blocks.", "L").replace(".hook_resid_pre", " in")
-                 .replace("ln_final.hook_normalized", "final norm") for h in hooks]
-        ax.set_xticks(np.arange(len(hooks)), short, rotation=30, ha="right", fontsize=8)
-        ax.set_title(v, fontsize=10)
-        ax.set_xlabel("hook point (depth)")
-        ax.grid(color="0.9")
-    axes[0, 0].set_ylabel("test accuracy (position: R^2)")
-    axes[0, -1].legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5),
-                       title="solid: probe, dashed: control task,\ndotted: random-init model", title_fontsize=7)
-    fig.suptitle(f"linear probes across depth ({df.attrs.get('n_tokens', '')} tokens)".replace(" ( tokens)", ""),
-                 fontsize=10)
-    return fig
-
-
 def add_erasure_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
     p.add_argument("--concept", required=True, help="what to erase: canonical_bit:I, code_bit:J, xor:I,K, token, "
@@ -146,6 +103,7 @@ def run_erasure(args) -> int:
 
     from .erasure import erasure
     from .figures import save_figure, write_csv
+    from .figures_probes import erasure_figure
     from .model import load
 
     paths = [Path(p) for p in args.ckpt]
@@ -170,40 +128,3 @@ def run_erasure(args) -> int:
               f"{pl.delta_loss.mean():+.3f} (range {pl.delta_loss.min():+.3f} to {pl.delta_loss.max():+.3f})")
     print(f"wrote {out / 'erasure.csv'} and {out / 'erasure.png'} (+ .pdf)")
     return 0
-
-
-def erasure_figure(df):
-    """Loss change under LEACE against the placebo draws (with 95% intervals), and the concept's probe accuracy
-    before and after, per variant."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    variants = list(dict.fromkeys(df.variant))
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.5, 3.6), layout="constrained")
-    for i, v in enumerate(variants):
-        g = df[df.variant == v]
-        le, pl = g[g.condition == "leace"], g[g.condition == "placebo"]
-        for x, part, colour in ((i - 0.15, le, "tab:red"), (i + 0.15, pl, "0.55")):
-            m = part.delta_loss.to_numpy()
-            err = np.vstack([m - part.delta_loss_lo.to_numpy(), part.delta_loss_hi.to_numpy() - m])
-            ax.errorbar(np.full(len(m), x), m, yerr=err, fmt="o", color=colour, capsize=2, ms=4,
-                        label=None if i else ("LEACE" if part is le else "placebo (random directions)"))
-        none = g[g.condition == "none"].iloc[0]
-        bx.bar(i - 0.2, none.probe, 0.2, color="tab:blue", label=None if i else "before")
-        bx.bar(i, le.probe.iloc[0], 0.2, color="tab:red", label=None if i else "after LEACE")
-        bx.bar(i + 0.2, pl.probe.mean(), 0.2, color="0.55", label=None if i else "after placebo (mean)")
-        bx.plot([i - 0.35, i + 0.35], [none.majority] * 2, color="k", linewidth=1,
-                label=None if i else "majority baseline")
-    for a in (ax, bx):
-        a.set_xticks(range(len(variants)), variants)
-        a.grid(axis="y", color="0.9")
-        a.set_axisbelow(True)
-    ax.axhline(0, color="0.5", linewidth=0.8)
-    ax.set_ylabel("loss change (nats/token), 95% interval")
-    ax.legend(frameon=False, fontsize=8)
-    bx.set_ylabel("held-out probe accuracy")
-    bx.set_ylim(0, 1.05)
-    bx.legend(frameon=False, fontsize=7, loc="lower right")
-    first = df.iloc[0]
-    fig.suptitle(f"erasing {first.concept} at {first.hook}", fontsize=10)
-    return fig

@@ -13,6 +13,8 @@ resumed), then writes to ``--out``:
 - ``bitflips.csv``, ``bitflips.png|pdf``: the loss change when one code bit is flipped for every token (fixed-code
   variants); ``input_noise.csv``: the noise analogue for every variant; ``bit_layer.csv``, ``bit_layer.png|pdf``:
   where the information a flipped bit carries moves across layers on the IOI prompts (:mod:`analysis.bitmap`);
+- ``probes.csv``, ``probes.png|pdf``: linear probes across depth for the id's bits, the part of speech and the IOI
+  role of names, with the control task (:mod:`analysis.probes`);
 - ``report.md``: the numbers and a reading generated from them.
 """
 
@@ -33,9 +35,11 @@ from fixedid.trainconfig import TrainConfig
 from .behaviours import TASKS, behaviour_table
 from .errors import AnalysisError
 from .demo_bitflip import TOKENS, bitflip_reading, bitflip_tables
+from .demo_probes import probe_reading, probe_tables
 from .demo_recoding import recoding_reading, recoding_table
 from .figures import recoding_plot, save_figure, side_by_side, write_csv
 from .figures_interventions import bit_layer_figure, effect_plot
+from .figures_probes import probe_figure
 from .flow import information_flow
 from .model import load
 from .patching import MIN_GAP, activation_patching
@@ -137,7 +141,7 @@ def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
 
 
 def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs,
-                 recoding: pd.DataFrame, bitflips: list[str]) -> Path:
+                 recoding: pd.DataFrame, bitflips: list[str], probes: list[str]) -> Path:
     toks = next(iter(results.values())).attrs["str_tokens"]
     ex = pairs.texts[0]
     lines = ["# The three input interfaces on the built-in language", "",
@@ -169,6 +173,7 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
     lines += [reading(v, table[table.variant == v], df) + "\n" for v, df in results.items()]
     lines += recoding_reading(recoding)
     lines += bitflips
+    lines += probes
     lines += ["## What this does not show", "",
               "Positions before the second subject are identical in the two prompts, so patching them is a no-op by "
               "construction (white columns). One seed and one tiny scale per variant: differences between the "
@@ -216,7 +221,11 @@ def run_demo(args) -> int:
                             title=f"One code bit flipped for every token ({TOKENS:,} validation tokens)"),
                 out, "bitflips")
     save_figure(bit_layer_figure(maps), out, "bit_layer")
-    report = write_report(out, run_dir, table, results, pairs, recoding, bitflip_reading(flips, noise, maps))
+    probes = probe_tables(models)
+    write_csv(probes, out / "probes.csv")
+    save_figure(probe_figure(probes), out, "probes")
+    report = write_report(out, run_dir, table, results, pairs, recoding, bitflip_reading(flips, noise, maps),
+                          probe_reading(probes))
     for v in VARIANTS:
         t = table[table.variant == v].set_index("task")
         print(f"{v:>9}: " + ", ".join(f"{k} {100 * t.loc[k, 'accuracy']:.0f}%" for k in TASKS))

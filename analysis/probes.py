@@ -10,7 +10,9 @@ Targets (:func:`targets`):
 - ``code_bit:j``: column ``j`` of the model's own code (configured bit order) - fixed-code variants only;
 - ``canonical_bit:i``: bit ``i`` (LSB first) of the token id; ``xor:i,k``: canonical bits ``i`` XOR ``k``;
 - ``token``: identity among the ``top_k`` most frequent tokens (other tokens are left out of that probe);
-  ``prev_token``: the previous token's identity among the same ``top_k``; ``position`` (scalar); ``freq_bucket``.
+  ``prev_token``: the previous token's identity among the same ``top_k``; ``position`` (scalar); ``freq_bucket``;
+- on the built-in language's own validation data, its latent labels (:mod:`analysis.labels`): ``pos_tag``,
+  ``number`` (sg/pl words only), ``depth`` (clause depth) and ``ioi_role`` (the names of IOI sentences).
 
 Each bit target carries ``gf2_weight``: how many of the model's own code bits XOR together to give it (1: a code
 bit itself, linearly readable at the input; 2 or more: a nonlinear feature of the code), NA for the learned variant.
@@ -47,7 +49,10 @@ from fixedid.codes import GF2Code, ids_to_bits
 
 from .errors import AnalysisError
 
-TARGET_FAMILIES = ("code_bits", "canonical_bits", "xor", "token", "prev_token", "position", "freq_bucket")
+TARGET_FAMILIES = ("code_bits", "canonical_bits", "xor", "token", "prev_token", "position", "freq_bucket",
+                   "pos_tag", "number", "depth", "ioi_role")
+#: Latent-label targets (the built-in language's own validation data only) and the label values left out.
+LABEL_TARGETS = {"pos_tag": ("EOT",), "number": ("none",), "depth": (-1,), "ioi_role": ("none",)}
 
 
 @dataclass
@@ -115,6 +120,18 @@ def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int =
         out.append(Target("position", tok["pos"].to_numpy(dtype=float), "scalar"))
     if "freq_bucket" in families:
         out.append(Target("freq_bucket", tok["freq_bucket"].to_numpy(dtype=np.int64), "class"))
+    for name, skip in LABEL_TARGETS.items():
+        if name not in families:
+            continue
+        if name not in tok.columns:
+            raise AnalysisError(f"target {name!r} is a latent label of the built-in language: it exists on the "
+                                "checkpoint's own validation data only (run without --data)")
+        values = tok[name].to_numpy()
+        keep = ~np.isin(values, np.array(skip, dtype=values.dtype))
+        classes = sorted(set(values[keep].tolist()))
+        code = {c: i for i, c in enumerate(classes)}
+        out.append(Target(name, np.array([code[v] if k else -1 for v, k in zip(values, keep)], dtype=np.int64),
+                          "class"))
     return out
 
 
@@ -281,10 +298,12 @@ def _majority(t: Target, test: np.ndarray) -> tuple[float, float]:
 # --------------------------------------------------------------------------------------------------------- table
 def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 32, xor_pairs: int = 8,
                 C: float = 1.0, alpha: float = 1.0, test_fraction: float = 0.2, seed: int = 0,
-                method: str = "fast", controls: bool = True, progress: bool = False) -> pd.DataFrame:
+                method: str = "fast", controls: bool = True, shuffled: bool = True,
+                progress: bool = False) -> pd.DataFrame:
     """One row per hook point x target: ``hook, depth, target, kind, gf2_weight, status, score, majority, balance,
     control, selectivity, shuffled`` and, with ``baseline`` (the activations of a randomly initialised model on the
-    same tokens), ``random_init``."""
+    same tokens), ``random_init``. ``controls=False`` skips the control task and the shuffled labels,
+    ``shuffled=False`` the shuffled labels only (NaN columns)."""
     if method not in ("fast", "sklearn"):
         raise AnalysisError(f"method must be 'fast' or 'sklearn', got {method!r}")
     tgts = targets(acts, families, top_k=top_k, xor_pairs=xor_pairs, seed=seed)
@@ -303,7 +322,7 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
         x = acts.acts[hook]
         score = fit_probes(x, tgts, test, C=C, alpha=alpha, method=method)
         control = fit_probes(x, ctl, test, C=C, alpha=alpha, method=method) if controls else {}
-        shuffled = fit_probes(x, shuf, test, C=C, alpha=alpha, method=method) if controls else {}
+        shuffled_ = fit_probes(x, shuf, test, C=C, alpha=alpha, method=method) if controls and shuffled else {}
         rand = (fit_probes(baseline.acts[hook], tgts, test, C=C, alpha=alpha, method=method)
                 if baseline is not None else {})
         for t in tgts:
@@ -315,7 +334,7 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
                          "score": float("nan") if constant else s, "majority": maj, "balance": bal,
                          "control": control.get(t.name, float("nan")),
                          "selectivity": s - control.get(t.name, float("nan")),
-                         "shuffled": shuffled.get(t.name, float("nan")),
+                         "shuffled": shuffled_.get(t.name, float("nan")),
                          "random_init": rand.get(t.name, float("nan"))})
     df = pd.DataFrame(rows)
     df["gf2_weight"] = df["gf2_weight"].astype("Int64")

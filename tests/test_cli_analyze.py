@@ -99,6 +99,9 @@ def test_demo_end_to_end_then_cached(tmp_path, capsys):
     maps = pd.read_csv(tmp_path / "demo" / "bit_layer.csv")
     assert set(maps.variant) == {"canonical", "gf2"} and {"bitflips.png", "bit_layer.png", "bit_layer.pdf"} <= out
     assert "## Bit flips" in report and "| canonical | 0 |" in report
+    probes = pd.read_csv(tmp_path / "demo" / "probes.csv")
+    assert set(probes.variant) == {"learned", "canonical", "gf2"} and {"number", "ioi_role"} <= set(probes.target)
+    assert "## Probes" in report and "probes.png" in out
     assert "training the three variants" in capsys.readouterr().out
     assert run(*args) == 0  # second run: from the cache, no training
     assert "using the cached variants" in capsys.readouterr().out

@@ -180,3 +180,35 @@ def test_leace_erasure_leaves_the_probe_at_the_majority_and_beats_a_placebo_of_e
         main(["erasure", "--ckpt", str(m.ckpt_dir), "--concept", "nope", "--data", str(npy), "--out",
               str(tmp_path / "bad")])
     assert e.value.code == 2 and not (tmp_path / "bad").exists()
+
+
+def test_latent_labels_align_with_the_validation_tokens(tmp_path_factory, tokenizer):
+    m = make(tmp_path_factory, tokenizer, "gf2")
+    acts = collect(m, tokens=2048, hooks=["hook_embed"])
+    tok = acts.tokens
+    assert {"pos_tag", "number", "entity", "depth", "ioi_role"} <= set(tok.columns)
+    names = set(SyntheticLanguage(0).names)
+    words = [tokenizer.decode([int(i)]).strip() for i in tok["id"]]
+    for w, tag, role in zip(words, tok.pos_tag, tok.ioi_role):
+        if tag == "NAME":
+            assert w in names or w == ""  # "": a name the small test tokenizer never saw (its unknown token)
+        if role != "none":
+            assert tag == "NAME"
+    assert (tok.pos_tag == "EOT").sum() >= 1 and set(tok.ioi_role) <= {"none", "io", "s1", "s2", "io2"}
+    df = probe_table(acts, ["pos_tag", "ioi_role"], controls=False)
+    assert set(df.target) == {"pos_tag", "ioi_role"} and df.score.notna().all()
+    other = collect(m, uniform_ids(m, n=4), hooks=["hook_embed"])
+    with pytest.raises(AnalysisError, match="latent label"):
+        targets(other, ["pos_tag"])
+
+
+def test_ioi_sentences_label_their_names_by_role():
+    lang = SyntheticLanguage(0)
+    seen = 0
+    for sentence in lang.labelled_sentences(600, seed=5):
+        roles = {w.role: w.word for w in sentence if w.role != "none"}
+        if roles:
+            seen += 1
+            assert set(roles) == {"io", "s1", "s2", "io2"}
+            assert roles["s1"] == roles["s2"] and roles["io"] == roles["io2"] and roles["io"] != roles["s1"]
+    assert seen > 20

@@ -41,7 +41,9 @@ Labels (:class:`WordLabel`): ``pos`` is one of :data:`POS_TAGS`; ``number`` is "
 pronouns, entities, cities and agreeing verbs, "none" otherwise (past-tense verbs do not agree); ``entity``
 is the index into ``names`` for NAME and PRON (the pronoun's antecedent), into ``entities`` for ENTITY, into
 ``cities`` for CITY, else -1; ``depth`` is the clause depth (0 = main clause; IOI "When..." and "because..."
-subordinate clauses are depth 1). Punctuation is labelled PUNCT at depth 0. Within any sentence every verb
+subordinate clauses are depth 1); ``role`` marks the names of an IOI sentence ("io" and "s1" at their first
+mention, "s2" where the subject comes back, "io2" the indirect object at the end), "none" elsewhere. Punctuation
+is labelled PUNCT at depth 0. Within any sentence every verb
 whose number is not "none" agrees with the first nominal (NOUN/NAME/ENTITY/PRON) at its depth.
 """
 from __future__ import annotations
@@ -83,6 +85,7 @@ class WordLabel:
     number: str
     entity: int
     depth: int
+    role: str = "none"  # in an IOI sentence: "io" / "s1" (first mentions), "s2" (the subject again), "io2" (the answer)
 
 
 @dataclass(frozen=True)
@@ -202,11 +205,13 @@ class SyntheticLanguage:
         io = rng.randrange(n - 1)
         io += io >= s
         a, b = (s, io) if rng.random() < 0.5 else (io, s)
-        return [(rng.choice(OPENERS), "CONJ", "none", -1, 1), self._name(a, 1), ("and", "CONJ", "none", -1, 1),
-                self._name(b, 1), (rng.choice(MOTION), "VERB", "none", -1, 1), ("to", "PREP", "none", -1, 1),
+        first = {s: "s1", io: "io"}  # the role label is appended; it draws nothing from rng
+        return [(rng.choice(OPENERS), "CONJ", "none", -1, 1), self._name(a, 1) + (first[a],),
+                ("and", "CONJ", "none", -1, 1), self._name(b, 1) + (first[b],),
+                (rng.choice(MOTION), "VERB", "none", -1, 1), ("to", "PREP", "none", -1, 1),
                 ("the", "DET", "none", -1, 1), (rng.choice(PLACES), "NOUN", "sg", -1, 1), _COMMA,
-                self._name(s), (rng.choice(GIVE), "VERB", "none", -1, 0), ("a", "DET", "none", -1, 0),
-                (rng.choice(OBJECTS), "NOUN", "sg", -1, 0), ("to", "PREP", "none", -1, 0), self._name(io),
+                self._name(s) + ("s2",), (rng.choice(GIVE), "VERB", "none", -1, 0), ("a", "DET", "none", -1, 0),
+                (rng.choice(OBJECTS), "NOUN", "sg", -1, 0), ("to", "PREP", "none", -1, 0), self._name(io) + ("io2",),
                 _PERIOD]
 
     def _agreement(self, rng: random.Random, opposite: bool | None = None) -> list[tuple]:

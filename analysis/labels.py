@@ -1,0 +1,86 @@
+"""Latent labels per token of the built-in language's validation stream.
+
+The shards and windows hold token ids only. For a checkpoint trained on the built-in language, the documents of its
+validation stream are regenerated with their word labels (:class:`fixedid.data.synthetic.WordLabel`: part of
+speech, grammatical number, entity, clause depth, IOI role) from the world and stream seeds, tokenised exactly as
+:func:`analysis.corpus.corpus_tokens` does, and each token gets the labels of the word its last character belongs
+to (the end-of-text token gets ``pos = "EOT"``). :func:`validation_labels` returns them for the first ``n`` tokens
+of the stream, the tokens of ``corpus_tokens(model, None, ...)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+from .errors import AnalysisError
+
+LABEL_COLUMNS = ("pos_tag", "number", "entity", "depth", "ioi_role")
+
+
+def _stream_source(model):
+    d = (getattr(model, "meta", None) or {}).get("train_config", {}).get("data", {})
+    source = d.get("source", "")
+    if not source.startswith("synthetic"):
+        raise AnalysisError("latent labels exist for the built-in language only: this checkpoint was trained on "
+                            "other data (or records no training config)")
+    return source, d.get("val_split") or "validation", d.get("synthetic_mix") or None
+
+
+def _labelled_docs(model):
+    """Yield ``(text, [(start, end, WordLabel)])`` for the documents of the checkpoint's validation stream."""
+    from fixedid.data.corpus import synthetic_language
+    from fixedid.data.synthetic import SENTENCES_PER_DOC, WordLabel
+
+    source, split, mix = _stream_source(model)
+    lang_seed = int(source.split(":", 1)[1]) if ":" in source else 0
+    # the stream seed of fixedid.data.corpus for a non-train split (seed 0)
+    doc_seed = int.from_bytes(hashlib.sha256(f"{split}:0".encode()).digest()[:4], "little")
+    lang = synthetic_language(lang_seed, mix)
+    for doc in lang._stream(doc_seed, *SENTENCES_PER_DOC):
+        text, spans = "", []
+        for sentence in doc:
+            for t in sentence:
+                w = WordLabel(*t)
+                attach = w.pos == "PUNCT" and w.word in (",", ".") and text
+                if text and not attach:
+                    text += " "
+                spans.append((len(text), len(text) + len(w.word), w))
+                text += w.word
+        yield text, spans
+
+
+def validation_labels(model, n_tokens: int) -> pd.DataFrame:
+    """Labels of the first ``n_tokens`` tokens of the validation stream (the order of ``corpus_tokens``)."""
+    tok = getattr(model, "tokenizer", None)
+    if tok is None:
+        raise AnalysisError("latent labels need the checkpoint's tokenizer")
+    from fixedid.data.tokenizer import eot_id
+
+    eot = eot_id(tok)
+    cols: dict[str, list] = {c: [] for c in LABEL_COLUMNS}
+    ids: list[int] = []
+    for text, spans in _labelled_docs(model):
+        enc = tok.encode(text, add_special_tokens=False)
+        starts = np.array([s for s, _, _ in spans])
+        for tid, (a, b) in zip(enc.ids, enc.offsets):
+            w = spans[max(0, int(np.searchsorted(starts, b - 1, side="right")) - 1)][2]
+            ids.append(tid)
+            cols["pos_tag"].append(w.pos)
+            cols["number"].append(w.number)
+            cols["entity"].append(w.entity)
+            cols["depth"].append(w.depth)
+            cols["ioi_role"].append(w.role)
+        ids.append(eot)
+        for c, v in zip(LABEL_COLUMNS, ("EOT", "none", -1, -1, "none")):
+            cols[c].append(v)
+        if len(ids) >= n_tokens:
+            break
+    out = pd.DataFrame({c: v[:n_tokens] for c, v in cols.items()})
+    out.attrs["ids"] = np.asarray(ids[:n_tokens])
+    return out
+
+
+__all__ = ["LABEL_COLUMNS", "validation_labels"]
