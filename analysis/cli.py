@@ -25,7 +25,7 @@ from pathlib import Path
 
 from fixedid.clitools import ArgumentParser, run_main
 
-from .cli_interventions import int_list
+from .cli_interventions import checkpoint_dirs, int_list
 from .errors import AnalysisError, AnalysisWarning
 from .metrics import METRICS
 from .patching import MODES, SITES
@@ -177,9 +177,7 @@ def run_recoding(args) -> int:
     ks = int_list(args.ks, "--ks")
     tasks = () if args.tasks.strip().lower() == "none" else tuple(t for t in args.tasks.split(",") if t)
     frames = []
-    for path in map(Path, args.ckpt):
-        if not path.is_dir():
-            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    for path in checkpoint_dirs(args.ckpt):
         model = load(path)
         df = recoding_sweep(model, args.family, ks, draws=args.draws, seed=args.seed, data=args.data,
                             tokens=args.tokens, tasks=tasks, n_pairs=args.n_pairs, progress=True)
@@ -210,12 +208,9 @@ def run_similarity(args) -> int:
     from .model import load
     from .similarity import cka_matrix, random_init_twin
 
-    paths = [Path(p) for p in args.ckpt]
-    if len(paths) > 2 or (len(paths) == 1 and not args.random_init):
+    if len(args.ckpt) > 2 or (len(args.ckpt) == 1 and not args.random_init):
         raise AnalysisError("give two checkpoints (--ckpt A --ckpt B), or one with --random-init")
-    for path in paths:
-        if not path.is_dir():
-            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    paths = checkpoint_dirs(args.ckpt)
     models = [load(p) for p in paths]
     names = [p.name for p in paths]
     if len(names) == 2 and names[0] == names[1]:

@@ -55,6 +55,23 @@ def int_list(text, what):
         raise AnalysisError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
+def checkpoint_dirs(values) -> list[Path]:
+    """The ``--ckpt`` directories, each checked to exist (one clear error otherwise)."""
+    paths = [Path(p) for p in values]
+    for path in paths:
+        if not path.is_dir():
+            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    return paths
+
+
+def stacked(frames):
+    """Per-variant tables (each with a ``variant`` column) as one table with ``variant`` first."""
+    import pandas as pd
+
+    df = pd.concat(frames, ignore_index=True)
+    return df[["variant"] + [c for c in df.columns if c != "variant"]]
+
+
 def float_list(text, what):
     try:
         return [float(v) for v in text.split(",") if v.strip()]
@@ -87,10 +104,7 @@ def run(args) -> int:
 
     _check_options(args)
 
-    paths = [Path(p) for p in args.ckpt]
-    for path in paths:
-        if not path.is_dir():
-            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    paths = checkpoint_dirs(args.ckpt)
     if args.n_pairs < 1:
         raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
     models = {path.name: load(path) for path in paths}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .cli_interventions import checkpoint_dirs, stacked
 from .errors import AnalysisError
 
 DEFAULT_TARGETS = "canonical_bits,xor,token,prev_token,position"
@@ -33,8 +34,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    import pandas as pd
-
     from .activations import collect
     from .figures import save_figure, write_csv
     from .model import load
@@ -49,10 +48,7 @@ def run(args) -> int:
         raise AnalysisError(f"unknown probe target(s) {unknown or '(none)'}; use {', '.join(TARGET_FAMILIES)}")
     if args.top_k < 2 or args.xor_pairs < 0 or not args.C > 0:
         raise AnalysisError("--top-k must be >= 2, --xor-pairs >= 0 and --C > 0")
-    paths = [Path(p) for p in args.ckpt]
-    for path in paths:
-        if not path.is_dir():
-            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    paths = checkpoint_dirs(args.ckpt)
     models = {p.name: load(p) for p in paths}
     if "code_bits" in families and any(not m.cfg.is_fixed for m in models.values()):
         raise AnalysisError("code_bits targets need fixed-code models; drop the learned checkpoint or the target")
@@ -65,8 +61,7 @@ def run(args) -> int:
         df = probe_table(acts, families, baseline=base, top_k=args.top_k, xor_pairs=args.xor_pairs, C=args.C,
                          seed=args.seed, progress=True)
         frames.append(df.assign(variant=name))
-    df = pd.concat(frames, ignore_index=True)
-    df = df[["variant"] + [c for c in df.columns if c != "variant"]]
+    df = stacked(frames)
     out = Path(args.out) if args.out else Path("analysis-out") / "probes"
     write_csv(df, out / "probes.csv")
     save_figure(probe_figure(df), out, "probes")
@@ -99,22 +94,16 @@ def add_erasure_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_erasure(args) -> int:
-    import pandas as pd
-
     from .erasure import erasure
     from .figures import save_figure, write_csv
     from .figures_probes import erasure_figure
     from .model import load
 
-    paths = [Path(p) for p in args.ckpt]
-    for path in paths:
-        if not path.is_dir():
-            raise AnalysisError(f"no checkpoint directory at {path}; train one with fixedid-train or pass --ckpt DIR")
+    paths = checkpoint_dirs(args.ckpt)
     tasks = () if args.tasks.strip().lower() == "none" else tuple(t for t in args.tasks.split(",") if t)
     frames = [erasure(load(p), args.concept, args.hook, args.data, tokens=args.tokens, placebo_draws=args.draws,
                       tasks=tasks, seed=args.seed).assign(variant=p.name) for p in paths]
-    df = pd.concat(frames, ignore_index=True)
-    df = df[["variant"] + [c for c in df.columns if c != "variant"]]
+    df = stacked(frames)
     out = Path(args.out) if args.out else Path("analysis-out") / "erasure"
     write_csv(df, out / "erasure.csv")
     save_figure(erasure_figure(df), out, "erasure")

@@ -59,14 +59,20 @@ def corpus_tokens(model, data=None, *, tokens: int = DEFAULT_TOKENS, seq_len: in
     return _checked(torch.tensor(ids[:n * seq_len], dtype=torch.long).view(n, seq_len), cfg, str(data))
 
 
-def _own_validation_docs(model):
-    from fixedid.data.corpus import iter_texts
+def validation_source(model) -> tuple[str, str, dict | None]:
+    """``(source, split, synthetic_mix)`` of the checkpoint's validation stream on the built-in language."""
     d = (getattr(model, "meta", None) or {}).get("train_config", {}).get("data", {})
     source = d.get("source", "")
     if not source.startswith("synthetic"):
         raise AnalysisError("this checkpoint was not trained on the built-in language (or records no training "
                             "config): pass --data (a .txt, .jsonl or .npy file)")
-    return iter_texts(source, split=d.get("val_split") or "validation", synthetic_mix=d.get("synthetic_mix") or None)
+    return source, d.get("val_split") or "validation", d.get("synthetic_mix") or None
+
+
+def _own_validation_docs(model):
+    from fixedid.data.corpus import iter_texts
+    source, split, mix = validation_source(model)
+    return iter_texts(source, split=split, synthetic_mix=mix)
 
 
 def _read_docs(path: Path):

@@ -15,18 +15,10 @@ import hashlib
 import numpy as np
 import pandas as pd
 
+from .corpus import validation_source
 from .errors import AnalysisError
 
 LABEL_COLUMNS = ("pos_tag", "number", "entity", "depth", "ioi_role")
-
-
-def _stream_source(model):
-    d = (getattr(model, "meta", None) or {}).get("train_config", {}).get("data", {})
-    source = d.get("source", "")
-    if not source.startswith("synthetic"):
-        raise AnalysisError("latent labels exist for the built-in language only: this checkpoint was trained on "
-                            "other data (or records no training config)")
-    return source, d.get("val_split") or "validation", d.get("synthetic_mix") or None
 
 
 def _labelled_docs(model):
@@ -34,7 +26,7 @@ def _labelled_docs(model):
     from fixedid.data.corpus import synthetic_language
     from fixedid.data.synthetic import SENTENCES_PER_DOC, WordLabel
 
-    source, split, mix = _stream_source(model)
+    source, split, mix = validation_source(model)
     lang_seed = int(source.split(":", 1)[1]) if ":" in source else 0
     # the stream seed of fixedid.data.corpus for a non-train split (seed 0)
     doc_seed = int.from_bytes(hashlib.sha256(f"{split}:0".encode()).digest()[:4], "little")
