@@ -5,7 +5,8 @@ corpus windows, per position for task prompts, whose positions are aligned); ``r
 sequence of the reference sample (when the reference is the data itself, a random cycle through the sequences, so
 never its own; from a reference given apart, a uniform draw). Components: ``head`` (one head's ``hook_z``),
 ``attn`` (``hook_attn_out``), ``mlp`` (``hook_mlp_out``) and ``block`` (the block's whole write to the residual
-stream, ``resid_post - resid_pre``), at every position or at one. Measures and the result are those of :mod:`analysis.effects`.
+stream, ``resid_post - resid_pre``), at every position or at one. Measures and the result are those of
+:mod:`analysis.effects`.
 
 Speed: an ablation at layer ``l`` starts from the cached residual stream entering ``l``; ablations of every layer
 share staged forwards (the rows of a layer join at that layer); an ablation at one position runs the positions from

@@ -3,8 +3,9 @@
     fixedid-analyze probes --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --targets canonical_bits,xor,token
 
 Writes ``probes.csv`` (one row per variant x hook point x target: score, majority baseline, control task,
-selectivity, shuffled labels, random-init model) and ``probes.png``/``.pdf`` (score against depth per target group,
-variants side by side on the same axes, with the control-task and random-init curves).
+selectivity, shuffled labels, random-init model), ``probes.png``/``.pdf`` (score against depth per target group,
+variants side by side on the same axes, with the control-task and random-init curves) and, with XOR targets,
+``probes_xor.png``/``.pdf`` (the XOR probes by GF(2) weight).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .cli_interventions import checkpoint_dirs, stacked
 from .errors import AnalysisError
 
 DEFAULT_TARGETS = "canonical_bits,xor,token,prev_token,position"
-LABELS = "pos_tag,number,depth,ioi_role"
+LABELS = "pos_tag,number,depth,ioi_role,fact_entity"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -34,10 +35,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    import torch
+
     from .activations import collect
     from .figures import save_figure, write_csv
     from .model import load
-    from .figures_probes import probe_figure, target_group
+    from .figures_probes import probe_figure, target_group, xor_figure
     from .probes import TARGET_FAMILIES, probe_table
     from .similarity import random_init_twin
 
@@ -54,9 +57,8 @@ def run(args) -> int:
         raise AnalysisError("code_bits targets need fixed-code models; drop the learned checkpoint or the target")
     frames = []
     for name, model in models.items():
-        from .corpus import corpus_tokens
-        x = corpus_tokens(model, args.data, tokens=args.tokens)
-        acts = collect(model, x, progress=True)
+        acts = collect(model, args.data, tokens=args.tokens, progress=True)  # the latent labels without --data
+        x = torch.tensor(acts.tokens["id"].to_numpy()).view(acts.meta["n_sequences"], acts.meta["seq_len"])
         base = None if args.no_random_init else collect(random_init_twin(model), x)
         df = probe_table(acts, families, baseline=base, top_k=args.top_k, xor_pairs=args.xor_pairs, C=args.C,
                          seed=args.seed, progress=True)
@@ -65,6 +67,8 @@ def run(args) -> int:
     out = Path(args.out) if args.out else Path("analysis-out") / "probes"
     write_csv(df, out / "probes.csv")
     save_figure(probe_figure(df), out, "probes")
+    if df.target.str.startswith("xor:").any():
+        save_figure(xor_figure(df), out, "probes_xor")
     print(f"linear probes over {frames[0].attrs['n_tokens']:,} tokens (test: {frames[0].attrs['n_test']:,}, whole "
           "sequences); mean test score per target group, first / last hook point (control task in brackets):")
     for (variant, group), g in df.assign(group=df.target.map(target_group)).groupby(["variant", "group"],

@@ -64,6 +64,6 @@ def probe_reading(df: pd.DataFrame) -> list[str]:
                      f"norm; a name's IOI role at {role.loc[first, 'score']:.2f} at the input (majority "
                      f"{role.loc[first, 'majority']:.2f}), at most {role.score.max():.2f} deeper "
                      f"({_where(role.score.idxmax())}).")
-    lines += ["", "Readable is not used: `fixedid-analyze erasure` removes a concept at one hook point and measures the "
-              "cost against a random-direction placebo. One seed per variant.", ""]
+    lines += ["", "Readable is not used: `fixedid-analyze erasure` removes a concept at one hook point and measures "
+              "the cost against a random-direction placebo. One seed per variant.", ""]
     return lines

@@ -56,7 +56,8 @@ def _concept(acts, concept: str, seed: int):
         return Target(concept, (((bits >> i) ^ (bits >> k)) & 1).astype(np.int64), "class")
     found = [t for t in targets(acts, [family], seed=seed) if t.name == concept]
     if not found:
-        raise AnalysisError(f"unknown concept {concept!r} for this model (e.g. bit indices 0..{acts.meta['n_bits'] - 1})")
+        raise AnalysisError(f"unknown concept {concept!r} for this model (e.g. bit indices "
+                            f"0..{acts.meta['n_bits'] - 1})")
     t = found[0]
     if len(np.unique(t.labels[t.labels >= 0])) < 2:
         raise AnalysisError(f"{concept} is constant over these tokens: there is nothing to erase")

@@ -11,7 +11,8 @@ def target_group(name: str) -> str:
 GROUP_LABELS = {"code_bit": "code bits", "canonical_bit": "canonical id bits", "xor": "XOR of two id bits",
                 "token": "token identity (top K)", "prev_token": "previous token (top K)",
                 "position": "position (R^2)", "freq_bucket": "frequency bucket", "pos_tag": "part of speech",
-                "number": "grammatical number", "depth": "clause depth", "ioi_role": "IOI role of a name"}
+                "number": "grammatical number", "depth": "clause depth", "ioi_role": "IOI role of a name",
+                "fact_entity": "fact entity"}
 
 
 def probe_figure(df):
@@ -50,6 +51,44 @@ def probe_figure(df):
                        title_fontsize=7)
     fig.suptitle(f"linear probes across depth ({df.attrs.get('n_tokens', '')} tokens)".replace(" ( tokens)", ""),
                  fontsize=10)
+    return fig
+
+
+def xor_figure(df):
+    """The XOR panel: held-out accuracy of the probes for XORs of two id bits against depth, one line per GF(2)
+    weight in the model's own code (how many code bits XOR together to give the target), the majority baseline
+    dashed; variants side by side on one axis."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    d = df[df.target.str.startswith("xor:") & (df.status == "fitted")]
+    variants = list(dict.fromkeys(d.variant))
+    fig, axes = plt.subplots(1, len(variants), figsize=(3.8 * len(variants) + 1.4, 3.4), squeeze=False,
+                             sharey=True, layout="constrained")
+    weights = sorted({int(w) for w in d.gf2_weight.dropna()})
+    colours = {w: plt.cm.viridis(i / max(1, len(weights) - 1)) for i, w in enumerate(weights)}
+    for ax, v in zip(axes[0], variants):
+        g = d[d.variant == v]
+        hooks = list(dict.fromkeys(g.hook))
+        for w in weights:
+            s = g[g.gf2_weight == w].groupby("depth")[["score", "majority"]].mean()
+            if not s.empty:
+                n = g[(g.gf2_weight == w) & (g.depth == g.depth.min())].shape[0]
+                ax.plot(s.index, s.score, marker="o", color=colours[w], label=f"weight {w} ({n} pair{'s' * (n != 1)})")
+        if g.gf2_weight.isna().all():  # the learned variant: no code, so no weight
+            s = g.groupby("depth")[["score"]].mean()
+            ax.plot(s.index, s.score, marker="o", color="tab:gray", label="all pairs (no code)")
+        maj = g.groupby("depth").majority.mean()
+        ax.plot(maj.index, maj, linestyle="--", color="k", linewidth=1, label="majority baseline")
+        short = [h.replace("hook_embed", "input").replace("blocks.", "L").replace(".hook_resid_pre", " in")
+                 .replace("ln_final.hook_normalized", "final norm") for h in hooks]
+        ax.set_xticks(np.arange(len(hooks)), short, rotation=30, ha="right", fontsize=8)
+        ax.set_title(v, fontsize=10)
+        ax.set_xlabel("hook point (depth)")
+        ax.grid(color="0.9")
+        ax.legend(frameon=False, fontsize=7)
+    axes[0, 0].set_ylabel("held-out accuracy")
+    fig.suptitle("probes for XORs of two id bits, by GF(2) weight in the model's own code", fontsize=10)
     return fig
 
 

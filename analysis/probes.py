@@ -12,7 +12,8 @@ Targets (:func:`targets`):
 - ``token``: identity among the ``top_k`` most frequent tokens (other tokens are left out of that probe);
   ``prev_token``: the previous token's identity among the same ``top_k``; ``position`` (scalar); ``freq_bucket``;
 - on the built-in language's own validation data, its latent labels (:mod:`analysis.labels`): ``pos_tag``,
-  ``number`` (sg/pl words only), ``depth`` (clause depth) and ``ioi_role`` (the names of IOI sentences).
+  ``number`` (sg/pl words only), ``depth`` (clause depth), ``ioi_role`` (the names of IOI sentences) and
+  ``fact_entity`` (which entity of the fact base an ENTITY token names).
 
 Each bit target carries ``gf2_weight``: how many of the model's own code bits XOR together to give it (1: a code
 bit itself, linearly readable at the input; 2 or more: a nonlinear feature of the code), NA for the learned variant.
@@ -50,7 +51,7 @@ from fixedid.codes import GF2Code, ids_to_bits
 from .errors import AnalysisError
 
 TARGET_FAMILIES = ("code_bits", "canonical_bits", "xor", "token", "prev_token", "position", "freq_bucket",
-                   "pos_tag", "number", "depth", "ioi_role")
+                   "pos_tag", "number", "depth", "ioi_role", "fact_entity")
 #: Latent-label targets (the built-in language's own validation data only) and the label values left out.
 LABEL_TARGETS = {"pos_tag": ("EOT",), "number": ("none",), "depth": (-1,), "ioi_role": ("none",)}
 
@@ -131,6 +132,13 @@ def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int =
         classes = sorted(set(values[keep].tolist()))
         code = {c: i for i, c in enumerate(classes)}
         out.append(Target(name, np.array([code[v] if k else -1 for v, k in zip(values, keep)], dtype=np.int64),
+                          "class"))
+    if "fact_entity" in families:
+        if "entity" not in tok.columns:
+            raise AnalysisError("target 'fact_entity' is a latent label of the built-in language: it exists on the "
+                                "checkpoint's own validation data only (run without --data)")
+        is_entity = (tok["pos_tag"] == "ENTITY").to_numpy()
+        out.append(Target("fact_entity", np.where(is_entity, tok["entity"].to_numpy(), -1).astype(np.int64),
                           "class"))
     return out
 
@@ -300,7 +308,8 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
                 C: float = 1.0, alpha: float = 1.0, test_fraction: float = 0.2, seed: int = 0,
                 method: str = "fast", controls: bool = True, shuffled: bool = True,
                 progress: bool = False) -> pd.DataFrame:
-    """One row per hook point x target: ``hook, depth, target, kind, gf2_weight, status, score, majority, balance,
+    """One row per hook point x target: ``hook, depth, target, kind, n_test`` (held-out rows with a label),
+    ``gf2_weight, status, score, majority, balance,
     control, selectivity, shuffled`` and, with ``baseline`` (the activations of a randomly initialised model on the
     same tokens), ``random_init``. ``controls=False`` skips the control task and the shuffled labels,
     ``shuffled=False`` the shuffled labels only (NaN columns)."""
@@ -329,7 +338,8 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
             maj, bal = _majority(t, test)
             constant = t.kind == "class" and len(np.unique(t.labels[t.labels >= 0])) < 2
             s = score[t.name]
-            rows.append({"hook": hook, "depth": depth, "target": t.name, "kind": t.kind,
+            n_test = int((test & (t.labels >= 0)).sum()) if t.kind == "class" else int(test.sum())
+            rows.append({"hook": hook, "depth": depth, "target": t.name, "kind": t.kind, "n_test": n_test,
                          "gf2_weight": t.gf2_weight, "status": "constant" if constant else "fitted",
                          "score": float("nan") if constant else s, "majority": maj, "balance": bal,
                          "control": control.get(t.name, float("nan")),

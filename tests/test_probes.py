@@ -34,7 +34,8 @@ def test_token_table():
     t = token_table(ids)
     assert list(t.seq) == [0, 0, 0, 1, 1, 1] and list(t.pos) == [0, 1, 2] * 2
     assert list(t.prev_id) == [-1, 5, 6, -1, 7, 5]
-    assert t.freq_bucket[t.id == 5].nunique() == 1 and t.freq_bucket[t.id == 5].iloc[0] > t.freq_bucket[t.id == 6].iloc[0]
+    assert t.freq_bucket[t.id == 5].nunique() == 1
+    assert t.freq_bucket[t.id == 5].iloc[0] > t.freq_bucket[t.id == 6].iloc[0]
 
 
 def test_store_round_trip_and_no_partial_directory(tmp_path_factory, tokenizer, tmp_path):
@@ -134,11 +135,12 @@ def test_cli_writes_table_and_figure_and_refuses_bad_input(tmp_path_factory, tok
     out = tmp_path / "probes"
     with pytest.raises(SystemExit) as e:
         main(["probes", *sum((["--ckpt", d] for d in dirs), []), "--data", str(npy), "--targets",
-              "canonical_bits,token,position", "--out", str(out)])
+              "canonical_bits,xor,token,position", "--out", str(out)])
     assert e.value.code == 0
     df = __import__("pandas").read_csv(out / "probes.csv")
     assert {"variant", "hook", "target", "score", "control", "selectivity", "shuffled", "random_init"} <= set(df)
-    assert (out / "probes.png").exists() and "linear probes over" in capsys.readouterr().out
+    assert (out / "probes.png").exists() and (out / "probes_xor.png").exists()
+    assert "linear probes over" in capsys.readouterr().out
     for i, args in enumerate([["--targets", "colour"], ["--targets", "code_bits"]]):
         with pytest.raises(SystemExit) as e:
             main(["probes", *sum((["--ckpt", d] for d in dirs), []), "--data", str(npy), *args,
@@ -195,8 +197,11 @@ def test_latent_labels_align_with_the_validation_tokens(tmp_path_factory, tokeni
         if role != "none":
             assert tag == "NAME"
     assert (tok.pos_tag == "EOT").sum() >= 1 and set(tok.ioi_role) <= {"none", "io", "s1", "s2", "io2"}
-    df = probe_table(acts, ["pos_tag", "ioi_role"], controls=False)
-    assert set(df.target) == {"pos_tag", "ioi_role"} and df.score.notna().all()
+    df = probe_table(acts, ["pos_tag", "ioi_role", "fact_entity"], controls=False)
+    assert set(df.target) == {"pos_tag", "ioi_role", "fact_entity"}
+    assert df[df.target != "fact_entity"].score.notna().all()
+    entity = targets(acts, ["fact_entity"])[0]
+    assert ((entity.labels >= 0) == (tok.pos_tag == "ENTITY").to_numpy()).all() and (df.n_test > 0).all()
     other = collect(m, uniform_ids(m, n=4), hooks=["hook_embed"])
     with pytest.raises(AnalysisError, match="latent label"):
         targets(other, ["pos_tag"])
