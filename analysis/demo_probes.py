@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .activations import collect
+from .figures_probes import short_hook
 from .probes import probe_table
 
 TOKENS = 4096  # validation tokens (about a fifth of whole sequences held out for testing)
@@ -35,8 +36,7 @@ def probe_reading(df: pd.DataFrame) -> list[str]:
     """Report lines generated from the table."""
     d = df[df.status == "fitted"].assign(group=df.target.str.split(":").str[0])
     hooks = list(dict.fromkeys(d.hook))
-    short = {h: h.replace("hook_embed", "input").replace("blocks.", "L").replace(".hook_resid_pre", " in")
-             .replace("ln_final.hook_normalized", "final norm") for h in hooks}
+    short = {h: short_hook(h) for h in hooks}
     lines = ["## Probes: what is linearly readable across depth", "",
              f"Logistic probes on {TOKENS:,} validation tokens, tested on held-out whole sequences, at the input, the "
              "residual stream entering each block and the final norm. Cells: held-out accuracy, and in brackets the "

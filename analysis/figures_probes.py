@@ -4,6 +4,21 @@ LEACE erasure against its placebo."""
 from __future__ import annotations
 
 
+def short_hook(hook: str) -> str:
+    """``input``, ``L1 in`` (the residual stream entering block 1), ``final norm``."""
+    return (hook.replace("hook_embed", "input").replace("blocks.", "L").replace(".hook_resid_pre", " in")
+            .replace("ln_final.hook_normalized", "final norm"))
+
+
+def _depth_axis(ax, hooks, title):
+    import numpy as np
+
+    ax.set_xticks(np.arange(len(hooks)), [short_hook(h) for h in hooks], rotation=30, ha="right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("hook point (depth)")
+    ax.grid(color="0.9")
+
+
 def target_group(name: str) -> str:
     return name.split(":")[0]
 
@@ -19,7 +34,6 @@ def probe_figure(df):
     """Score against depth, one panel per variant (same axes); a line per target group (mean over its fitted
     targets), dashed: the control task, dotted: the random-init model."""
     import matplotlib.pyplot as plt
-    import numpy as np
 
     variants = list(dict.fromkeys(df.variant))
     df = df.assign(group=df.target.map(target_group))
@@ -38,12 +52,7 @@ def probe_figure(df):
             ax.plot(s.index, s.control, linestyle="--", color=colours[g], alpha=0.6)
             if s.random_init.notna().any():
                 ax.plot(s.index, s.random_init, linestyle=":", color=colours[g], alpha=0.8)
-        short = [h.replace("hook_embed", "input").replace("blocks.", "L").replace(".hook_resid_pre", " in")
-                 .replace("ln_final.hook_normalized", "final norm") for h in hooks]
-        ax.set_xticks(np.arange(len(hooks)), short, rotation=30, ha="right", fontsize=8)
-        ax.set_title(v, fontsize=10)
-        ax.set_xlabel("hook point (depth)")
-        ax.grid(color="0.9")
+        _depth_axis(ax, hooks, v)
     axes[0, 0].set_ylabel("held-out accuracy" + (" (position: R^2)" if "position" in groups else ""))
     key = "solid: probe, dashed: control task" + (",\ndotted: random-init model" if df.random_init.notna().any()
                                                    else "")
@@ -59,7 +68,6 @@ def xor_figure(df):
     weight in the model's own code (how many code bits XOR together to give the target), the majority baseline
     dashed; variants side by side on one axis."""
     import matplotlib.pyplot as plt
-    import numpy as np
 
     d = df[df.target.str.startswith("xor:") & (df.status == "fitted")]
     variants = list(dict.fromkeys(d.variant))
@@ -80,12 +88,7 @@ def xor_figure(df):
             ax.plot(s.index, s.score, marker="o", color="tab:gray", label="all pairs (no code)")
         maj = g.groupby("depth").majority.mean()
         ax.plot(maj.index, maj, linestyle="--", color="k", linewidth=1, label="majority baseline")
-        short = [h.replace("hook_embed", "input").replace("blocks.", "L").replace(".hook_resid_pre", " in")
-                 .replace("ln_final.hook_normalized", "final norm") for h in hooks]
-        ax.set_xticks(np.arange(len(hooks)), short, rotation=30, ha="right", fontsize=8)
-        ax.set_title(v, fontsize=10)
-        ax.set_xlabel("hook point (depth)")
-        ax.grid(color="0.9")
+        _depth_axis(ax, hooks, v)
         ax.legend(frameon=False, fontsize=7)
     axes[0, 0].set_ylabel("held-out accuracy")
     fig.suptitle("probes for XORs of two id bits, by GF(2) weight in the model's own code", fontsize=10)
