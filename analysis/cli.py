@@ -205,6 +205,7 @@ def run_similarity(args) -> int:
 
     from .figures import save_figure, write_csv
     from .figures_interventions import cka_figure
+    from .figures_probes import short_hook
     from .model import load
     from .similarity import cka_matrix, random_init_twin
 
@@ -230,7 +231,7 @@ def run_similarity(args) -> int:
     print(f"debiased linear CKA over {n_tok:,} tokens, same hook point in both (linear CKA in brackets):")
     for label, f in frames.items():
         same = f[f.layer_a == f.layer_b]
-        cells = ", ".join(f"{h.replace('blocks.', 'L').replace('.hook_', ' ')} {d:.2f} ({c:.2f})"
+        cells = ", ".join(f"{short_hook(h)} {d:.2f} ({c:.2f})"
                           for h, d, c in zip(same.hook_a, same.debiased, same.cka))
         print(f"  {label}: {cells}")
     print(f"wrote {out / 'similarity.csv'} and {out / 'similarity.png'} (+ .pdf)")

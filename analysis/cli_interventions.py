@@ -180,18 +180,14 @@ def _str_tokens(model, args):
 
 
 def _label(row) -> str:
+    import pandas as pd
+
     parts = []
     for c in ("layer", "head", "bit", "pos", "scale"):
         v = row.get(c)
-        if v is not None and not pd_isna(v):
+        if v is not None and not pd.isna(v):
             parts.append(f"{c} {v:g}" if c == "scale" else f"{c} {int(v)}")
     return ", ".join(parts) or "all"
-
-
-def pd_isna(v) -> bool:
-    import pandas as pd
-
-    return bool(pd.isna(v))
 
 
 def _run_bit_layer(args, models, out) -> int:

@@ -32,7 +32,7 @@ from .activations import collect
 from .corpus import DEFAULT_TOKENS, corpus_tokens
 from .effects import intervals
 from .errors import AnalysisError
-from .probes import TARGET_FAMILIES, fit_probes, split_by_sequence, targets
+from .probes import fit_probes, split_by_sequence, targets
 
 FAMILY_OF = {"code_bit": "code_bits", "canonical_bit": "canonical_bits", "xor": "xor", "token": "token",
              "prev_token": "prev_token", "freq_bucket": "freq_bucket"}
@@ -167,4 +167,4 @@ def erasure(model, concept: str, hook: str, data=None, *, tokens: int = DEFAULT_
     return df
 
 
-__all__ = ["erasure", "Placebo", "TARGET_FAMILIES"]
+__all__ = ["erasure", "Placebo"]

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 
+from .figures_probes import short_hook
+
 MEASURE_LABELS = {"delta_loss": "loss change (nats/token)", "kl": "KL(unedited || edited) (nats)",
                   "delta_logit_diff": "logit-difference change (answer - wrong)", "correct": "accuracy",
                   "loss": "loss (nats/token)", "logit_diff": "logit difference (answer - wrong)"}
@@ -141,9 +143,9 @@ def cka_figure(frames: dict, *, title: str | None = None):
     for ax, (name, df) in zip(axes[0], frames.items()):
         m = df.pivot_table(index="layer_a", columns="layer_b", values="debiased")
         im = ax.imshow(m.to_numpy(), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-        labels = {int(r.layer_a): _short(r.hook_a) for r in df.itertuples()}
+        labels = {int(r.layer_a): short_hook(r.hook_a) for r in df.itertuples()}
         ax.set_yticks(range(m.shape[0]), [labels[i] for i in m.index], fontsize=7)
-        labels_b = {int(r.layer_b): _short(r.hook_b) for r in df.itertuples()}
+        labels_b = {int(r.layer_b): short_hook(r.hook_b) for r in df.itertuples()}
         ax.set_xticks(range(m.shape[1]), [labels_b[i] for i in m.columns], fontsize=7, rotation=45, ha="right")
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
@@ -160,11 +162,3 @@ def cka_figure(frames: dict, *, title: str | None = None):
     fig.suptitle(title or f"representational similarity over {first.attrs['n_tokens']:,} tokens", fontsize=10)
     return fig
 
-
-def _short(hook: str) -> str:
-    if hook == "hook_embed":
-        return "input"
-    if hook == "ln_final.hook_normalized":
-        return "final norm"
-    parts = hook.split(".")
-    return f"L{parts[1]} {parts[2].replace('hook_', '')}" if parts[0] == "blocks" else hook

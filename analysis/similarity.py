@@ -21,9 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
-from . import engine
+from .activations import collect
 from .corpus import corpus_tokens
 from .errors import AnalysisError
 
@@ -71,29 +70,12 @@ def debiased_cka(x, y) -> float:
     return float(_hsic1(x, y) / np.sqrt(denom)) if denom > 0 else float("nan")
 
 
-def default_hooks(model) -> list[str]:
-    """``hook_embed``, the residual stream entering every block, and the final normalised residual stream."""
-    return ["hook_embed"] + [f"blocks.{i}.hook_resid_pre" for i in range(1, model.cfg.n_layers)] + \
-        [f"blocks.{model.cfg.n_layers - 1}.hook_resid_post", "ln_final.hook_normalized"]
-
-
-@torch.no_grad()
 def layer_activations(model, tokens: torch.Tensor, hooks=None, *, max_batch: int = 64,
                       progress: bool = False) -> dict[str, np.ndarray]:
     """``{hook: [n_sequences * seq_len, width]}`` (float32) over token ids ``[n, T]``, in order of sequence then
-    position."""
-    hooks = default_hooks(model) if hooks is None else list(hooks)
-    unknown = [h for h in hooks if h not in model.mod_dict]
-    if unknown:
-        raise AnalysisError(f"unknown hook point(s) {unknown}; e.g. {default_hooks(model)}")
-    parts: dict[str, list] = {h: [] for h in hooks}
-    for i in tqdm(range(0, tokens.shape[0], max_batch), desc="activations", unit="batch", disable=not progress,
-                  leave=False):
-        _, cache = engine.cache_run(model, tokens[i:i + max_batch].to(model.unembed.weight.device), hooks)
-        for h in hooks:
-            a = cache[h]
-            parts[h].append(a.reshape(-1, a.shape[-1] if a.dim() == 3 else int(np.prod(a.shape[2:]))).float().cpu())
-    return {h: torch.cat(p).numpy() for h, p in parts.items()}
+    position (:func:`analysis.activations.collect`, whose default hooks are the input, the residual stream entering
+    every block and the final norm)."""
+    return collect(model, tokens, hooks=hooks, max_batch=max_batch, progress=progress).acts
 
 
 def cka_matrix(model_a, model_b, data=None, *, hooks=None, tokens: int = 8192, max_batch: int = 64,
@@ -128,4 +110,4 @@ def random_init_twin(model, seed: int | None = None):
     return twin
 
 
-__all__ = ["random_init_twin", "linear_cka", "debiased_cka", "layer_activations", "cka_matrix", "default_hooks"]
+__all__ = ["random_init_twin", "linear_cka", "debiased_cka", "layer_activations", "cka_matrix"]
