@@ -4,7 +4,8 @@
 
 Writes ``probes.csv`` (one row per variant x hook point x target: score, majority baseline, control task,
 selectivity, shuffled labels, random-init model), ``probes.png``/``.pdf`` (score against depth per target group,
-variants side by side on the same axes, with the control-task and random-init curves) and, with XOR targets,
+variants side by side on the same axes, with the control-task and random-init curves),
+``probes_selectivity.png``/``.pdf`` (selectivity against depth per target group) and, with XOR targets,
 ``probes_xor.png``/``.pdf`` (the XOR probes by GF(2) weight).
 """
 
@@ -40,7 +41,7 @@ def run(args) -> int:
     from .activations import collect
     from .figures import save_figure, write_csv
     from .model import load
-    from .figures_probes import probe_figure, target_group, xor_figure
+    from .figures_probes import probe_figure, selectivity_figure, target_group, xor_figure
     from .probes import TARGET_FAMILIES, probe_table
     from .similarity import random_init_twin
 
@@ -67,6 +68,7 @@ def run(args) -> int:
     out = Path(args.out) if args.out else Path("analysis-out") / "probes"
     write_csv(df, out / "probes.csv")
     save_figure(probe_figure(df), out, "probes")
+    save_figure(selectivity_figure(df), out, "probes_selectivity")
     if df.target.str.startswith("xor:").any():
         save_figure(xor_figure(df), out, "probes_xor")
     print(f"linear probes over {frames[0].attrs['n_tokens']:,} tokens (test: {frames[0].attrs['n_test']:,}, whole "
@@ -79,7 +81,7 @@ def run(args) -> int:
         first, last = g[g.depth == g.depth.min()], g[g.depth == g.depth.max()]
         print(f"  {variant} {group}: {first.score.mean():.2f} ({first.control.mean():.2f}) -> "
               f"{last.score.mean():.2f} ({last.control.mean():.2f})")
-    print(f"wrote {out / 'probes.csv'} and {out / 'probes.png'} (+ .pdf)")
+    print(f"wrote {out / 'probes.csv'}, {out / 'probes.png'} and {out / 'probes_selectivity.png'} (+ .pdf)")
     return 0
 
 

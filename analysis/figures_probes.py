@@ -63,6 +63,34 @@ def probe_figure(df):
     return fig
 
 
+def selectivity_figure(df):
+    """Selectivity (probe score minus the control task's, Hewitt and Liang, 2019) against depth, one panel per
+    variant (same axes), a line per target group (mean over its fitted targets): how much of a probe's score the
+    representation earns beyond what the probe could memorise per token type."""
+    import matplotlib.pyplot as plt
+
+    variants = list(dict.fromkeys(df.variant))
+    df = df.assign(group=df.target.map(target_group))
+    groups = list(dict.fromkeys(df.group))
+    colours = {g: plt.cm.tab10(i) for i, g in enumerate(groups)}
+    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants) + 1.6, 3.6), squeeze=False,
+                             sharey=True, layout="constrained")
+    for ax, v in zip(axes[0], variants):
+        d = df[(df.variant == v) & (df.status == "fitted")]
+        for g in groups:
+            s = d[d.group == g].groupby("depth").selectivity.mean()
+            if s.notna().any():
+                ax.plot(s.index, s, marker="o", color=colours[g], label=GROUP_LABELS.get(g, g))
+        ax.axhline(0, color="0.4", linewidth=0.8)
+        _depth_axis(ax, list(dict.fromkeys(df[df.variant == v].hook)), v)
+    axes[0, 0].set_ylabel("selectivity (probe - control task)" + ("\n(position: R^2 difference)"
+                                                                  if "position" in groups else ""))
+    axes[0, -1].legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.suptitle("probe selectivity across depth: accuracy above a control task keyed on the token type",
+                 fontsize=10)
+    return fig
+
+
 def xor_figure(df):
     """The XOR panel: held-out accuracy of the probes for XORs of two id bits against depth, one line per GF(2)
     weight in the model's own code (how many code bits XOR together to give the target), the majority baseline

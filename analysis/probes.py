@@ -27,10 +27,10 @@ Liang, 2019), ``shuffled`` (the labels permuted across
 training tokens), and - through :func:`probe_table` with ``baseline=`` - the same probes on a randomly initialised
 model of the same interface.
 
-The fast path fits all binary targets of a hook point (bits, XORs) at once by one batched Newton solve (a
-``[targets, d, d]`` Hessian per step, with step halving) and scalar targets in closed form; the few multi-class
-targets use scikit-learn's multinomial fit. It
-agrees with scikit-learn at the same ``C``/``alpha`` (tests; ``method="sklearn"`` runs the reference).
+The fast path fits all class targets of a hook point (bits, XORs, token identities, labels) together, by one batched
+per-target L-BFGS with each target's exact initial Hessian as preconditioner (:mod:`analysis.logistic`), and scalar
+targets in closed form. It agrees with scikit-learn at the same ``C``/``alpha`` (tests; ``method="sklearn"`` runs the
+reference, one ``LogisticRegression`` or ``Ridge`` per target).
 
 What a probe does NOT establish: that the model *uses* the information (causal erasure answers that), nor that it is
 absent where a linear probe fails (it may be nonlinearly encoded); high accuracy on an easy target can be the
@@ -43,12 +43,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from fixedid.codes import GF2Code, ids_to_bits
 
 from .errors import AnalysisError
+from .logistic import fit_logistic
 
 TARGET_FAMILIES = ("code_bits", "canonical_bits", "xor", "token", "prev_token", "position", "freq_bucket",
                    "pos_tag", "number", "depth", "ioi_role", "fact_entity")
@@ -179,50 +179,6 @@ def _standardise(x_train, x_test):
     return (x_train - mu) / sd, (x_test - mu) / sd
 
 
-def _fit_binary_newton(x, Y, M, C, max_iter=50, budget=1 << 24):
-    """Batched Newton (with per-target step halving) for binary L2 logistic regressions sharing the inputs ``x``
-    ``[N, d]``: labels ``Y`` and row masks ``M`` ``[N, T]``. Minimises, per target, ``sum(loss) + ||w||^2 / (2 C)``
-    with an unpenalised intercept - scikit-learn's objective divided by ``C``. Returns ``[d + 1, T]`` (intercept
-    last)."""
-    X = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
-    X = torch.cat([X, torch.ones(len(X), 1, dtype=torch.float64)], 1)
-    Y, M = torch.from_numpy(Y.astype(np.float64)), torch.from_numpy(M.astype(np.float64))
-    N, D = X.shape
-    T = Y.shape[1]
-    reg = torch.full((D, 1), 1.0 / C, dtype=torch.float64)
-    reg[-1] = 0.0
-    W = torch.zeros(D, T, dtype=torch.float64)
-
-    def objective(W):
-        z = X @ W
-        loss = (M * (torch.nn.functional.softplus(z) - Y * z)).sum(0)
-        return loss + 0.5 * (reg * W * W).sum(0)
-
-    f = objective(W)
-    per = max(1, budget // (N * D))  # targets per Hessian chunk
-    for _ in range(max_iter):
-        P = torch.sigmoid(X @ W)
-        G = X.T @ (M * (P - Y)) + reg * W
-        S = M * P * (1 - P)
-        step = torch.empty_like(W)
-        for c in range(0, T, per):
-            sl = slice(c, c + per)
-            H = torch.einsum("nd,nt,ne->tde", X, S[:, sl], X) + torch.diag_embed(reg[:, 0].expand(S[:, sl].shape[1], D))
-            step[:, sl] = torch.linalg.solve(H, G[:, sl].T.unsqueeze(-1))[..., 0].T
-        scale = torch.ones(T, dtype=torch.float64)
-        for _ in range(30):  # halve the step of the targets whose objective went up
-            new = objective(W - step * scale)
-            worse = new > f + 1e-12 * f.abs().clamp(min=1)
-            if not worse.any():
-                break
-            scale = torch.where(worse, scale / 2, scale)
-        W = W - step * scale
-        f = objective(W)
-        if float((step * scale).abs().max()) < 1e-9:
-            break
-    return W.numpy()
-
-
 def _sklearn_logistic(x_train, y_train, x_test, classes, y_test, C) -> float:
     from sklearn.linear_model import LogisticRegression
 
@@ -265,26 +221,21 @@ def fit_probes(x: np.ndarray, tgts: list[Target], test: np.ndarray, *, C: float 
         if len(classes) < 2 or not keep_te.any():
             scores[t.name] = float("nan")
             continue
-        remap = {c: i for i, c in enumerate(classes)}
-        ytr_i = np.array([remap[c] for c in ytr], dtype=np.int64)
+        ytr_i = np.searchsorted(classes, ytr)
         if method == "sklearn":
             scores[t.name] = _sklearn_logistic(xtr_all[keep_tr], ytr_i, xte_all[keep_te], classes,
                                                t.labels[test][keep_te], C)
         else:
-            logistic.append((t, classes, keep_tr, keep_te, ytr_i))
-    binary = [e for e in logistic if len(e[1]) == 2]
-    multi = [e for e in logistic if len(e[1]) > 2]
-    if binary:  # every binary target of this hook point in one batched Newton solve
-        n_tr = len(xtr_all)
-        Y, M = np.zeros((n_tr, len(binary))), np.zeros((n_tr, len(binary)))
-        for j, (_, _, keep_tr, _, y) in enumerate(binary):
-            Y[keep_tr, j], M[keep_tr, j] = y, 1.0
-        Wb = _fit_binary_newton(xtr_all, Y, M, C)
-        for j, (t, classes, _, keep_te, _) in enumerate(binary):
-            z = xte_all[keep_te] @ Wb[:-1, j] + Wb[-1, j]
-            scores[t.name] = float((classes[(z > 0).astype(np.int64)] == t.labels[test][keep_te]).mean())
-    for t, classes, keep_tr, keep_te, y in multi:  # few per hook point: scikit-learn's multinomial fit
-        scores[t.name] = _sklearn_logistic(xtr_all[keep_tr], y, xte_all[keep_te], classes, t.labels[test][keep_te], C)
+            y_full = np.zeros(len(keep_tr), dtype=np.int64)
+            y_full[keep_tr] = ytr_i
+            logistic.append((t, classes, keep_tr, keep_te, y_full))
+    if logistic:  # every class target of this hook point in one batched solve (analysis.logistic)
+        weights = fit_logistic(xtr_all, [y_full for *_, y_full in logistic],
+                               [k for _, _, k, _, _ in logistic], [len(c) for _, c, _, _, _ in logistic], C)
+        for (t, classes, _, keep_te, _), W in zip(logistic, weights):
+            z = xte_all[keep_te] @ W[:-1] + W[-1]
+            pred = (z[:, 0] > 0).astype(np.int64) if z.shape[1] == 1 else z.argmax(1)
+            scores[t.name] = float((classes[pred] == t.labels[test][keep_te]).mean())
     return scores
 
 

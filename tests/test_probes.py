@@ -139,7 +139,7 @@ def test_cli_writes_table_and_figure_and_refuses_bad_input(tmp_path_factory, tok
     assert e.value.code == 0
     df = __import__("pandas").read_csv(out / "probes.csv")
     assert {"variant", "hook", "target", "score", "control", "selectivity", "shuffled", "random_init"} <= set(df)
-    assert (out / "probes.png").exists() and (out / "probes_xor.png").exists()
+    assert all((out / f"probes{k}.{e}").exists() for k in ("", "_xor", "_selectivity") for e in ("png", "pdf"))
     assert "linear probes over" in capsys.readouterr().out
     for i, args in enumerate([["--targets", "colour"], ["--targets", "code_bits"]]):
         with pytest.raises(SystemExit) as e:
@@ -217,3 +217,29 @@ def test_ioi_sentences_label_their_names_by_role():
             assert set(roles) == {"io", "s1", "s2", "io2"}
             assert roles["s1"] == roles["s2"] and roles["io"] == roles["io2"] and roles["io"] != roles["s1"]
     assert seen > 20
+
+
+def test_batched_logistic_matches_scikit_learn_per_target():
+    """analysis.logistic fits binary and multinomial targets on different rows in one solve; each equals its own
+    scikit-learn LogisticRegression (same C, intercept unpenalised) in predicted probabilities."""
+    from sklearn.linear_model import LogisticRegression
+
+    from analysis.logistic import fit_logistic
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 6)) @ rng.normal(size=(6, 6))  # correlated inputs
+    w = rng.normal(size=(6, 4))
+    logits = x @ w + rng.gumbel(size=(400, 4))
+    labels = [(logits[:, 0] > 0).astype(int), logits.argmax(1), (logits[:, 1] > logits[:, 2]).astype(int),
+              np.digitize(logits[:, 3], [-1, 0, 1])]
+    masks = [np.ones(400, bool), rng.random(400) < 0.6, rng.random(400) < 0.8, np.ones(400, bool)]
+    ks = [2, 4, 2, 4]
+    got = fit_logistic(x, labels, masks, ks, C=0.5, gtol=1e-9, dtype=torch.float64)
+    for y, m, k, W in zip(labels, masks, ks, got):
+        ref = LogisticRegression(C=0.5, tol=1e-10, max_iter=10_000).fit(x[m], y[m])
+        z = x @ W[:-1] + W[-1]
+        p = 1 / (1 + np.exp(-z[:, 0])) if k == 2 else np.exp(z - z.max(1, keepdims=True))
+        p = p if k == 2 else p / p.sum(1, keepdims=True)
+        want = ref.predict_proba(x)[:, 1] if k == 2 else ref.predict_proba(x)
+        assert W.shape == (7, 1 if k == 2 else k)
+        assert np.abs(p - want).max() < 1e-4
