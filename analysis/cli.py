@@ -78,6 +78,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     from .cli_probes import add_erasure_args
     add_erasure_args(sub.add_parser("erasure", help="erase a concept at a hook point with LEACE, against a "
                                     "random-direction placebo"))
+    from .cli_eval import add_args as add_eval_args
+    add_eval_args(sub.add_parser("eval", help="lm-eval tasks (the built-in language's, or any lm-eval task whose data "
+                                 "loads) through the fixedid model; JSON and a tidy CSV"))
     sim = sub.add_parser("similarity", help="linear and debiased CKA between checkpoints, hook point by hook point")
     sim.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; give two (A, B), or one "
                      "with --random-init")
@@ -250,6 +253,8 @@ def main(argv=None) -> None:
         command = run_similarity
     elif args.command == "probes":
         from .cli_probes import run as command
+    elif args.command == "eval":
+        from .cli_eval import run as command
     elif args.command == "erasure":
         from .cli_probes import run_erasure as command
     else:

@@ -1,0 +1,31 @@
+"""lm-eval's own command line, with the model ``fixedid`` registered and the built-in language's tasks included.
+
+    python -m analysis.lm_eval_cli run --model fixedid --model_args pretrained=runs/tiny/canonical \\
+        --tasks fixedid_ioi,fixedid_lastword
+
+lm-eval 0.4 finds models only in its own registry (it reads no plugin entry points), so its ``lm_eval`` command
+cannot see ``fixedid`` without code changes; this module is that command after ``import analysis``. Without
+``--include_path`` the built-in tasks' directory is added to ``run`` and ``ls``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv=None) -> None:
+    from lm_eval.__main__ import cli_evaluate
+
+    from .evaluate import TASKS_DIR, register
+
+    register()  # as on import of analysis (this module's package)
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("run", "ls") and "--include_path" not in args:
+        args += ["--include_path", str(TASKS_DIR)]
+    sys.argv = [sys.argv[0], *args]
+    cli_evaluate()
+
+
+if __name__ == "__main__":
+    main()
