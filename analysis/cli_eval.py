@@ -2,9 +2,9 @@
 
     fixedid-analyze eval --ckpt runs/tiny/canonical --tasks fixedid_ioi,fixedid_agreement,fixedid_lastword
 
-Writes ``eval.json`` (lm-eval's results and configs per checkpoint) and ``eval.csv`` (one row per checkpoint x task
-x metric: ``variant, task, metric, value, stderr, n``, and for the study's benchmarks the canonical variant's figure
-``study_canonical`` from the paper). The built-in language's tasks are found without ``--include-path``; a
+Writes ``eval.json`` (lm-eval's results and configs per checkpoint), ``eval.csv`` (one row per checkpoint x task x
+metric: ``variant, task, metric, value, stderr, n``, and for the study's benchmarks the canonical variant's figure
+``study_canonical`` from the paper) and ``eval.png``/``.pdf`` (each task's headline metric, variants side by side). The built-in language's tasks are found without ``--include-path``; a
 checkpoint of another world (``synthetic:N``) gets that world's task data, written to a temporary directory. The
 study's benchmarks (``hellaswag``, ``piqa``, ``lambada_openai``, 0-shot) run the same way where their datasets can be
 loaded (they need the Hugging Face hub or its cache).
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import tempfile
 from pathlib import Path
 
 from .cli_interventions import checkpoint_dirs
@@ -34,73 +32,33 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output directory (default: analysis-out/eval)")
 
 
-def _tidy(variant: str, results: dict, samples: dict) -> list[dict]:
-    from .evaluate import STUDY_FIGURES
-
-    rows = []
-    for task, metrics in results.items():
-        for key, value in metrics.items():
-            if "," not in key or key.split(",")[0].endswith("_stderr") or not isinstance(value, (int, float)):
-                continue
-            metric, filt = key.split(",", 1)
-            stderr = metrics.get(f"{metric}_stderr,{filt}")
-            study = STUDY_FIGURES.get(task)
-            rows.append({"variant": variant, "task": task, "metric": metric, "filter": filt, "value": float(value),
-                         "stderr": float(stderr) if isinstance(stderr, (int, float)) else math.nan,
-                         "n": samples.get(task, {}).get("effective", math.nan),
-                         "study_canonical": study[1] / 100 if study and study[0] == metric else math.nan})
-    return rows
-
-
 def run(args) -> int:
-    import logging
-
     import pandas as pd
-    from lm_eval import simple_evaluate
 
     from fixedid.atomic import write_text_atomic
 
-    from .evaluate import BUILTIN_TASKS, FixedIdEvalLM, task_manager, write_task_data
-    from .figures import write_csv
-    from .model import load
-    from .tasks import language_seed
+    from .evaluate import evaluate_table
+    from .figures import save_figure, write_csv
+    from .figures_eval import eval_figure
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not tasks:
         raise AnalysisError("--tasks is empty; name lm-eval tasks, e.g. fixedid_ioi,fixedid_lastword")
-    if args.limit is not None and args.limit < 1 or args.batch_size < 1 or args.num_fewshot < 0:
-        raise AnalysisError("--limit and --batch-size must be positive and --num-fewshot >= 0")
-    if args.include_path and not Path(args.include_path).is_dir():
-        raise AnalysisError(f"--include-path {args.include_path} is not a directory")
     paths = checkpoint_dirs(args.ckpt)
-    for name in ("lm-eval", "lm_eval"):
-        logging.getLogger(name).setLevel(logging.ERROR)  # its per-task notices; our summary says what ran
     names = [p.name if len({q.name for q in paths}) == len(paths) else str(p) for p in paths]
-    rows, raw = [], {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for variant, path in zip(names, paths):
-            model = load(path, device=args.device)
-            world = language_seed(model)
-            builtin = None if world == 0 else write_task_data(Path(tmp) / f"world{world}", world)
-            extra = [args.include_path] if args.include_path else []
-            manager = task_manager(extra) if builtin is None else _manager_without_shipped([builtin, *extra])
-            unknown = [t for t in tasks if t not in manager.all_tasks]
-            if unknown:
-                raise AnalysisError(f"unknown lm-eval task(s) {unknown}; the built-in ones are "
-                                    f"{', '.join(BUILTIN_TASKS)} (others: lm-eval --tasks list)")
-            if model.tokenizer is None:
-                raise AnalysisError(f"checkpoint {variant} has no tokenizer: lm-eval evaluates text")
-            lm = FixedIdEvalLM(model=model, batch_size=args.batch_size, pretrained=str(path))
-            out = simple_evaluate(model=lm, tasks=tasks, num_fewshot=args.num_fewshot, limit=args.limit,
-                                  task_manager=manager, log_samples=False, verbosity="ERROR")
-            raw[variant] = {"results": out["results"], "n_samples": out.get("n-samples", {}),
-                            "configs": out.get("configs", {})}
-            rows += _tidy(variant, out["results"], out.get("n-samples", {}))
-    df = pd.DataFrame(rows)
+    frames, raw = [], {}
+    for variant, path in zip(names, paths):
+        df = evaluate_table(path, tasks, limit=args.limit, num_fewshot=args.num_fewshot, batch_size=args.batch_size,
+                            include_path=args.include_path, device=args.device, progress=True)
+        raw[variant] = df.attrs["lm_eval"]
+        frames.append(df.assign(variant=variant))
+    df = pd.concat(frames, ignore_index=True)
+    df = df[["variant"] + [c for c in df.columns if c != "variant"]]
     out_dir = Path(args.out) if args.out else Path("analysis-out") / "eval"
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "eval.json", json.dumps(raw, indent=1, default=str))
     write_csv(df, out_dir / "eval.csv")
+    save_figure(eval_figure(df, title=f"lm-eval, {args.num_fewshot}-shot"), out_dir, "eval")
     print(f"lm-eval, {args.num_fewshot}-shot" + (f", at most {args.limit} documents per task" if args.limit else "")
           + ":")
     for (variant, task), g in df.groupby(["variant", "task"], sort=False):
@@ -108,11 +66,5 @@ def run(args) -> int:
                           + (f" (study, canonical: {r.study_canonical:.4f})" if r.study_canonical == r.study_canonical
                              else "") for r in g.itertuples())
         print(f"  {variant} {task} (n={int(g.n.iloc[0]) if g.n.iloc[0] == g.n.iloc[0] else '?'}): {cells}")
-    print(f"wrote {out_dir / 'eval.csv'} and {out_dir / 'eval.json'}")
+    print(f"wrote {out_dir / 'eval.csv'}, {out_dir / 'eval.json'} and {out_dir / 'eval.png'} (+ .pdf)")
     return 0
-
-
-def _manager_without_shipped(include):
-    from lm_eval.tasks import TaskManager
-
-    return TaskManager(include_path=[str(p) for p in include])

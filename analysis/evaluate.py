@@ -6,7 +6,8 @@ After ``import analysis`` the lm-eval registry knows the model ``fixedid``::
     lm_eval.simple_evaluate(model="fixedid", model_args="pretrained=runs/tiny/canonical",
                             tasks=["fixedid_ioi"], task_manager=analysis.evaluate.task_manager())
 
-``fixedid-analyze eval --ckpt DIR --tasks ...`` wraps that and writes JSON and a tidy CSV. lm-eval's own command
+:func:`evaluate_table` does that for one checkpoint and returns a tidy table; ``fixedid-analyze eval --ckpt DIR
+--tasks ...`` wraps it and writes JSON, a tidy CSV and a figure. lm-eval's own command
 line has no way to find a model that lives outside its package (its registry reads no entry points), so
 ``python -m analysis.lm_eval_cli ...`` is that command line with the model registered and these tasks included.
 
@@ -73,7 +74,7 @@ class FixedIdEvalLM(_lm_base()):
             raise AnalysisError("this checkpoint has no tokenizer: lm-eval evaluates text")
         self.model = model.eval()
         self.tokenizer = model.tokenizer
-        self._name = str(pretrained) if pretrained is not None else "fixedid"
+        self._name = str(pretrained) if pretrained is not None else str(getattr(model, "ckpt_dir", "fixedid"))
         bs = 32 if batch_size in (None, "auto") or str(batch_size).startswith("auto") else int(batch_size)
         if bs < 1:
             raise AnalysisError(f"batch_size must be positive, got {batch_size}")
@@ -82,6 +83,7 @@ class FixedIdEvalLM(_lm_base()):
         if not 1 <= self.max_length <= model.cfg.context:
             raise AnalysisError(f"max_length must be in 1..{model.cfg.context} (the model's context)")
         self.max_gen_toks = int(max_gen_toks)
+        self.bar_file = None  # where the progress bars go (None: sys.stderr when they start)
         from fixedid.data.tokenizer import eot_id
 
         self._eot = eot_id(self.tokenizer)
@@ -154,7 +156,8 @@ class FixedIdEvalLM(_lm_base()):
             rows.append((i, whole[:-1], list(cont)))
         rows.sort(key=lambda r: -len(r[1]))  # longest first: padding stays small, the first batch the largest
         out: list = [None] * len(rows)
-        bar = tqdm(total=len(rows), desc="loglikelihood", unit="req", disable=disable_tqdm, leave=False)
+        bar = tqdm(total=len(rows), desc="loglikelihood", unit="req", disable=disable_tqdm, leave=False,
+                   file=self.bar_file)
         for b in range(0, len(rows), self.batch_size):
             batch = rows[b:b + self.batch_size]
             width = len(batch[0][1])
@@ -215,7 +218,8 @@ class FixedIdEvalLM(_lm_base()):
             ids = self.tok_encode(ctx)[-max(1, self.max_length - 1):] or [self.prefix_token_id]
             groups.setdefault((len(ids), tuple(until), max_new), []).append((i, ids))
         out: list = [None] * len(requests)
-        bar = tqdm(total=len(requests), desc="generate", unit="req", disable=disable_tqdm, leave=False)
+        bar = tqdm(total=len(requests), desc="generate", unit="req", disable=disable_tqdm, leave=False,
+                   file=self.bar_file)
         for (_, until, max_new), members in groups.items():
             for b in range(0, len(members), self.batch_size):
                 batch = members[b:b + self.batch_size]
@@ -263,6 +267,86 @@ def task_manager(include_path=None):
     extra = [] if include_path is None else ([include_path] if isinstance(include_path, (str, Path)) else
                                              list(include_path))
     return TaskManager(include_path=[str(TASKS_DIR), *map(str, extra)])
+
+
+# ------------------------------------------------------------------------------------------------- tables
+def tidy_results(results: dict, n_samples: dict | None = None):
+    """lm-eval's ``results`` dict as one row per task x metric: ``task, metric, filter, value, stderr, n`` and, for
+    the study's benchmarks, the study's canonical figure ``study_canonical`` (a fraction, like ``value``)."""
+    import math
+
+    import pandas as pd
+
+    rows = []
+    for task, metrics in results.items():
+        for key, value in metrics.items():
+            if "," not in key or key.split(",")[0].endswith("_stderr") or not isinstance(value, (int, float)):
+                continue
+            metric, filt = key.split(",", 1)
+            stderr = metrics.get(f"{metric}_stderr,{filt}")
+            study = STUDY_FIGURES.get(task)
+            rows.append({"task": task, "metric": metric, "filter": filt, "value": float(value),
+                         "stderr": float(stderr) if isinstance(stderr, (int, float)) else math.nan,
+                         "n": (n_samples or {}).get(task, {}).get("effective", math.nan),
+                         "study_canonical": study[1] / 100 if study and study[0] == metric else math.nan})
+    return pd.DataFrame(rows, columns=["task", "metric", "filter", "value", "stderr", "n", "study_canonical"])
+
+
+def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_fewshot: int = 0,
+                   batch_size: int = 32, include_path=None, device: str = "cpu", progress: bool = False):
+    """Run lm-eval ``tasks`` on one checkpoint (a directory or a loaded model) and return :func:`tidy_results`,
+    with lm-eval's raw ``results``, ``n-samples`` and task ``configs`` in ``attrs["lm_eval"]``. The built-in tasks
+    are found without an include path; for a checkpoint of another world of the built-in language (``synthetic:N``)
+    they are regenerated for that world in a temporary directory. lm-eval's own notices and bars are silenced;
+    ``progress`` shows the adapter's bar over the requests."""
+    import contextlib
+    import io
+    import logging
+    import sys
+    import tempfile
+
+    from lm_eval import simple_evaluate
+
+    from .model import load
+    from .tasks import language_seed
+
+    tasks = [tasks] if isinstance(tasks, str) else list(tasks)
+    if not tasks:
+        raise AnalysisError("no lm-eval tasks given")
+    if limit is not None and limit < 1 or batch_size < 1 or num_fewshot < 0:
+        raise AnalysisError("limit and batch_size must be positive and num_fewshot >= 0")
+    path = None
+    if not isinstance(model, torch.nn.Module):
+        path, model = str(model), load(model, device=device)
+    extra = [] if include_path is None else ([include_path] if isinstance(include_path, (str, Path)) else
+                                             list(include_path))
+    for p in extra:
+        if not Path(p).is_dir():
+            raise AnalysisError(f"include path {p} is not a directory")
+    for name in ("lm-eval", "lm_eval"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        world = language_seed(model)
+        if world == 0:
+            manager = task_manager(extra)
+        else:
+            from lm_eval.tasks import TaskManager
+
+            manager = TaskManager(include_path=[str(write_task_data(Path(tmp) / f"world{world}", world)),
+                                                *map(str, extra)])
+        unknown = [t for t in tasks if t not in manager.all_tasks]
+        if unknown:
+            raise AnalysisError(f"unknown lm-eval task(s) {unknown}; the built-in ones are {', '.join(BUILTIN_TASKS)} "
+                                "(others: lm-eval ls tasks)")
+        lm = FixedIdEvalLM(model=model, batch_size=batch_size, pretrained=path)
+        lm.bar_file = sys.stderr if progress else io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            out = simple_evaluate(model=lm, tasks=tasks, num_fewshot=num_fewshot, limit=limit, task_manager=manager,
+                                  log_samples=False, verbosity="ERROR")
+    df = tidy_results(out["results"], out.get("n-samples", {}))
+    df.attrs["lm_eval"] = {"results": out["results"], "n_samples": out.get("n-samples", {}),
+                           "configs": out.get("configs", {})}
+    return df
 
 
 # ---------------------------------------------------------------------------------------------- task data
@@ -318,5 +402,6 @@ def write_task_data(directory, world_seed: int = 0, n: int = N_TASK_DOCS) -> Pat
     return directory
 
 
-__all__ = ["FixedIdEvalLM", "register", "task_manager", "task_docs", "write_task_data", "TASKS_DIR",
+__all__ = ["FixedIdEvalLM", "register", "task_manager", "evaluate_table", "tidy_results", "task_docs",
+           "write_task_data", "TASKS_DIR",
            "BUILTIN_TASKS", "STUDY_FIGURES"]

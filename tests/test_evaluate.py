@@ -123,6 +123,7 @@ def test_eval_cli_writes_tidy_csv_and_refuses_bad_input(ckpt, tmp_path, capsys):
     assert e.value.code == 0
     df = pd.read_csv(out / "eval.csv")
     assert list(df[["variant", "task", "metric"]].iloc[0]) == ["canonical", "fixedid_agreement", "acc"]
+    assert (out / "eval.png").exists() and (out / "eval.pdf").exists()
     assert df.n.iloc[0] == 6 and "fixedid_agreement" in json.loads((out / "eval.json").read_text())["canonical"][
         "results"]
     capsys.readouterr()

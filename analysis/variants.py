@@ -1,0 +1,82 @@
+"""The checkpoints a notebook (or any exploration) studies: the demo's variants, or the ones an environment names.
+
+``study_variants()`` returns ``{"learned": path, "canonical": path, "gf2": path}``: the demo's cached variants of
+the tiny recipe (trained as the demo trains them when absent, ~6 minutes on 2 CPU cores, then cached), unless the
+environment variable ``FIXEDID_CHECKPOINTS`` names others - a run directory of ``fixedid-train --out`` (its variant
+sub-directories) or a comma-separated list of ``name=path``. ``load_variants()`` loads them for analysis, and
+``over_variants(models, fn)`` stacks one table per variant into one tidy table.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import AnalysisError
+
+ENV = "FIXEDID_CHECKPOINTS"
+
+
+def _named(value: str) -> dict[str, Path]:
+    value = value.strip()
+    if "=" not in value:
+        run = Path(value).expanduser()
+        if not run.is_dir():
+            raise AnalysisError(f"{ENV}={value}: no such directory; name a fixedid-train run directory or give "
+                                "name=path,name=path")
+        found = {p.name: p for p in sorted(run.iterdir()) if (p / "meta.json").is_file()}
+        order = ["learned", "canonical", "gf2"]
+        found = dict(sorted(found.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else 9, kv[0])))
+        if not found:
+            raise AnalysisError(f"{ENV}={value}: no checkpoint (a directory with meta.json) inside it")
+        return found
+    out = {}
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        name, sep, path = part.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise AnalysisError(f"{ENV}: {part!r} is not name=path")
+        p = Path(path.strip()).expanduser()
+        if not (p / "meta.json").is_file():
+            raise AnalysisError(f"{ENV}: {p} is not a checkpoint directory (no meta.json)")
+        out[name.strip()] = p
+    return out
+
+
+def study_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False) -> dict[str, Path]:
+    """Checkpoint directories by variant name: ``$FIXEDID_CHECKPOINTS`` when set, else the demo's variants of
+    ``config`` from the cache (``$FIXEDID_CACHE`` or ``~/.cache/fixedid``), trained there first when absent."""
+    if os.environ.get(ENV):
+        return _named(os.environ[ENV])
+    from .demo import VARIANTS, cache_root, ensure_variants
+
+    run_dir = ensure_variants(config, cache_root(cache), quiet=quiet)
+    return {v: run_dir / v for v in VARIANTS}
+
+
+def load_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False, device="cpu") -> dict:
+    """:func:`study_variants`, loaded with :func:`analysis.load` (eval mode, tokenizer attached)."""
+    from .model import load
+
+    return {name: load(path, device=device) for name, path in study_variants(config, cache=cache,
+                                                                              quiet=quiet).items()}
+
+
+def over_variants(models: dict, fn):
+    """``fn(model)`` for every variant, stacked into one tidy table with ``variant`` as its first column (``fn`` may
+    return a DataFrame or anything with a ``summary`` DataFrame, such as an intervention result)."""
+    import pandas as pd
+
+    frames = []
+    for name, model in models.items():
+        out = fn(model)
+        df = getattr(out, "summary", out)
+        if not isinstance(df, pd.DataFrame):
+            raise AnalysisError(f"over_variants: fn returned {type(out).__name__} for {name}, not a DataFrame")
+        frames.append(df.assign(variant=name))
+    if not frames:
+        raise AnalysisError("over_variants needs at least one model")
+    df = pd.concat(frames, ignore_index=True)
+    return df[["variant"] + [c for c in df.columns if c != "variant"]]
+
+
+__all__ = ["ENV", "study_variants", "load_variants", "over_variants"]
