@@ -81,6 +81,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     from .cli_eval import add_args as add_eval_args
     add_eval_args(sub.add_parser("eval", help="lm-eval tasks (the built-in language's, or any lm-eval task whose data "
                                  "loads) through the fixedid model; JSON and a tidy CSV"))
+    fig = sub.add_parser("figures", help="redraw every figure of a study directory from its CSVs (no model)")
+    fig.add_argument("--results", required=True, help="a study directory (python -m experiments.study --out)")
     sim = sub.add_parser("similarity", help="linear and debiased CKA between checkpoints, hook point by hook point")
     sim.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; give two (A, B), or one "
                      "with --random-init")
@@ -241,6 +243,15 @@ def run_similarity(args) -> int:
     return 0
 
 
+def run_figures(args) -> int:
+    from .study_report import redraw
+
+    paths = redraw(args.results)
+    print(f"redrew {len(paths)} figures (PNG + PDF) in {Path(args.results) / 'figures'}: "
+          + ", ".join(p.stem for p in paths))
+    return 0
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.command == "patching":
@@ -253,6 +264,8 @@ def main(argv=None) -> None:
         command = run_similarity
     elif args.command == "probes":
         from .cli_probes import run as command
+    elif args.command == "figures":
+        command = run_figures
     elif args.command == "eval":
         from .cli_eval import run as command
     elif args.command == "erasure":

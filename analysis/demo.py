@@ -40,6 +40,7 @@ from .demo_recoding import recoding_reading, recoding_table
 from .figures import recoding_plot, save_figure, side_by_side, write_csv
 from .figures_interventions import bit_layer_figure, effect_plot
 from .figures_probes import probe_figure
+from .style import variant_colours
 from .flow import information_flow
 from .model import load
 from .patching import MIN_GAP, activation_patching
@@ -92,7 +93,7 @@ def behaviour_figure(table: pd.DataFrame):
     tasks = list(dict.fromkeys(table.task))
     fig, ax = plt.subplots(figsize=(6.5, 3.0))
     width = 0.8 / len(VARIANTS)
-    colors = {"learned": "#0072B2", "canonical": "#E69F00", "gf2": "#009E73"}
+    colors = variant_colours(VARIANTS)
     for i, v in enumerate(VARIANTS):
         t = table[table.variant == v].set_index("task").loc[tasks]
         x = np.arange(len(tasks)) + (i - (len(VARIANTS) - 1) / 2) * width

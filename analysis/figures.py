@@ -19,6 +19,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 
+from .style import variant_colours  # noqa: E402
+
 from fixedid.atomic import atomic_path  # noqa: E402
 
 from .patching import to_tensor  # noqa: E402
@@ -134,7 +136,7 @@ def recoding_plot(df: pd.DataFrame, *, title: str | None = None):
     family = df.family.iloc[0]
     label = "variant" if "variant" in df.columns else "interface"
     variants = list(dict.fromkeys(df[label]))
-    colours = {v: plt.cm.tab10(i) for i, v in enumerate(variants)}
+    colours = variant_colours(variants)
     if family == "offset":
         fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * df.k.nunique() * len(variants) + 1.5), 3.6))
         width = 0.8 / len(variants)

@@ -23,7 +23,9 @@ def eval_figure(df, *, title: str | None = None):
     tasks = [t for t in dict.fromkeys(df.task) if headline_metric(t, df[df.task == t].metric)]
     fig, ax = plt.subplots(figsize=(1.5 + 1.3 * len(tasks), 3.2), layout="constrained")
     width = 0.7 / max(1, len(variants))
-    colours = {"learned": "#0072B2", "canonical": "#E69F00", "gf2": "#009E73"}
+    from .style import variant_colours
+
+    colours = variant_colours(v for v in variants if v is not None)
     labels = []
     for i, task in enumerate(tasks):
         metric = headline_metric(task, df[df.task == task].metric)

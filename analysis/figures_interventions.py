@@ -24,7 +24,9 @@ def effect_measure(summary: pd.DataFrame) -> str:
 
 
 def _colours(variants):
-    return {v: plt.cm.tab10(i) for i, v in enumerate(variants)}
+    from .style import variant_colours
+
+    return variant_colours(variants)
 
 
 def _errorbars(g, measure):
