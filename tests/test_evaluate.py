@@ -141,3 +141,15 @@ def test_lm_eval_command_line_finds_the_model(ckpt, capsys):
           "--limit", "4", "--device", "cpu"])
     out = capsys.readouterr().out
     assert "fixedid_facts" in out and "acc" in out
+
+
+def test_eval_refuses_a_checkpoint_without_a_tokenizer(tmp_path, capsys):
+    from analysis.cli import main
+    from fixedid import FixedIdLM, ModelConfig, save_checkpoint
+
+    cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=32, n_layers=1, n_heads=2, d_ff=32, context=16)
+    path = save_checkpoint(FixedIdLM(cfg), tmp_path / "bare")
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "--ckpt", str(path), "--tasks", "fixedid_ioi", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "no tokenizer" in err and "\n" not in err and not (tmp_path / "out").exists()
