@@ -52,7 +52,8 @@ def parse_seeds(text: str, what: str = "--seeds") -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------------- training
-def _runs(cfg: TrainConfig, seeds, gf2_seeds) -> list[tuple[int, str, TrainConfig, Path, list[str]]]:
+def _runs(cfg: TrainConfig, seeds, gf2_seeds, variants=BASE_VARIANTS) -> list[tuple[int, str, TrainConfig, Path,
+                                                                                  list[str]]]:
     """``(seed, run name, config, run dir relative to OUT/runs, variants)`` for every training run."""
     base_gf2 = gf2_seeds[0]
     model = dict(cfg.model)
@@ -60,7 +61,7 @@ def _runs(cfg: TrainConfig, seeds, gf2_seeds) -> list[tuple[int, str, TrainConfi
     for s in seeds:
         c = TrainConfig(model={**model, "gf2_seed": base_gf2} if base_gf2 else model, data=cfg.data,
                         train=cfg.replace_train(seed=s).train)
-        out.append((s, f"seed{s}", c, Path(f"seed{s}"), list(BASE_VARIANTS)))
+        out.append((s, f"seed{s}", c, Path(f"seed{s}"), list(variants)))
         for r in gf2_seeds[1:]:
             c = TrainConfig(model={**model, "gf2_seed": r}, data=cfg.data, train=cfg.replace_train(seed=s).train)
             out.append((s, f"seed{s}-gf2r{r}", c, Path(f"seed{s}-gf2r{r}"), ["gf2"]))
@@ -82,12 +83,12 @@ def _finished(run_dir: Path, cfg: TrainConfig, variants) -> bool:
     return True
 
 
-def train_all(cfg: TrainConfig, out: Path, seeds, gf2_seeds, *, quiet: bool = False) -> dict:
+def train_all(cfg: TrainConfig, out: Path, seeds, gf2_seeds, *, variants=BASE_VARIANTS, quiet: bool = False) -> dict:
     """Train what is not trained yet; returns ``{(seed, variant name): run dir of that variant}``."""
     from fixedid import train
 
     ckpts = {}
-    for s, name, c, rel, variants in _runs(cfg, seeds, gf2_seeds):
+    for s, name, c, rel, variants in _runs(cfg, seeds, gf2_seeds, variants):
         run_dir = out / "runs" / rel
         if not _finished(run_dir, c, variants):
             if not quiet:
@@ -258,8 +259,11 @@ def collect_measurements(out: Path) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------------- main
-def run_study(config, out, seeds, gf2_seeds=(0,), *, quiet: bool = False) -> Path:
-    """Train, measure, aggregate and report (see the module docstring); returns the report's path."""
+def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=BASE_VARIANTS, quiet: bool = False) -> Path:
+    """Train, measure, aggregate and report (see the module docstring); returns the report's path. ``variants``:
+    the trainer's variant names (add ``canonical-matched`` for the parameter-matched fixed variant)."""
+    from fixedid.config import VARIANTS
+
     from .study_report import write_results
 
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.load(config)
@@ -267,6 +271,9 @@ def run_study(config, out, seeds, gf2_seeds=(0,), *, quiet: bool = False) -> Pat
     seeds, gf2_seeds = list(seeds), list(dict.fromkeys(gf2_seeds))
     if not seeds or not gf2_seeds:
         raise AnalysisError("give at least one seed and one GF(2) seed")
+    variants = list(dict.fromkeys(variants))
+    if not variants or any(v not in VARIANTS for v in variants):
+        raise AnalysisError(f"variants {variants} must be names from {list(VARIANTS)}")
     record = out / "study.json"
     if record.exists():
         old = json.loads(record.read_text())
@@ -275,7 +282,7 @@ def run_study(config, out, seeds, gf2_seeds=(0,), *, quiet: bool = False) -> Pat
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(record, json.dumps({"config": cfg.to_dict(), "seeds": seeds, "gf2_seeds": gf2_seeds},
                                          indent=1))
-    ckpts = train_all(cfg, out, seeds, gf2_seeds, quiet=quiet)
+    ckpts = train_all(cfg, out, seeds, gf2_seeds, variants=variants, quiet=quiet)
     measure_all(cfg, out, ckpts, quiet=quiet)
     df = collect_measurements(out)
     df = df[df.seed.isin(seeds)]
@@ -291,13 +298,15 @@ def main(argv=None) -> None:
     p.add_argument("--seeds", default="0,1,2", help="training seeds, e.g. 0,1,2 or 0-4 (default 0,1,2)")
     p.add_argument("--gf2-seeds", default="0", help="GF(2) recodings to train, e.g. 0,1,2: the first is the gf2 "
                    "variant, each further one a gf2-r<R> variant (default 0)")
+    p.add_argument("--variants", default=",".join(BASE_VARIANTS), help="trainer variants (default learned,"
+                   "canonical,gf2; add canonical-matched for the parameter-matched fixed variant)")
     p.add_argument("--out", required=True, help="study directory (restartable: finished work is kept)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
 
     def go():
         path = run_study(args.config, args.out, parse_seeds(args.seeds), parse_seeds(args.gf2_seeds, "--gf2-seeds"),
-                         quiet=args.quiet)
+                         variants=[v.strip() for v in args.variants.split(",") if v.strip()], quiet=args.quiet)
         print(f"wrote {path} with its figures and CSVs in {Path(args.out)}")
         return 0
 

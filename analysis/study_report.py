@@ -28,7 +28,7 @@ KEYS = ["analysis", "metric", "key"]
 #: Metrics that live in [0, 1]: their intervals are clipped to it in the figures and the report (the CSVs keep
 #: the unclipped Student-t bounds).
 BOUNDED = {"accuracy", "acc", "acc_norm", "score", "control", "majority", "probe", "cka", "debiased"}
-ORDER = ("learned", "canonical", "gf2")
+ORDER = ("learned", "canonical", "gf2", "canonical-matched", "gf2-matched")
 
 
 def variant_order(variants) -> list[str]:

@@ -1,17 +1,18 @@
 """One figure style for every figure the toolkit draws: a fixed colour per variant, paper column sizes, PDF beside PNG.
 
 Colours are the Okabe-Ito palette (safe for the common colour-vision deficiencies): ``learned`` blue, ``canonical``
-orange, ``gf2`` bluish green in every figure; further variants (extra GF(2) recodings ``gf2-r1``..., matched or
-other interfaces) take the palette's remaining colours in a fixed order. Sizes: one paper column is 3.4 in wide, two
+orange, ``gf2`` bluish green, ``canonical-matched`` vermillion, ``gf2-matched`` sky blue in every figure; further
+variants (extra GF(2) recodings ``gf2-r1``...) take the palette's remaining colours in order of appearance. Sizes: one paper column is 3.4 in wide, two
 columns 7.0 in (the usual two-column conference layout). :func:`save` writes PNG (200 dpi) and vector PDF through a
 temp file and a rename.
 """
 
 from __future__ import annotations
 
-VARIANT_COLOURS = {"learned": "#0072B2", "canonical": "#E69F00", "gf2": "#009E73"}
-#: Okabe-Ito colours not taken by the three variants, for any further variant in order of appearance.
-EXTRA_COLOURS = ("#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+VARIANT_COLOURS = {"learned": "#0072B2", "canonical": "#E69F00", "gf2": "#009E73", "canonical-matched": "#D55E00",
+                   "gf2-matched": "#56B4E9"}
+#: Okabe-Ito colours not taken by the named variants, for any further variant in order of appearance.
+EXTRA_COLOURS = ("#CC79A7", "#F0E442", "#000000", "#999999")
 ONE_COLUMN = 3.4  # inches
 TWO_COLUMNS = 7.0
 

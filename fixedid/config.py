@@ -10,6 +10,13 @@ The open choices of the study (PAPER.md, "Open choices") are fields with documen
 - the GF(2) recoding of the ``gf2`` interface: drawn uniformly from GL(n_bits, 2) by ``gf2_seed`` (default 0),
   with a uniform offset b when ``gf2_affine`` (default False); or given explicitly as ``gf2_matrix`` /
   ``gf2_offset`` (bit rows). A checkpoint always stores the explicit matrix and offset (:meth:`resolved`).
+
+``match_params`` gives a fixed-code variant back the learned input table's parameter budget inside the backbone,
+so that "worse" is not "smaller": ``"width"`` widens every MLP (``d_ff``), ``"depth"`` adds whole layers; either must
+land within 0.5% (:data:`MATCH_TOLERANCE`) of the learned variant's trainable count at the same shape, or the config
+is refused naming the nearest counts. The config then holds the matched shape (``d_ff``/``n_layers``) and records
+the shape it was matched from in ``matched_from``, so a checkpoint round-trips without re-matching. On the learned
+interface the field is a no-op (it is the budget).
 """
 
 from __future__ import annotations
@@ -24,9 +31,22 @@ from .codes import BIT_ORDERS, VALUE_MAPS, GF2Code
 from .errors import CodeError, ConfigError
 
 INTERFACES = ("learned", "canonical", "gf2")
+#: Variant names the trainer accepts: the interfaces, and a fixed-code interface given the learned budget back
+#: (``<interface>-matched``: ``match_params`` from ``[model]``, else ``"width"``).
+VARIANTS = INTERFACES + ("canonical-matched", "gf2-matched")
+
+
+def variant_interface(variant: str) -> tuple[str, bool]:
+    """``(interface, matched)`` of a trainer variant name."""
+    if variant.endswith("-matched"):
+        return variant.removesuffix("-matched"), True
+    return variant, False
 NORMS = ("rms", "ln")
 MLPS = ("swiglu", "gelu")
 REPEATS = ("tile", "interleave")
+MATCHES = ("width", "depth")
+#: How close (relative) a parameter-matched variant must land to the learned variant's trainable count.
+MATCH_TOLERANCE = 0.005
 
 
 @dataclass
@@ -60,10 +80,42 @@ class ModelConfig:
     init_std: float = 0.02
     embed_init_std: float | None = None  # std of a learned input table at init (None: init_std)
     seed: int = 0
+    # capacity matching of a fixed-code variant (see the module docstring)
+    match_params: str | None = None
+    matched_from: dict | None = None  # the shape before matching: {"d_ff": ..., "n_layers": ...}
     name: str = field(default="custom", compare=False)
 
     def __post_init__(self):
         self.validate()
+        if self.match_params is not None and self.matched_from is None:
+            self._match()
+
+    def _match(self) -> None:
+        """Resolve ``match_params``: set ``d_ff`` or ``n_layers`` so the trainable count lands within
+        :data:`MATCH_TOLERANCE` of the learned variant's, and record the shape it started from."""
+        base = {"d_ff": self.d_ff, "n_layers": self.n_layers}
+        if not self.is_fixed:
+            self.matched_from = base  # the learned variant is the budget itself
+            return
+        field_name = "d_ff" if self.match_params == "width" else "n_layers"
+        plain = dataclasses.replace(self, match_params=None, matched_from=None)
+        target = trainable_params(dataclasses.replace(plain, interface="learned"))
+        start = trainable_params(plain)
+        step = trainable_params(dataclasses.replace(plain, **{field_name: base[field_name] + 1})) - start
+        extra = (target - start) / step
+        options = sorted({max(0, int(np.floor(extra))), max(0, int(np.ceil(extra)))})
+        counts = {k: trainable_params(dataclasses.replace(plain, **{field_name: base[field_name] + k}))
+                  for k in options}
+        best = min(options, key=lambda k: abs(counts[k] - target))
+        if abs(counts[best] - target) > MATCH_TOLERANCE * target:
+            what = "MLP width" if field_name == "d_ff" else "layer"
+            near = ", ".join(f"{k} extra {what}{'s' * (k != 1)}: {counts[k]:,} ({(counts[k] - target) / target:+.2%})"
+                             for k in options)
+            raise ConfigError(f"match_params={self.match_params!r} cannot land within {MATCH_TOLERANCE:.1%} of the "
+                              f"learned variant's {target:,} trainable parameters ({near}); use "
+                              "match_params='width'" + (" or another shape" if field_name == "d_ff" else ""))
+        setattr(self, field_name, base[field_name] + best)
+        self.matched_from = base
 
     # ----------------------------------------------------------------------------------------------------------
     @property
@@ -113,6 +165,11 @@ class ModelConfig:
             need(self.d_model % self.n_bits == 0,
                  f"d_model {self.d_model} is not divisible by n_bits {self.n_bits}: the fixed code is repeated to "
                  "width with no projection; pick d_model a multiple of n_bits")
+        need(self.match_params is None or self.match_params in MATCHES,
+             f"unknown match_params {self.match_params!r}; use one of {MATCHES} (or leave it out)")
+        need(self.matched_from is None or (self.match_params is not None and isinstance(self.matched_from, dict)
+                                           and set(self.matched_from) == {"d_ff", "n_layers"}),
+             "matched_from is written by match_params ({'d_ff': ..., 'n_layers': ...}); do not set it by hand")
         if (self.gf2_matrix is None) != (self.gf2_offset is None):
             raise ConfigError("gf2_matrix and gf2_offset go together: give both (bit rows) or neither")
         if self.gf2_matrix is not None:
@@ -182,6 +239,17 @@ class ModelConfig:
             raise ConfigError(f"unknown ModelConfig field(s) {sorted(unknown)}; known: {field_names()}")
         d.update(overrides)
         return cls(**d)
+
+
+def trainable_params(cfg: ModelConfig) -> int:
+    """The exact trainable parameter count of a model of ``cfg`` (built on the meta device: no memory, no init)."""
+    import torch
+
+    from .model import FixedIdLM
+
+    with torch.device("meta"):
+        return FixedIdLM(dataclasses.replace(cfg, match_params=None, matched_from=None), init=False).param_counts()[
+            "trainable"]
 
 
 def field_names() -> list[str]:

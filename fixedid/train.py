@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from .checkpoint import load_checkpoint, save_checkpoint
 from .atomic import write_text_atomic
 from .clitools import ArgumentParser, run_main
-from .config import INTERFACES, PRESETS
+from .config import PRESETS, VARIANTS, trainable_params
 from .data import batch_at, tokenizer_hash
 from .errors import CheckpointError, ConfigError, DataError
 from .model import FixedIdLM
@@ -277,7 +277,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = ArgumentParser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.")
     p.add_argument("--config", required=True, help="TOML training config (see experiments/configs/)")
     p.add_argument("--variants", default="learned,canonical,gf2", help="comma-separated subset of " +
-                   ",".join(INTERFACES))
+                   ",".join(VARIANTS) + " (-matched: the learned input table's parameters given to the backbone)")
     p.add_argument("--out", required=True, help="run directory; each variant lands in OUT/<variant>/")
     p.add_argument("--steps", type=int, help="override [train] steps")
     p.add_argument("--save-every", type=int, help="override [train] save_every")
@@ -296,9 +296,9 @@ def load_run_config(args) -> tuple[TrainConfig, list[str]]:
     if overrides:
         cfg = cfg.replace_train(**overrides)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    bad = [v for v in variants if v not in INTERFACES]
+    bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants or len(set(variants)) != len(variants):
-        raise ConfigError(f"--variants {args.variants!r} must list distinct names from {list(INTERFACES)}")
+        raise ConfigError(f"--variants {args.variants!r} must list distinct names from {list(VARIANTS)}")
     return cfg, variants
 
 
@@ -310,11 +310,17 @@ def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
         vocab = PRESETS[preset]["vocab_size"]
         print(f"(the tokenizer cannot be loaded here, so the {preset} preset's vocab_size {vocab:,} is used: {e})")
     t = cfg.train
+    learned = trainable_params(cfg.model_config("learned", vocab))
     for v in variants:
         with torch.device("meta"):
             m = FixedIdLM(cfg.model_config(v, vocab))
         c = m.param_counts()
         print(f"{v:>9}: " + ", ".join(f"{k} {n:,}" for k, n in c.items()))
+        if m.cfg.matched_from is not None and m.cfg.is_fixed:
+            what = ("d_ff {d_ff} -> " + str(m.cfg.d_ff) if m.cfg.match_params == "width" else
+                    "n_layers {n_layers} -> " + str(m.cfg.n_layers)).format(**m.cfg.matched_from)
+            print(f"{'':>9}  matched by {m.cfg.match_params} ({what}): trainable {c['trainable']:,} against the "
+                  f"learned variant's {learned:,} ({(c['trainable'] - learned) / learned:+.3%})")
     tokens = t.steps * t.batch_size * m.cfg.context
     print(f"token budget: {t.steps:,} steps x {t.batch_size} sequences x {m.cfg.context} tokens = {tokens:,} "
           f"tokens per variant ({tokens / c['trainable']:.2f} tokens per trainable parameter of {v})")
@@ -326,9 +332,9 @@ def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, re
     variant (as :func:`format_summary` prints them). The Python face of ``fixedid-train``."""
     out = Path(out)
     variants = list(variants)
-    bad = [v for v in variants if v not in INTERFACES]
+    bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants or len(set(variants)) != len(variants):
-        raise ConfigError(f"variants {variants} must be distinct names from {list(INTERFACES)}")
+        raise ConfigError(f"variants {variants} must be distinct names from {list(VARIANTS)}")
     d = setup_dist(device, cfg.train.parallel)
     check_out_dir(out, cfg, resume)
     d.barrier()  # every rank has checked --out before rank 0 writes anything into it

@@ -18,7 +18,7 @@ from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import ModelConfig, field_names
+from .config import MATCHES, ModelConfig, field_names
 from .errors import ConfigError
 
 DTYPES = ("fp32", "bf16", "auto")
@@ -101,14 +101,18 @@ class TrainConfig:
     def validate(self) -> None:
         m = dict(self.model)
         preset = m.pop("preset", "tiny")
-        for forbidden in ("interface", "vocab_size"):
+        for forbidden in ("interface", "vocab_size", "matched_from"):
             if forbidden in m:
-                raise ConfigError(f"[model] {forbidden} is set by the trainer (the variant / the tokenizer); "
-                                  "remove it from the config")
+                raise ConfigError(f"[model] {forbidden} is set by the trainer (the variant / the tokenizer / "
+                                  "match_params); remove it from the config")
         unknown = set(m) - set(field_names())
         if unknown:
             raise ConfigError(f"unknown [model] key(s) {sorted(unknown)}; known: ['preset'] + {field_names()}")
-        ModelConfig.preset(preset, **m)  # raises ConfigError on a bad preset or value
+        match = m.pop("match_params", None)
+        if match is not None and match not in MATCHES:
+            raise ConfigError(f"[model] match_params {match!r} is not one of {MATCHES}; it applies to the "
+                              "-matched variants (canonical-matched, gf2-matched)")
+        ModelConfig.preset(preset, **m)  # raises ConfigError on a bad preset or value (matching: per variant)
         t, d = self.train, self.data
         positive = ("steps", "batch_size", "eval_batches", "save_every", "log_every", "eval_every")
         for k in positive:
@@ -150,12 +154,20 @@ class TrainConfig:
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"[data] {k} must be a positive integer, got {v!r}")
 
-    def model_config(self, interface: str, vocab_size: int) -> ModelConfig:
+    def model_config(self, variant: str, vocab_size: int) -> ModelConfig:
         """The variant's model config: ``[model]`` on its preset, the interface and vocabulary size, and the
-        initialisation seed ``[train] seed`` unless ``[model]`` sets ``seed`` itself."""
+        initialisation seed ``[train] seed`` unless ``[model]`` sets ``seed`` itself. A ``<interface>-matched``
+        variant gets ``match_params`` (``[model]``'s, else ``"width"``); the plain variants never match, so one
+        ``[model]`` table serves them all."""
+        from .config import variant_interface
+
         m = dict(self.model)
         preset = m.pop("preset", "tiny")
         m.setdefault("seed", self.train.seed)
+        interface, matched = variant_interface(variant)
+        match = m.pop("match_params", None)
+        if matched:
+            m["match_params"] = match or "width"
         return ModelConfig.preset(preset, **m, interface=interface, vocab_size=vocab_size)
 
     def to_dict(self) -> dict:

@@ -81,3 +81,43 @@ def test_explicit_matrix_is_used():
     cfg = ModelConfig.preset("tiny", interface="gf2", gf2_matrix=j["matrix"], gf2_offset=j["offset"])
     assert cfg.recoding() == code
     assert ModelConfig.preset("tiny", interface="gf2", gf2_seed=99, gf2_affine=True).recoding() == code
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "gpt2-small", "paper-1.7b", "prior-1024"])
+def test_width_matching_lands_within_half_a_percent_of_the_learned_count(name):
+    from fixedid.config import MATCH_TOLERANCE, trainable_params
+
+    learned = trainable_params(ModelConfig.preset(name, interface="learned"))
+    for interface in ("canonical", "gf2"):
+        cfg = ModelConfig.preset(name, interface=interface, match_params="width")
+        base = ModelConfig.preset(name, interface=interface)
+        got = trainable_params(cfg)
+        assert abs(got - learned) <= MATCH_TOLERANCE * learned and cfg.d_ff > base.d_ff
+        assert cfg.matched_from == {"d_ff": base.d_ff, "n_layers": base.n_layers} and cfg.n_layers == base.n_layers
+        again = ModelConfig.from_json(cfg.to_json())  # a checkpoint's config is not matched a second time
+        assert again == cfg and again.d_ff == cfg.d_ff
+    assert ModelConfig.preset(name, interface="learned", match_params="width").d_ff == base.d_ff  # the budget
+    with torch.device("meta"):
+        counts = FixedIdLM(ModelConfig.preset(name, interface="canonical", match_params="width")).param_counts()
+    assert counts["input_interface"] == 0 and counts["trainable"] == got
+
+
+@pytest.mark.parametrize("name, low, high", [("tiny", "-3.55%", "+11.93%"), ("small", "-8.13%", "+2.33%"),
+                                             ("paper-1.7b", "-1.85%", "+1.85%")])
+def test_depth_matching_is_refused_where_no_whole_layer_count_fits(name, low, high):
+    with pytest.raises(ConfigError, match="cannot land within 0.5%") as e:
+        ModelConfig.preset(name, interface="canonical", match_params="depth")
+    assert low in str(e.value) and high in str(e.value) and "match_params='width'" in str(e.value)
+
+
+def test_depth_matching_adds_whole_layers_where_they_fit():
+    from fixedid.config import trainable_params
+
+    # one tiny layer (d 128, d_ff 384) holds 213,248 parameters: a 1,666-token table (213,248) is one layer
+    cfg = ModelConfig.preset("tiny", vocab_size=1666, interface="gf2", match_params="depth")
+    learned = trainable_params(ModelConfig.preset("tiny", vocab_size=1666, interface="learned"))
+    assert cfg.n_layers == 5 and cfg.d_ff == 384 and abs(trainable_params(cfg) - learned) <= 0.005 * learned
+    with pytest.raises(ConfigError, match="unknown match_params"):
+        ModelConfig.preset("tiny", match_params="height")
+    with pytest.raises(ConfigError, match="do not set it by hand"):
+        ModelConfig.preset("tiny", matched_from={"d_ff": 1})

@@ -316,3 +316,30 @@ def test_learning_rate_schedule_with_and_without_a_stable_phase():
     assert lr_at(61, wsd) < 1.0 and lr_at(80, wsd) == pytest.approx(0.55) and lr_at(100, wsd) == 0.1
     with pytest.raises(ConfigError, match="decay_start 100 must come before the end of the decay"):
         TrainConfig.load("tiny").replace_train(steps=100, decay_start=100)
+
+
+def test_parameter_matched_variant_trains_beside_the_others(tmp_path, capsys):
+    from analysis import load
+    from fixedid import FixedIdLM
+    from fixedid.config import trainable_params
+
+    cfg = write_config(tmp_path, CONFIG.replace("steps = 12", "steps = 4").replace("keep = [4]", "keep = []"))
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run", "--variants",
+                       "learned,canonical-matched"]) == 0
+    text = capsys.readouterr().out
+    assert "canonical-matched:" in text and "matched by width (d_ff 64 -> " in text and "learned variant's" in text
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--quiet", "--variants",
+                       "learned,canonical-matched"]) == 0
+    learned, matched = load(tmp_path / "o" / "learned"), load(tmp_path / "o" / "canonical-matched")
+    assert matched.cfg.interface == "canonical" and matched.cfg.d_ff > learned.cfg.d_ff
+    n_l, n_m = (trainable_params(m.cfg) for m in (learned, matched))
+    assert abs(n_m - n_l) <= 0.005 * n_l
+    # backbone-matched where shapes allow: at initialisation the attention weights are the same draws
+    fresh = [FixedIdLM(m.cfg) for m in (learned, matched)]
+    assert torch.equal(fresh[0].blocks[0].attn.q_proj.weight, fresh[1].blocks[0].attn.q_proj.weight)
+    bad = write_config(tmp_path, CONFIG.replace('preset = "tiny"', 'preset = "tiny"\nmatch_params = "depth"'),
+                       name="depth.toml")
+    assert run_inproc(["--config", str(bad), "--out", str(tmp_path / "d"), "--quiet", "--variants",
+                       "canonical-matched"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot land within 0.5%" in err and "\n" not in err
