@@ -81,6 +81,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     from .cli_eval import add_args as add_eval_args
     add_eval_args(sub.add_parser("eval", help="lm-eval tasks (the built-in language's, or any lm-eval task whose data "
                                  "loads) through the fixedid model; JSON and a tidy CSV"))
+    from .cli_output import add_head_args, add_lens_args
+    add_lens_args(sub.add_parser("lens", help="the logit lens across depth: accuracy and KL to the final "
+                                 "distribution, variants side by side"))
+    add_head_args(sub.add_parser("head", help="the output head's geometry: R^2 from code bits, similarity to the "
+                                 "learned input table"))
     fig = sub.add_parser("figures", help="redraw every figure of a study directory from its CSVs (no model)")
     fig.add_argument("--results", required=True, help="a study directory (python -m experiments.study --out)")
     sim = sub.add_parser("similarity", help="linear and debiased CKA between checkpoints, hook point by hook point")
@@ -264,6 +269,10 @@ def main(argv=None) -> None:
         command = run_similarity
     elif args.command == "probes":
         from .cli_probes import run as command
+    elif args.command == "lens":
+        from .cli_output import run_lens as command
+    elif args.command == "head":
+        from .cli_output import run_head as command
     elif args.command == "figures":
         command = run_figures
     elif args.command == "eval":

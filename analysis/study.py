@@ -32,8 +32,8 @@ from .errors import AnalysisError
 
 BASE_VARIANTS = ("learned", "canonical", "gf2")
 #: Which analyses run at which checkpoints: "all" (every kept snapshot and the final one) or "final".
-ANALYSES = {"behaviours": "all", "loss": "all", "probes": "all", "eval": "final", "patching": "final",
-            "interventions": "final", "recoding": "final", "erasure": "final"}
+ANALYSES = {"behaviours": "all", "loss": "all", "probes": "all", "lens": "all", "eval": "final", "patching": "final",
+            "interventions": "final", "recoding": "final", "erasure": "final", "head": "final"}
 TOKENS = 4096  # validation tokens per corpus-level measurement
 N_PAIRS = 32  # task pairs per pair-level measurement
 
@@ -115,8 +115,9 @@ def _rows(analysis: str, items) -> pd.DataFrame:
                         columns=["analysis", "metric", "key", "value"])
 
 
-def measure(analysis: str, model) -> pd.DataFrame:
-    """One analysis of one checkpoint as long-format rows (see the module docstring)."""
+def measure(analysis: str, model, reference=None) -> pd.DataFrame:
+    """One analysis of one checkpoint as long-format rows (see the module docstring); ``reference``: the learned
+    variant of the same seed, for the head's comparison with its input table."""
     import torch
 
     from .corpus import corpus_tokens
@@ -189,6 +190,17 @@ def measure(analysis: str, model) -> pd.DataFrame:
         by = df.groupby(["group", "hook"], sort=False)[["score", "control", "majority"]].mean()
         return _rows(analysis, [(m, f"{g}@{h}", r[m]) for (g, h), r in by.iterrows()
                                 for m in ("score", "control", "majority")])
+    if analysis == "lens":
+        from .lens import logit_lens
+
+        df = logit_lens(model, tokens=TOKENS)
+        return _rows(analysis, [(m, f"lens@{r.hook}", getattr(r, m)) for r in df.itertuples()
+                                for m in ("accuracy", "kl")])
+    if analysis == "head":
+        from .head import head_geometry
+
+        df = head_geometry(model, reference)
+        return _rows(analysis, [(r.measure, r.basis, r.value) for r in df.itertuples()])
     if analysis == "erasure":
         if not fixed or model.cfg.n_layers < 2:
             return _rows(analysis, [])
@@ -230,7 +242,10 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False
         if cdir not in loaded:
             loaded.clear()
             loaded[cdir] = load(cdir)
-        _write(measure(analysis, loaded[cdir]), path)
+        reference = None
+        if analysis == "head" and (seed, "learned") in ckpts:
+            reference = loaded[cdir] if variant == "learned" else load(ckpts[(seed, "learned")])
+        _write(measure(analysis, loaded[cdir], reference), path)
     for seed in sorted({s for s, _ in ckpts}):
         path = out / "measurements" / f"seed{seed}" / "canonical vs gf2" / f"step{cfg.train.steps}" / "similarity.csv"
         if path.exists() or (seed, "canonical") not in ckpts or (seed, "gf2") not in ckpts:

@@ -171,7 +171,7 @@ def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, t
                 c = [g[(g.variant == v) & (g.hook == h) & (g.metric == control)].value.mean() for h in hooks]
                 ax.plot(x, c, linestyle="--", color=colours[v], linewidth=0.9, alpha=0.8)
         ax.set_xticks(range(len(hooks)), [short_hook(h) for h in hooks], rotation=30, ha="right", fontsize=7)
-        ax.set_title(GROUP_LABELS.get(group, group), fontsize=8)
+        ax.set_title({**GROUP_LABELS, "lens": "logit lens", "cka": "same hook point"}.get(group, group), fontsize=8)
         ax.grid(color="0.9")
     axes[0, 0].set_ylabel(ylabel, fontsize=8)
     axes[0, -1].legend(fontsize=7, frameon=False)
@@ -258,7 +258,7 @@ def comparison_figure(comp: pd.DataFrame):
 
 
 #: The comparisons the figure and the report lead with.
-HEADLINE = {("behaviours", "accuracy"), ("eval", "acc"), ("loss", "val_loss"),
+HEADLINE = {("behaviours", "accuracy"), ("eval", "acc"), ("loss", "val_loss"), ("head", "nn_overlap"),
             ("interventions", "bitflip_delta_loss"), ("recoding", "delta_loss"), ("erasure", "delta_loss")}
 
 
@@ -287,6 +287,13 @@ def draw_figures(df: pd.DataFrame, out_dir) -> list[str]:
                                       "seeds)"),
         "probes": depth_figure(df, "probes", "score", ylabel="held-out accuracy", control="control",
                                title="probes across depth (dashed: control task; band: 95% interval over seeds)"),
+        "lens": depth_figure(df, "lens", "accuracy", ylabel="next-token accuracy of the lens",
+                             title="logit lens: the final norm and head at each depth (band: 95% interval over "
+                                   "seeds)"),
+        "head": forest(df, [("head", "bits_r2", "R^2 of head rows from code bits"),
+                            ("head", "cka_to_learned_input", "linear CKA, head rows vs the learned input table"),
+                            ("head", "nn_overlap", "nearest-neighbour overlap with the learned input table")],
+                       title="the output head's geometry (final step; 95% interval over seeds)"),
         "similarity": depth_figure(sim.assign(key="cka@" + sim.key), "similarity", "debiased",
                                    ylabel="debiased linear CKA",
                                    title="canonical vs gf2, same hook point (95% interval over seeds)"),
@@ -353,6 +360,13 @@ SECTIONS = [
      "layer."),
     ("Probes at the final hook points", "probes", "score", False,
      "Held-out probe accuracy, mean over a group's targets; the control task is in the figure."),
+    ("Logit lens", "lens", "accuracy", False,
+     "Next-token accuracy when the final norm and head read each depth's residual stream (the last row is the model)."),
+    ("The output head", "head", "bits_r2", False,
+     "R^2 of the head rows from the token id's bits (canonical) and from the model's own code bits."),
+    ("The output head and the learned input table", "head", "nn_overlap", False,
+     "Share of each token's 10 nearest neighbours (cosine) that the head rows and the learned input table of the "
+     "same seed agree on (chance ~k / vocabulary)."),
     ("Similarity of canonical and gf2", "similarity", "debiased", False,
      "Debiased linear CKA between the two fixed-code variants of a seed, same hook point."),
 ]
