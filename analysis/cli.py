@@ -86,6 +86,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                                  "distribution, variants side by side"))
     add_head_args(sub.add_parser("head", help="the output head's geometry: R^2 from code bits, similarity to the "
                                  "learned input table"))
+    exp = sub.add_parser("export-hf", help="write a checkpoint as a Hugging Face transformers Llama directory")
+    exp.add_argument("--ckpt", required=True, help="checkpoint directory")
+    exp.add_argument("--out", required=True, help="the new Hugging Face directory")
+    imp = sub.add_parser("import-hf", help="read a Hugging Face Llama directory back into a fixedid checkpoint")
+    imp.add_argument("--hf", required=True, help="a Hugging Face model directory (config.json, model.safetensors)")
+    imp.add_argument("--out", required=True, help="the new checkpoint directory")
     fig = sub.add_parser("figures", help="redraw every figure of a study directory from its CSVs (no model)")
     fig.add_argument("--results", required=True, help="a study directory (python -m experiments.study --out)")
     sim = sub.add_parser("similarity", help="linear and debiased CKA between checkpoints, hook point by hook point")
@@ -248,6 +254,31 @@ def run_similarity(args) -> int:
     return 0
 
 
+def run_export_hf(args) -> int:
+    from .hf import export_hf
+    from .model import load
+
+    model = load(checkpoint_dirs([args.ckpt])[0])
+    out = export_hf(model, args.out)
+    print(f"wrote {out}: a transformers LlamaForCausalLM ({model.cfg.interface} interface"
+          + (", the fixed code as its embedding, provenance in config.json 'fixedid'" if model.cfg.is_fixed else "")
+          + ")" + ("; AutoTokenizer loads its tokenizer" if model.tokenizer is not None else ""))
+    return 0
+
+
+def run_import_hf(args) -> int:
+    from fixedid import save_checkpoint
+
+    from .hf import import_hf
+
+    model = import_hf(args.hf)
+    if Path(args.out).exists():
+        raise AnalysisError(f"{args.out} exists; import into a new directory")
+    path = save_checkpoint(model, args.out, tokenizer=model.tokenizer, imported_from=str(args.hf))
+    print(f"wrote {path}: a fixedid checkpoint ({model.cfg.interface} interface) from {args.hf}")
+    return 0
+
+
 def run_figures(args) -> int:
     from .study_report import redraw
 
@@ -273,6 +304,10 @@ def main(argv=None) -> None:
         from .cli_output import run_lens as command
     elif args.command == "head":
         from .cli_output import run_head as command
+    elif args.command == "export-hf":
+        command = run_export_hf
+    elif args.command == "import-hf":
+        command = run_import_hf
     elif args.command == "figures":
         command = run_figures
     elif args.command == "eval":

@@ -113,6 +113,12 @@ def check_nnsight_version(version: str | None = None) -> None:
 
 
 def load(path, *, device: str | torch.device = "cpu") -> HookedFixedIdLM:
-    """Load and verify a checkpoint for analysis (eval mode, tokenizer attached)."""
+    """Load and verify a checkpoint for analysis (eval mode, tokenizer attached). A Hugging Face Llama directory
+    (:func:`analysis.hf.export_hf` writes them) is imported: as the fixed-code model it came from when its config
+    carries the fixedid record, else as a learned-interface model."""
+    from .hf import import_hf, is_hf_dir
+
+    if is_hf_dir(path):
+        return import_hf(path, device=device)
     return load_checkpoint(path, device=device, model_class=HookedFixedIdLM)
 
