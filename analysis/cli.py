@@ -86,6 +86,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                                  "distribution, variants side by side"))
     add_head_args(sub.add_parser("head", help="the output head's geometry: R^2 from code bits, similarity to the "
                                  "learned input table"))
+    from .cli_context import add_args as add_context_args
+    add_context_args(sub.add_parser("context", help="context use: loss with the context cut to k tokens, attention "
+                                    "vs MLP ablation shares, alternative segmentations"))
     exp = sub.add_parser("export-hf", help="write a checkpoint as a Hugging Face transformers Llama directory")
     exp.add_argument("--ckpt", required=True, help="checkpoint directory")
     exp.add_argument("--out", required=True, help="the new Hugging Face directory")
@@ -304,6 +307,8 @@ def main(argv=None) -> None:
         from .cli_output import run_lens as command
     elif args.command == "head":
         from .cli_output import run_head as command
+    elif args.command == "context":
+        from .cli_context import run as command
     elif args.command == "export-hf":
         command = run_export_hf
     elif args.command == "import-hf":

@@ -59,6 +59,28 @@ def corpus_tokens(model, data=None, *, tokens: int = DEFAULT_TOKENS, seq_len: in
     return _checked(torch.tensor(ids[:n * seq_len], dtype=torch.long).view(n, seq_len), cfg, str(data))
 
 
+def corpus_texts(model, data=None, *, n: int = 200) -> list[str]:
+    """The first ``n`` documents of the checkpoint's own validation stream (``data=None``) or of a ``.txt`` /
+    ``.jsonl`` file, as text (for measurements that tokenize text themselves, such as alternative segmentations)."""
+    if n < 1:
+        raise AnalysisError(f"the number of documents must be positive, got {n}")
+    if data is None:
+        docs = _own_validation_docs(model)
+    else:
+        path = Path(data)
+        if path.suffix == ".npy":
+            raise AnalysisError(f"--data {path} holds token ids; this measurement needs text (.txt or .jsonl)")
+        docs = _read_docs(path)
+    out = []
+    for doc in docs:
+        out.append(doc)
+        if len(out) == n:
+            break
+    if not out:
+        raise AnalysisError("the data holds no documents")
+    return out
+
+
 def validation_source(model) -> tuple[str, str, dict | None]:
     """``(source, split, synthetic_mix)`` of the checkpoint's validation stream on the built-in language."""
     d = (getattr(model, "meta", None) or {}).get("train_config", {}).get("data", {})
