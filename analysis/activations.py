@@ -64,7 +64,8 @@ def _meta(model, hooks, dtype, n, T) -> dict:
     c = model.cfg
     return {"interface": c.interface, "vocab_size": c.vocab_size, "n_bits": c.n_bits, "n_layers": c.n_layers,
             "hooks": hooks, "dtype": dtype, "n_sequences": n, "seq_len": T,
-            "recoding": None if c.recoding() is None else c.recoding().to_json(), "bit_order": c.bit_order}
+            "recoding": None if c.recoding() is None else c.recoding().to_json(), "bit_order": c.bit_order,
+            "table_seed": c.table_seed}
 
 
 def token_table(ids: torch.Tensor) -> pd.DataFrame:

@@ -83,9 +83,9 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
     negative positions count from the end."""
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() before patching")
-    if not model.cfg.is_fixed:
-        raise AnalysisError("bit x layer maps flip code bits; the learned variant has none (its analogues are the "
-                            "'swap' and 'noise' input edits)")
+    if not model.cfg.has_code:
+        raise AnalysisError(f"bit x layer maps flip code bits; the {model.cfg.interface} variant has none (its "
+                            "analogues are the 'swap' and 'noise' input edits)")
     if site not in MAP_SITES:
         raise AnalysisError(f"bit x layer maps patch one position at a time; site must be one of {list(MAP_SITES)}")
     if metric not in MAP_METRICS:

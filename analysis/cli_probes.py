@@ -54,8 +54,9 @@ def run(args) -> int:
         raise AnalysisError("--top-k must be >= 2, --xor-pairs >= 0 and --C > 0")
     paths = checkpoint_dirs(args.ckpt)
     models = {p.name: load(p) for p in paths}
-    if "code_bits" in families and any(not m.cfg.is_fixed for m in models.values()):
-        raise AnalysisError("code_bits targets need fixed-code models; drop the learned checkpoint or the target")
+    if "code_bits" in families and any(not m.cfg.has_code for m in models.values()):
+        raise AnalysisError("code_bits targets need models that read an n-bit code; drop the learned (or "
+                            "frozen_random) checkpoint or the target")
     frames = []
     for name, model in models.items():
         acts = collect(model, args.data, tokens=args.tokens, progress=True)  # the latent labels without --data

@@ -22,7 +22,7 @@ def bitflip_tables(models: dict, pairs):
     flips, noise, maps = [], [], {}
     for v, m in models.items():
         x = corpus_tokens(m, tokens=TOKENS)
-        if m.cfg.is_fixed:
+        if m.cfg.has_code:
             s = input_intervention(m, "bitflip", x).summary
             constant = (m.embed.code == m.embed.code[:1]).all(0).cpu().numpy()
             flips.append(s.assign(variant=v, constant_column=constant[s.bit.to_numpy(dtype=int)]))

@@ -20,7 +20,7 @@ def recoding_table(models: dict) -> pd.DataFrame:
     frames = []
     for v, m in models.items():
         runs = [("token-permutation", TOKEN_CYCLES, DRAWS)]
-        if m.cfg.is_fixed:
+        if m.cfg.has_code:
             runs = [("transvection", TRANSVECTIONS, DRAWS), ("other-variant", None, 1)] + runs
         x = corpus_tokens(m, tokens=TOKENS)  # one set of validation windows for all of a model's sweeps
         for family, ks, draws in runs:

@@ -46,7 +46,7 @@ def _ridge_r2(X: np.ndarray, Y: np.ndarray, alpha: float, splits: int, seed: int
 
 
 def _own_bits(model) -> np.ndarray | None:
-    if not model.cfg.is_fixed:
+    if not model.cfg.has_code:
         return None
     c = model.cfg
     code = model.embed.code.detach().cpu().numpy()  # [vocab, n_bits] in the configured order, values per value_map

@@ -49,9 +49,9 @@ DEFAULT_SCALES = (0.1, 0.25, 0.5, 1.0)
 
 # ---------------------------------------------------------------------------------------------- input edits
 def _fixed(model, kind):
-    if not model.cfg.is_fixed:
-        raise AnalysisError(f"a {kind} edit acts on code bits; the learned variant has none (use kind 'swap' or "
-                            "'noise', which act on its embedding row)")
+    if not model.cfg.has_code:
+        raise AnalysisError(f"a {kind} edit acts on code bits; the {model.cfg.interface} variant has none (use kind "
+                            "'swap' or 'noise', which act on its input row)")
 
 
 def _bit_values(model) -> tuple[float, float]:
@@ -122,7 +122,7 @@ def _noise_edit(model, scale, draw, pos, seed):
     if not isinstance(scale, (int, float, np.floating)) or isinstance(scale, bool) or not 0 <= scale < float("inf"):
         raise AnalysisError(f"a noise scale is a finite non-negative number, got {scale!r}")
     sd = float(scale) * input_rms(model)
-    width = model.cfg.n_bits if model.cfg.is_fixed else model.cfg.d_model
+    width = model.embed.code.shape[-1] if model.cfg.is_fixed else model.cfg.d_model
     sl = slice(None) if pos is None else slice(pos, pos + 1)
 
     def apply(x, tokens, seq):

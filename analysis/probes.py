@@ -45,7 +45,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from fixedid.codes import GF2Code, ids_to_bits
+from fixedid.codes import GF2Code, id_permutation, ids_to_bits
+from fixedid.config import CODED
 
 from .errors import AnalysisError
 from .logistic import fit_logistic
@@ -67,8 +68,9 @@ class Target:
 
 # ------------------------------------------------------------------------------------------------------ targets
 def _own_inverse_rows(meta) -> np.ndarray | None:
-    """Rows of R^{-1} (LSB-first bits): canonical bit i = XOR of code bits (own LSB index) in row i, plus a constant."""
-    if meta["interface"] == "learned":
+    """Rows of R^{-1} (LSB-first bits): canonical bit i = XOR of code bits (own LSB index) in row i, plus a constant.
+    None where the canonical bits are no GF(2)-affine function of the code (learned, permuted, frozen_random)."""
+    if meta["interface"] not in ("canonical", "gf2"):
         return None
     n = meta["n_bits"]
     if meta.get("recoding") is None:
@@ -89,9 +91,13 @@ def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int =
     canon = ids_to_bits(ids, n_bits)  # [N, n_bits], LSB first
     out: list[Target] = []
     if "code_bits" in families:
-        if inv is None:
-            raise AnalysisError("code_bits targets need a fixed-code model; the learned variant has no code")
-        code = canon if meta.get("recoding") is None else GF2Code.from_json(meta["recoding"]).encode_bits(canon)
+        if meta["interface"] not in CODED:
+            raise AnalysisError(f"code_bits targets need a model that reads an n-bit code; the {meta['interface']} "
+                                "variant has none")
+        if meta["interface"] == "permuted":
+            code = ids_to_bits(id_permutation(meta["vocab_size"], meta.get("table_seed", 0))[ids], n_bits)
+        else:
+            code = canon if meta.get("recoding") is None else GF2Code.from_json(meta["recoding"]).encode_bits(canon)
         for j in range(n_bits):  # column j in the configured order
             lsb = n_bits - 1 - j if meta.get("bit_order", "msb") == "msb" else j
             out.append(Target(f"code_bit:{j}", code[:, lsb].astype(np.int64), "class", 1))

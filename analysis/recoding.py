@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from fixedid.codes import GF2Code, code_table, ids_to_bits
+from fixedid.codes import GF2Code, id_permutation, ids_to_bits, render_bits
 
 from .behaviours import TASKS, prepare_pairs, score_pairs
 from .corpus import DEFAULT_TOKENS, corpus_tokens
@@ -49,16 +49,19 @@ DEFAULT_KS = {"transvection": (0, 1, 2, 4, 8, 16, 32), "token-permutation": (0, 
 
 
 def _fixed(model, what: str):
-    if not getattr(model.cfg, "is_fixed", False):
-        raise AnalysisError(f"{what} needs a fixed-code model; the {model.cfg.interface} variant has no code to "
-                            "recode (use family 'token-permutation', which applies to every variant)")
+    if not getattr(model.cfg, "has_code", False):
+        raise AnalysisError(f"{what} needs a model that reads an n-bit code; the {model.cfg.interface} variant has "
+                            "no code to recode (use family 'token-permutation', which applies to every variant)")
     return model.embed
 
 
 def own_bits(model) -> np.ndarray:
     """The ``[vocab, n_bits]`` code bits (LSB first) that the model reads, before rendering."""
     _fixed(model, "own_bits")
-    bits = ids_to_bits(np.arange(model.cfg.vocab_size), model.cfg.n_bits)
+    ids = np.arange(model.cfg.vocab_size)
+    if model.cfg.interface == "permuted":
+        ids = id_permutation(model.cfg.vocab_size, model.cfg.table_seed)
+    bits = ids_to_bits(ids, model.cfg.n_bits)
     code = model.cfg.recoding()
     return bits if code is None else code.encode_bits(bits)
 
@@ -71,9 +74,8 @@ def recoded_table(model, code: GF2Code) -> torch.Tensor:
     if code.n_bits != model.cfg.n_bits:
         raise AnalysisError(f"the recoding acts on {code.n_bits} bits but the model's code has {model.cfg.n_bits}")
     c = model.cfg
-    own = c.recoding()
-    table = code_table(c.vocab_size, c.n_bits, recoding=code if own is None else code @ own, bit_order=c.bit_order,
-                       value_map=c.value_map, scale=c.code_scale)
+    table = render_bits(code.encode_bits(own_bits(model)), bit_order=c.bit_order, value_map=c.value_map,
+                        scale=c.code_scale)
     return torch.from_numpy(table).to(device=embed.code.device, dtype=embed.code.dtype)
 
 
@@ -135,6 +137,9 @@ def other_variant_code(model) -> GF2Code:
     """gf2 model: the recoding that makes it read canonical codes; canonical model: its gf2 sibling's code
     (the config's ``gf2_*`` fields with ``interface = "gf2"``)."""
     _fixed(model, "the other-variant recoding")
+    if model.cfg.interface not in ("canonical", "gf2"):
+        raise AnalysisError(f"the other-variant recoding maps between canonical and gf2; the {model.cfg.interface} "
+                            "variant has no such sibling")
     own = model.cfg.recoding()
     return own.inverse() if own is not None else model.cfg.replace(interface="gf2").recoding()
 

@@ -122,7 +122,7 @@ def measure(analysis: str, model, reference=None) -> pd.DataFrame:
 
     from .corpus import corpus_tokens
 
-    fixed = model.cfg.is_fixed
+    fixed = model.cfg.has_code  # the bit-level analyses (flips, transvections, erasure of a code bit)
     if analysis == "behaviours":
         from .behaviours import behaviour_table
 

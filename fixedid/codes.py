@@ -262,6 +262,20 @@ def code_table(vocab_size: int, n_bits: int = 16, *, recoding: GF2Code | None = 
     return render_bits(bits, bit_order=bit_order, value_map=value_map, scale=scale)
 
 
+def id_permutation(vocab_size: int, seed: int) -> np.ndarray:
+    """The seeded permutation of ``0..vocab_size-1`` of the ``permuted`` interface: token t reads the canonical code
+    of ``perm[t]``, so ids that are neighbours share no code structure."""
+    return np.random.default_rng([int(seed), 7]).permutation(vocab_size)
+
+
+def frozen_random_table(vocab_size: int, width: int, seed: int, norm: float) -> np.ndarray:
+    """The ``[vocab_size, width]`` float32 table of the ``frozen_random`` interface: seeded Gaussian rows, each
+    scaled to ``norm`` (the code rows' norm), frozen like a code."""
+    rows = np.random.default_rng([int(seed), 11]).standard_normal((vocab_size, width))
+    rows *= norm / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    return rows.astype(np.float32)
+
+
 def table_sha256(table) -> str:
     """sha256 of a code table as contiguous little-endian float32 bytes, prefixed by its shape."""
     t = np.ascontiguousarray(np.asarray(table, dtype="<f4"))

@@ -11,6 +11,11 @@ The open choices of the study (PAPER.md, "Open choices") are fields with documen
   with a uniform offset b when ``gf2_affine`` (default False); or given explicitly as ``gf2_matrix`` /
   ``gf2_offset`` (bit rows). A checkpoint always stores the explicit matrix and offset (:meth:`resolved`).
 
+Two geometry controls train like the others and separate "a fixed code" from "the geometry of a binary interface":
+``permuted`` (token t reads the canonical code of ``perm[t]``, a permutation of the ids drawn by ``table_seed``, so
+nearby ids share no structure) and ``frozen_random`` (a frozen table of seeded Gaussian rows, each with the code rows'
+norm, full model width: fixed, but neither binary nor low-rank).
+
 ``match_params`` gives a fixed-code variant back the learned input table's parameter budget inside the backbone,
 so that "worse" is not "smaller": ``"width"`` widens every MLP (``d_ff``), ``"depth"`` adds whole layers; either must
 land within 0.5% (:data:`MATCH_TOLERANCE`) of the learned variant's trainable count at the same shape, or the config
@@ -30,7 +35,9 @@ import numpy as np
 from .codes import BIT_ORDERS, VALUE_MAPS, GF2Code
 from .errors import CodeError, ConfigError
 
-INTERFACES = ("learned", "canonical", "gf2")
+INTERFACES = ("learned", "canonical", "gf2", "permuted", "frozen_random")
+#: Interfaces that read an n-bit code (bit-level analyses apply); ``frozen_random`` is frozen but has no bits.
+CODED = ("canonical", "gf2", "permuted")
 #: Variant names the trainer accepts: the interfaces, and a fixed-code interface given the learned budget back
 #: (``<interface>-matched``: ``match_params`` from ``[model]``, else ``"width"``).
 VARIANTS = INTERFACES + ("canonical-matched", "gf2-matched")
@@ -71,6 +78,7 @@ class ModelConfig:
     gf2_affine: bool = False
     gf2_matrix: list[list[int]] | None = None
     gf2_offset: list[int] | None = None
+    table_seed: int = 0  # the id permutation of "permuted", the Gaussian table of "frozen_random"
     # backbone
     norm: str = "rms"
     norm_eps: float = 1e-5
@@ -131,6 +139,11 @@ class ModelConfig:
         return self.interface != "learned"
 
     @property
+    def has_code(self) -> bool:
+        """The input is an n-bit code (canonical, gf2, permuted): bit-level analyses apply."""
+        return self.interface in CODED
+
+    @property
     def code_repeats(self) -> int:
         return self.d_model // self.n_bits
 
@@ -158,7 +171,7 @@ class ModelConfig:
         need(self.init_std > 0, f"init_std must be positive, got {self.init_std}")
         need(self.embed_init_std is None or (isinstance(self.embed_init_std, (int, float)) and self.embed_init_std > 0),
              f"embed_init_std must be a positive number (or absent for init_std), got {self.embed_init_std!r}")
-        if self.is_fixed:
+        if self.has_code:
             need(self.vocab_size <= (1 << self.n_bits),
                  f"vocab_size {self.vocab_size} > 2**n_bits = {1 << self.n_bits}: a {self.n_bits}-bit code cannot "
                  "name every token; raise n_bits or shrink the vocabulary")

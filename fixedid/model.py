@@ -28,13 +28,14 @@ from __future__ import annotations
 import hashlib
 import math
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from .codes import code_table
+from .codes import code_table, frozen_random_table, id_permutation
 from .config import ModelConfig
 from .errors import ConfigError
 
@@ -174,6 +175,8 @@ class FixedCodeInput(nn.Module):
         super().__init__()
         table = code_table(cfg.vocab_size, cfg.n_bits, recoding=cfg.recoding(), bit_order=cfg.bit_order,
                            value_map=cfg.value_map, scale=cfg.code_scale)
+        if cfg.interface == "permuted":
+            table = np.ascontiguousarray(table[id_permutation(cfg.vocab_size, cfg.table_seed)])
         self.register_buffer("code", torch.from_numpy(table).to(torch.get_default_device()), persistent=False)
         self.repeats, self.mode = cfg.code_repeats, cfg.repeat
 
@@ -185,6 +188,26 @@ class FixedCodeInput(nn.Module):
 
     def forward(self, tokens):
         return self.widen(self.code[tokens])
+
+
+class FrozenTableInput(nn.Module):
+    """The ``frozen_random`` geometry control: a frozen ``[vocab, d_model]`` table of seeded Gaussian rows with the
+    code rows' norm, in a buffer like a code (``code``, widened by the identity)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        code = code_table(min(cfg.vocab_size, 1 << cfg.n_bits), cfg.n_bits, bit_order=cfg.bit_order,
+                          value_map=cfg.value_map, scale=cfg.code_scale)
+        norm = float(np.sqrt((code.astype(np.float64) ** 2).sum(1) * max(1, cfg.d_model // cfg.n_bits)).mean())
+        table = frozen_random_table(cfg.vocab_size, cfg.d_model, cfg.table_seed, norm)
+        self.register_buffer("code", torch.from_numpy(table).to(torch.get_default_device()), persistent=False)
+        self.repeats, self.mode = 1, "tile"
+
+    def widen(self, rows):
+        return rows
+
+    def forward(self, tokens):
+        return self.code[tokens]
 
 
 class LearnedInput(nn.Module):
@@ -222,7 +245,8 @@ class FixedIdLM(HookedRootModule):
         if not isinstance(config, ModelConfig):
             raise ConfigError(f"FixedIdLM needs a ModelConfig, got {type(config).__name__}")
         self.cfg = config
-        self.embed = FixedCodeInput(config) if config.is_fixed else LearnedInput(config)
+        self.embed = (FixedCodeInput(config) if config.has_code else
+                      FrozenTableInput(config) if config.is_fixed else LearnedInput(config))
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layers)])
         self.ln_final = _norm(config)

@@ -118,7 +118,7 @@ def test_split_and_bad_input(tmp_path_factory, tokenizer):
         split_by_sequence(np.zeros(8, dtype=int))
     m = make(tmp_path_factory, tokenizer, "learned")
     acts = collect(m, uniform_ids(m, n=4), hooks=["hook_embed"])
-    with pytest.raises(AnalysisError, match="learned variant has no code"):
+    with pytest.raises(AnalysisError, match="learned variant has none"):
         targets(acts, ["code_bits"])
     with pytest.raises(AnalysisError, match="unknown probe target"):
         targets(acts, ["colour"])
