@@ -101,9 +101,8 @@ def export_hf(model, out) -> Path:
 
         eot = eot_id(model.tokenizer)
     config = llama_config(model, eot)
-    own = dict(model.named_parameters())
     state = {"model.embed_tokens.weight": model.input_code(torch.arange(model.cfg.vocab_size, device=model.device))}
-    state.update({h: own[f] for h, f in _state_pairs(model.cfg)})
+    state.update({h: _tensor(model, f) for h, f in _state_pairs(model.cfg)})  # a frozen head is a buffer
     with torch.device("meta"):
         hf = LlamaForCausalLM(config)
     hf.load_state_dict({k: v.detach().float().cpu().contiguous() for k, v in state.items()}, assign=True, strict=True)
@@ -139,6 +138,13 @@ class _quiet_transformers:
 
         if self.was:
             logging.enable_progress_bar()
+
+
+def _tensor(model, dotted: str) -> torch.Tensor:
+    obj = model
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def is_hf_dir(path) -> bool:
@@ -214,10 +220,13 @@ def import_hf(path, *, device="cpu"):
         raise AnalysisError(f"{path}: tensors missing for a fixedid model: {missing[:4]}{' ...' * (len(missing) > 4)}")
     own = dict(model.named_parameters())
     for h, f in _state_pairs(cfg):
-        if tuple(state[h].shape) != tuple(own[f].shape):
-            raise AnalysisError(f"{path}: {h} has shape {tuple(state[h].shape)}, fixedid expects "
-                                f"{tuple(own[f].shape)}")
-        own[f].copy_(state[h].to(own[f].dtype))
+        want_shape = tuple(_tensor(model, f).shape)
+        if tuple(state[h].shape) != want_shape:
+            raise AnalysisError(f"{path}: {h} has shape {tuple(state[h].shape)}, fixedid expects {want_shape}")
+        if f in own:
+            own[f].copy_(state[h].to(own[f].dtype))
+        elif not torch.equal(state[h].float().cpu(), _tensor(model, f).float().cpu()):  # the frozen output head
+            raise AnalysisError(f"{path}: {h} is not the fixed output head its config names (output = 'code')")
     emb = state["model.embed_tokens.weight"].float()
     if cfg.is_fixed:
         table = model.input_code(torch.arange(cfg.vocab_size, device=model.device)).float().cpu()

@@ -276,6 +276,20 @@ def frozen_random_table(vocab_size: int, width: int, seed: int, norm: float) -> 
     return rows.astype(np.float32)
 
 
+def code_features(code, width: int, seed: int, bandwidth: float = 0.25) -> np.ndarray:
+    """A fixed, full-rank expansion of ``[vocab, n_bits]`` code rows to ``[vocab, width]``: random Fourier features
+    ``cos(code @ W + b)`` with ``W ~ N(0, bandwidth)`` and ``b ~ U(0, 2 pi)`` (for {-1,+1} codes the rows' inner
+    products approximate ``exp(-2 * bandwidth * hamming)``: codes one bit apart stay alike, distant ones do not),
+    each row scaled to unit norm. The output head of ``output = "code"``."""
+    code = np.asarray(code, dtype=np.float64)
+    rng = np.random.default_rng([int(seed), 13])
+    w = rng.normal(0.0, np.sqrt(bandwidth), size=(code.shape[1], width))
+    b = rng.uniform(0.0, 2 * np.pi, size=width)
+    rows = np.cos(code @ w + b)
+    rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    return rows.astype(np.float32)
+
+
 def table_sha256(table) -> str:
     """sha256 of a code table as contiguous little-endian float32 bytes, prefixed by its shape."""
     t = np.ascontiguousarray(np.asarray(table, dtype="<f4"))

@@ -16,6 +16,10 @@ Two geometry controls train like the others and separate "a fixed code" from "th
 nearby ids share no structure) and ``frozen_random`` (a frozen table of seeded Gaussian rows, each with the code rows'
 norm, full model width: fixed, but neither binary nor low-rank).
 
+``output = "code"`` freezes the output side too (a control, with any input interface): the head's rows are a fixed,
+full-rank expansion of each token's code (its own code, or the canonical code when the input has none) by random
+Fourier features (:func:`fixedid.codes.code_features`), unit-norm rows; see the README for what it confounds.
+
 ``match_params`` gives a fixed-code variant back the learned input table's parameter budget inside the backbone,
 so that "worse" is not "smaller": ``"width"`` widens every MLP (``d_ff``), ``"depth"`` adds whole layers; either must
 land within 0.5% (:data:`MATCH_TOLERANCE`) of the learned variant's trainable count at the same shape, or the config
@@ -52,6 +56,7 @@ NORMS = ("rms", "ln")
 MLPS = ("swiglu", "gelu")
 REPEATS = ("tile", "interleave")
 MATCHES = ("width", "depth")
+OUTPUTS = ("learned", "code")
 #: How close (relative) a parameter-matched variant must land to the learned variant's trainable count.
 MATCH_TOLERANCE = 0.005
 
@@ -79,6 +84,7 @@ class ModelConfig:
     gf2_matrix: list[list[int]] | None = None
     gf2_offset: list[int] | None = None
     table_seed: int = 0  # the id permutation of "permuted", the Gaussian table of "frozen_random"
+    output: str = "learned"  # "code": a frozen output head, a fixed full-rank expansion of each token's code
     # backbone
     norm: str = "rms"
     norm_eps: float = 1e-5
@@ -178,6 +184,9 @@ class ModelConfig:
             need(self.d_model % self.n_bits == 0,
                  f"d_model {self.d_model} is not divisible by n_bits {self.n_bits}: the fixed code is repeated to "
                  "width with no projection; pick d_model a multiple of n_bits")
+        need(self.output in OUTPUTS, f"unknown output {self.output!r}; use one of {OUTPUTS}")
+        need(self.output == "learned" or self.vocab_size <= (1 << self.n_bits),
+             f"output 'code' reads each token's {self.n_bits}-bit code: vocab_size {self.vocab_size} does not fit")
         need(self.match_params is None or self.match_params in MATCHES,
              f"unknown match_params {self.match_params!r}; use one of {MATCHES} (or leave it out)")
         need(self.matched_from is None or (self.match_params is not None and isinstance(self.matched_from, dict)

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from .codes import code_table, frozen_random_table, id_permutation
+from .codes import code_features, code_table, frozen_random_table, id_permutation
 from .config import ModelConfig
 from .errors import ConfigError
 
@@ -164,6 +164,16 @@ class Block(nn.Module):
         return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
 
 
+def input_code_table(cfg: ModelConfig, *, value_map: str | None = None, scale: float | None = None) -> np.ndarray:
+    """The ``[vocab, n_bits]`` code table an n-bit-code interface reads (canonical, gf2, permuted), rendered with the
+    config's value map and scale unless given."""
+    table = code_table(cfg.vocab_size, cfg.n_bits, recoding=cfg.recoding(), bit_order=cfg.bit_order,
+                       value_map=value_map or cfg.value_map, scale=cfg.code_scale if scale is None else scale)
+    if cfg.interface == "permuted":
+        table = np.ascontiguousarray(table[id_permutation(cfg.vocab_size, cfg.table_seed)])
+    return table
+
+
 class FixedCodeInput(nn.Module):
     """The immutable input: a ``[vocab, n_bits]`` code table in a buffer, repeated to ``d_model``.
 
@@ -173,10 +183,7 @@ class FixedCodeInput(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        table = code_table(cfg.vocab_size, cfg.n_bits, recoding=cfg.recoding(), bit_order=cfg.bit_order,
-                           value_map=cfg.value_map, scale=cfg.code_scale)
-        if cfg.interface == "permuted":
-            table = np.ascontiguousarray(table[id_permutation(cfg.vocab_size, cfg.table_seed)])
+        table = input_code_table(cfg)
         self.register_buffer("code", torch.from_numpy(table).to(torch.get_default_device()), persistent=False)
         self.repeats, self.mode = cfg.code_repeats, cfg.repeat
 
@@ -208,6 +215,23 @@ class FrozenTableInput(nn.Module):
 
     def forward(self, tokens):
         return self.code[tokens]
+
+
+class FixedOutput(nn.Module):
+    """The ``output = "code"`` control: a frozen head whose row ``t`` is a fixed full-rank expansion of token
+    ``t``'s code (:func:`fixedid.codes.code_features`), in a buffer named ``weight`` like a linear layer's."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        if cfg.has_code:  # the code the input reads, as {-1, +1}
+            code = input_code_table(cfg, value_map="pm1", scale=1.0)
+        else:  # no n-bit code at the input: the canonical code of the id
+            code = code_table(cfg.vocab_size, cfg.n_bits, bit_order=cfg.bit_order)
+        rows = code_features(code, cfg.d_model, cfg.table_seed)
+        self.register_buffer("weight", torch.from_numpy(rows).to(torch.get_default_device()), persistent=False)
+
+    def forward(self, x):
+        return F.linear(x, self.weight.to(x.dtype))
 
 
 class LearnedInput(nn.Module):
@@ -250,7 +274,10 @@ class FixedIdLM(HookedRootModule):
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layers)])
         self.ln_final = _norm(config)
-        self.unembed = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.output == "code":
+            self.unembed = FixedOutput(config)
+        else:
+            self.unembed = nn.Linear(config.d_model, config.vocab_size, bias=False)
         inv = 1.0 / (config.rope_theta ** (torch.arange(0, config.d_head, 2, dtype=torch.float32) / config.d_head))
         freqs = torch.outer(torch.arange(config.context, dtype=torch.float32), inv)
         freqs = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # [context, 1, d_head]

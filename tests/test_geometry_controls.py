@@ -89,3 +89,47 @@ def test_they_train_and_export(tmp_path, capsys):
         x = torch.randint(0, m.cfg.vocab_size, (2, 12), generator=torch.Generator().manual_seed(1))
         with torch.no_grad():
             assert back.cfg.interface == v and torch.equal(back(x), m(x))
+
+
+def test_fixed_output_head(tmp_path):
+    from analysis.hf import export_hf, import_hf
+    from fixedid import ModelConfig, save_checkpoint
+    from fixedid.codes import code_table
+    from fixedid.optim import make_optimizer
+
+    cfg = ModelConfig.preset("tiny", vocab_size=300, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
+                             interface="gf2", output="code")
+    m = FixedIdLM(cfg)
+    W = m.unembed.weight
+    assert "unembed.weight" not in dict(m.named_parameters()) and m.param_counts()["output_head"] == 0
+    assert torch.linalg.matrix_rank(W) == cfg.d_model and torch.allclose(W.norm(dim=1), torch.ones(300), atol=1e-5)
+    # rows follow the code's Hamming geometry: codes one bit apart are far more alike than codes eight bits apart
+    code = (m.embed.code > 0).numpy()
+    ham = (code[:, None, :] != code[None, :, :]).sum(-1)
+    sim = (W @ W.T).numpy()
+    assert sim[ham == 1].mean() > 0.4 > sim[ham == 8].mean() + 0.3
+    learned_input = FixedIdLM(cfg.replace(interface="learned"))  # no input code: the canonical code of the id
+    assert torch.linalg.matrix_rank(learned_input.unembed.weight) == cfg.d_model
+    with pytest.raises(Exception, match="output"):
+        ModelConfig.preset("tiny", output="logits")
+    opt = make_optimizer(m, cfg_train())
+    x = torch.randint(0, 300, (4, 32))
+    before = W.clone()
+    m.train()
+    m(x, return_type="loss").backward()
+    opt.step()
+    assert torch.equal(m.unembed.weight, before)  # frozen
+    m.eval()
+    path = save_checkpoint(m, tmp_path / "ck")
+    back = load(path)
+    with torch.no_grad():
+        assert torch.equal(back(x), m(x))
+        hf = import_hf(export_hf(back, tmp_path / "hf"))
+        assert torch.equal(hf(x), m(x))
+    assert code_table(300, 16).shape == (300, 16)
+
+
+def cfg_train():
+    from fixedid.trainconfig import TrainConfig
+
+    return TrainConfig.load("tiny").train
