@@ -343,3 +343,16 @@ def test_parameter_matched_variant_trains_beside_the_others(tmp_path, capsys):
                        "canonical-matched"]) == 2
     err = capsys.readouterr().err.strip()
     assert "cannot land within 0.5%" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("config, learned", [("tiny", None), ("small", None), ("paper-1.7b", "1,812,039,680")])
+def test_dry_run_accounts_for_the_matched_variant(config, learned, tmp_path, capsys):
+    assert run_inproc(["--config", config, "--out", str(tmp_path / "o"), "--dry-run", "--variants",
+                       "learned,canonical,canonical-matched"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if "matched by width" in ln)
+    pct = float(line.rsplit("(", 1)[1].rstrip("%)"))
+    assert abs(pct) <= 0.5 and "canonical-matched: total" in text
+    if learned:
+        assert f"learned variant's {learned}" in line and "d_ff 8192 -> 8875" in line
+    assert not (tmp_path / "o").exists()
