@@ -30,9 +30,9 @@ GROUP_LABELS = {"code_bit": "code bits", "canonical_bit": "canonical id bits", "
                 "fact_entity": "fact entity"}
 
 
-def probe_figure(df):
-    """Score against depth, one panel per variant (same axes); a line per target group (mean over its fitted
-    targets), dashed: the control task, dotted: the random-init model."""
+def _group_panels(df):
+    """(variants, df with a ``group`` column, target groups, a colour per group, figure, axes): one panel per
+    variant on shared axes, for the figures that draw a line per target group."""
     import matplotlib.pyplot as plt
 
     variants = list(dict.fromkeys(df.variant))
@@ -41,6 +41,13 @@ def probe_figure(df):
     colours = {g: plt.cm.tab10(i) for i, g in enumerate(groups)}
     fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants) + 1.6, 3.6), squeeze=False,
                              sharey=True, layout="constrained")
+    return variants, df, groups, colours, fig, axes
+
+
+def probe_figure(df):
+    """Score against depth, one panel per variant (same axes); a line per target group (mean over its fitted
+    targets), dashed: the control task, dotted: the random-init model."""
+    variants, df, groups, colours, fig, axes = _group_panels(df)
     for ax, v in zip(axes[0], variants):
         d = df[(df.variant == v) & (df.status == "fitted")]
         hooks = list(dict.fromkeys(df[df.variant == v].hook))
@@ -67,14 +74,7 @@ def selectivity_figure(df):
     """Selectivity (probe score minus the control task's, Hewitt and Liang, 2019) against depth, one panel per
     variant (same axes), a line per target group (mean over its fitted targets): how much of a probe's score the
     representation earns beyond what the probe could memorise per token type."""
-    import matplotlib.pyplot as plt
-
-    variants = list(dict.fromkeys(df.variant))
-    df = df.assign(group=df.target.map(target_group))
-    groups = list(dict.fromkeys(df.group))
-    colours = {g: plt.cm.tab10(i) for i, g in enumerate(groups)}
-    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants) + 1.6, 3.6), squeeze=False,
-                             sharey=True, layout="constrained")
+    variants, df, groups, colours, fig, axes = _group_panels(df)
     for ax, v in zip(axes[0], variants):
         d = df[(df.variant == v) & (df.status == "fitted")]
         for g in groups:
