@@ -345,7 +345,7 @@ SECTIONS = [
      "Held-out prompts (64 per task); a prompt is correct when the answer's logit beats the wrong answer's."),
     ("lm-eval on the built-in tasks", "eval", "acc", True, "lm-eval's accuracy, 100 documents per task."),
     ("Validation loss", "loss", "val_loss", False, "Next-token loss on 4,096 validation tokens (nats/token)."),
-    ("Bit flips and input noise", "interventions", "bitflip_delta_loss", False,
+    ("Bit flips", "interventions", "bitflip_delta_loss", False,
      "Loss change when one code bit is flipped for every token (mean over the bits that vary, and the largest)."),
     ("Input noise", "interventions", "noise_delta_loss", False,
      "Loss change under Gaussian noise at half the input rows' RMS - the analogue every variant has."),
