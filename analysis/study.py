@@ -6,7 +6,9 @@ For each seed (``[train] seed``: initialisation and data order) the three varian
 ``OUT/runs/seed<S>``, and for each further GF(2) recoding of ``--gf2-seeds`` (``[model] gf2_seed``; the first listed
 is the ``gf2`` variant itself) a ``gf2-r<R>`` variant into ``OUT/runs/seed<S>-gf2r<R>``: several *trained*
 recodings, since "not tied to one binary assignment" is a claim about training. Every checkpoint - the final one and
-the snapshots ``[train] keep`` asks for - is measured (:data:`ANALYSES`), one CSV per (seed, variant, step, analysis)
+the snapshots ``[train] keep`` asks for - is measured (:data:`ANALYSES`: behaviours, loss, probes and the logit lens at every kept step; lm-eval, IOI patching
+flow, bit flips and noise, recoding, erasure, head geometry and context use at the end), one CSV per (seed, variant,
+step, analysis)
 under ``OUT/measurements``, each written whole or not at all. A run is restartable at any point: a finished training
 or measurement is never redone, an interrupted training resumes from its last checkpoint. Then
 :mod:`analysis.study_report` aggregates over seeds (Student-t 95% intervals; paired per-seed differences between
@@ -33,7 +35,7 @@ from .errors import AnalysisError
 BASE_VARIANTS = ("learned", "canonical", "gf2")
 #: Which analyses run at which checkpoints: "all" (every kept snapshot and the final one) or "final".
 ANALYSES = {"behaviours": "all", "loss": "all", "probes": "all", "lens": "all", "eval": "final", "patching": "final",
-            "interventions": "final", "recoding": "final", "erasure": "final", "head": "final"}
+            "interventions": "final", "recoding": "final", "erasure": "final", "head": "final", "context": "final"}
 TOKENS = 4096  # validation tokens per corpus-level measurement
 N_PAIRS = 32  # task pairs per pair-level measurement
 
@@ -201,6 +203,15 @@ def measure(analysis: str, model, reference=None) -> pd.DataFrame:
 
         df = head_geometry(model, reference)
         return _rows(analysis, [(r.measure, r.basis, r.value) for r in df.itertuples()])
+    if analysis == "context":
+        from .context import component_shares, context_curve
+
+        x = corpus_tokens(model, tokens=TOKENS)
+        curve = context_curve(model, x, ks=(1, 4, 16), positions=min(32, x.shape[1] // 2))
+        shares = component_shares(model, x)
+        return _rows(analysis, [("loss", "whole window" if r.k != r.k else f"k={int(r.k)}", r.loss)
+                                for r in curve.itertuples()]
+                     + [("ablation_share", f"{r.component} L{int(r.layer)}", r.share) for r in shares.itertuples()])
     if analysis == "erasure":
         if not fixed or model.cfg.n_layers < 2:
             return _rows(analysis, [])

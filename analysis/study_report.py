@@ -282,7 +282,9 @@ def draw_figures(df: pd.DataFrame, out_dir) -> list[str]:
                                      ("interventions", "noise_delta_loss", "loss change, input noise"),
                                      ("recoding", "delta_loss", "loss change under recoding (no retraining)"),
                                      ("erasure", "delta_loss", "loss change, LEACE of canonical bit 2 vs placebo"),
-                                     ("patching", "final", "IOI info restored at the final position")],
+                                     ("patching", "final", "IOI info restored at the final position"),
+                                     ("context", "loss", "loss with the context cut to k tokens"),
+                                     ("context", "ablation_share", "share of the ablation loss increase")],
                                 title="interventions, recoding, erasure, patching (final step; 95% interval over "
                                       "seeds)"),
         "probes": depth_figure(df, "probes", "score", ylabel="held-out accuracy", control="control",
@@ -367,6 +369,10 @@ SECTIONS = [
     ("The output head and the learned input table", "head", "nn_overlap", False,
      "Share of each token's 10 nearest neighbours (cosine) that the head rows and the learned input table of the "
      "same seed agree on (chance ~k / vocabulary)."),
+    ("Context use", "context", "loss", False,
+     "Next-token loss at the same positions (the last 32 of each window) when the model sees only the last k tokens."),
+    ("Attention and MLP", "context", "ablation_share", False,
+     "Share of the loss increase from mean-ablating each layer's attention or MLP output."),
     ("Similarity of canonical and gf2", "similarity", "debiased", False,
      "Debiased linear CKA between the two fixed-code variants of a seed, same hook point."),
 ]

@@ -61,7 +61,7 @@ def test_study_trains_measures_and_reports_over_seeds(study):
     assert set(m.seed) == {0, 1} and set(m[m.analysis == "behaviours"].step) == {8, 16}  # kept snapshot and end
     assert set(m[m.analysis == "probes"].step) == {8, 16} and set(m[m.analysis == "eval"].step) == {16}
     assert {"behaviours", "loss", "probes", "eval", "patching", "interventions", "recoding", "erasure",
-            "similarity"} <= set(m.analysis)
+            "similarity", "lens", "head", "context"} <= set(m.analysis)
     # the trained recodings differ: gf2 and gf2-r1 read different codes
     meta = [json.loads((out / "runs" / r / "gf2" / "config.json").read_text()) for r in ("seed0", "seed0-gf2r1")]
     assert meta[0]["gf2_seed"] != meta[1]["gf2_seed"]
