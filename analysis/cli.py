@@ -274,9 +274,9 @@ def run_import_hf(args) -> int:
 
     from .hf import import_hf
 
-    model = import_hf(args.hf)
     if Path(args.out).exists():
         raise AnalysisError(f"{args.out} exists; import into a new directory")
+    model = import_hf(args.hf)
     path = save_checkpoint(model, args.out, tokenizer=model.tokenizer, imported_from=str(args.hf))
     print(f"wrote {path}: a fixedid checkpoint ({model.cfg.interface} interface) from {args.hf}")
     return 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli_interventions import checkpoint_dirs, int_list, stacked
+from .cli_interventions import checkpoint_dirs, int_list, stacked, variant_names
 from .errors import AnalysisError
 
 
@@ -39,7 +39,7 @@ def run(args) -> int:
     ks = int_list(args.ks, "--ks")
     if args.tokens < 2:
         raise AnalysisError("--tokens must be at least 2")
-    names = [p.name if len({q.name for q in paths}) == len(paths) else str(p) for p in paths]
+    names = variant_names(paths)
     curves, shares, segs = {}, {}, {}
     for n, p in zip(names, paths):
         m = load(p)

@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .cli_interventions import checkpoint_dirs
+from .cli_interventions import checkpoint_dirs, variant_names
 from .errors import AnalysisError
 
 
@@ -45,7 +45,7 @@ def run(args) -> int:
     if not tasks:
         raise AnalysisError("--tasks is empty; name lm-eval tasks, e.g. fixedid_ioi,fixedid_lastword")
     paths = checkpoint_dirs(args.ckpt)
-    names = [p.name if len({q.name for q in paths}) == len(paths) else str(p) for p in paths]
+    names = variant_names(paths)
     frames, raw = [], {}
     for variant, path in zip(names, paths):
         df = evaluate_table(path, tasks, limit=args.limit, num_fewshot=args.num_fewshot, batch_size=args.batch_size,

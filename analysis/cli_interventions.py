@@ -64,6 +64,11 @@ def checkpoint_dirs(values) -> list[Path]:
     return paths
 
 
+def variant_names(paths) -> list[str]:
+    """A label per checkpoint: its directory name, or the whole path where two names collide."""
+    return [p.name if len({q.name for q in paths}) == len(paths) else str(p) for p in paths]
+
+
 def stacked(frames):
     """Per-variant tables (each with a ``variant`` column) as one table with ``variant`` first."""
     import pandas as pd

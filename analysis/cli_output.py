@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli_interventions import checkpoint_dirs, stacked
+from .cli_interventions import checkpoint_dirs, stacked, variant_names
 from .errors import AnalysisError
 
 
@@ -33,10 +33,6 @@ def add_head_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output directory (default: analysis-out/head)")
 
 
-def _names(paths):
-    return [p.name if len({q.name for q in paths}) == len(paths) else str(p) for p in paths]
-
-
 def run_lens(args) -> int:
     from .figures import save_figure, write_csv
     from .lens import lens_figure, logit_lens
@@ -46,7 +42,7 @@ def run_lens(args) -> int:
     if args.tokens < 2:
         raise AnalysisError("--tokens must be at least 2")
     frames = {n: logit_lens(load(p), args.data, tokens=args.tokens, progress=True)
-              for n, p in zip(_names(paths), paths)}
+              for n, p in zip(variant_names(paths), paths)}
     df = stacked([f.assign(variant=n) for n, f in frames.items()])
     out = Path(args.out) if args.out else Path("analysis-out") / "lens"
     write_csv(df, out / "lens.csv")
@@ -67,7 +63,7 @@ def run_head(args) -> int:
     if args.k < 1:
         raise AnalysisError("--k must be positive")
     paths = checkpoint_dirs(args.ckpt)
-    models = {n: load(p) for n, p in zip(_names(paths), paths)}
+    models = {n: load(p) for n, p in zip(variant_names(paths), paths)}
     if args.reference:
         reference = load(checkpoint_dirs([args.reference])[0])
         if reference.cfg.is_fixed:
