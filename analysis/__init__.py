@@ -1,23 +1,37 @@
 """analysis: studies fixedid checkpoints.
 
 ``analysis.load(path)`` gives the checkpoint's own model with notebook conveniences and views for TransformerLens
-(``.to_transformer_lens()``) and nnsight (``.to_nnsight()``); :mod:`analysis.patching` runs activation and
-attribution patching; :mod:`analysis.behaviours` measures the built-in tasks (with a no-context n-gram control);
-:mod:`analysis.recoding` feeds a fixed-code model its code through GF(2) maps (:mod:`analysis.corpus` gives the
-token data of such corpus-level measurements); :mod:`analysis.evaluate` registers the model ``fixedid`` with lm-eval
-on import; the ``fixedid-analyze`` command line wraps them and writes CSV and
-figures.
+(``.to_transformer_lens()``) and nnsight (``.to_nnsight()``); the ``fixedid-analyze`` command line wraps every
+analysis and writes CSV and figures.
+
+The package is laid out by role; a module imports only from its own layer or the layers below it (imports inside
+functions included; ``tests/analysis/test_layers.py`` holds it), and nothing imports ``analysis`` from ``fixedid``:
+
+1. the foundation, at the root: :mod:`.errors`, :mod:`.stats` (every interval and test), :mod:`.outputs` (atomic CSV
+   and JSON), :mod:`.corpus`, :mod:`.labels`, :mod:`.pairs`, :mod:`.tasks`;
+2. :mod:`.interop`: TransformerLens, nnsight and Hugging Face - every reach into a third party's internals;
+3. the model, at the root: :mod:`.model` (:class:`HookedFixedIdLM`), :mod:`.loading` (:func:`load`), :mod:`.variants`
+   (the checkpoints a notebook studies);
+4. :mod:`.engine`: sites, batched staged forwards, the effect of an edit, metrics;
+5. :mod:`.readouts` (activations, probes, similarity, the logit lens, head geometry) and :mod:`.evaluation`
+   (behaviours on the built-in tasks, the lm-eval adapter and its tasks);
+6. :mod:`.causal`: patching, information flow, ablations, input-code interventions, bit x layer maps, GF(2)
+   recodings, erasure, context use;
+7. :mod:`.figures`: the only package that draws (one style, one module per family of figures);
+8. :mod:`.study` (the pipeline over seeds and its report) and :mod:`.demo` (the main job);
+9. :mod:`.cli`: the ``fixedid-analyze`` router and one module per verb.
+
+Measurement functions return tidy DataFrames and never draw. Importing a module changes no global state: the lm-eval
+model ``fixedid`` is registered when the adapter is first used (:func:`analysis.evaluation.lmeval.register`).
 """
 
-from .behaviours import NGramLM, behaviour_table, pair_scores, prepare_pairs, score_pairs
-from .errors import AnalysisError, AnalysisWarning
-from .model import HookedFixedIdLM, load
-from .pairs import PairBatch, make_pairs, read_pairs_jsonl
-from .patching import activation_patching, attribution_patching, to_tensor
-from .recoding import permuted_inputs, recoded, recoding_sweep
-from . import evaluate as _evaluate
-
-_evaluate.register()  # lm-eval finds the model "fixedid" (analysis.evaluate)
+from analysis.causal.patching import activation_patching, attribution_patching, to_tensor
+from analysis.causal.recoding import permuted_inputs, recoded, recoding_sweep
+from analysis.errors import AnalysisError, AnalysisWarning
+from analysis.evaluation.behaviours import NGramLM, behaviour_table, pair_scores, prepare_pairs, score_pairs
+from analysis.loading import load
+from analysis.model import HookedFixedIdLM
+from analysis.pairs import PairBatch, make_pairs, read_pairs_jsonl
 
 __all__ = ["AnalysisError", "AnalysisWarning", "HookedFixedIdLM", "load", "PairBatch", "make_pairs", "read_pairs_jsonl",
            "activation_patching", "attribution_patching", "to_tensor", "NGramLM", "behaviour_table", "pair_scores",

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import AnalysisError
+from analysis.errors import AnalysisError
 
 DEFAULT_TOKENS = 32_768
 

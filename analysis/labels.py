@@ -15,8 +15,8 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from .corpus import validation_source
-from .errors import AnalysisError
+from analysis.corpus import validation_source
+from analysis.errors import AnalysisError
 
 LABEL_COLUMNS = ("pos_tag", "number", "entity", "depth", "ioi_role")
 

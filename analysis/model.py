@@ -1,6 +1,6 @@
-"""Loading a checkpoint for analysis: the checkpoint's own FixedIdLM, with the conveniences a notebook expects.
+"""The analysis model: the checkpoint's own FixedIdLM, with the conveniences a notebook expects.
 
-``analysis.load(path)`` returns a :class:`HookedFixedIdLM` - a :class:`fixedid.FixedIdLM` subclass that adds
+``analysis.load(path)`` (:mod:`analysis.loading`) returns a :class:`HookedFixedIdLM` - a :class:`fixedid.FixedIdLM` subclass that adds
 methods, never parameters - in eval mode, so ``run_with_cache`` / ``run_with_hooks`` act on the very weights that
 were trained. Text goes through the tokenizer stored in the checkpoint. Exports to TransformerLens
 (``to_transformer_lens``) and nnsight (``to_nnsight``) are views of the same weights.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from fixedid import FixedIdLM, load_checkpoint
+from fixedid import FixedIdLM
 
-from .errors import AnalysisError
+from analysis.errors import AnalysisError
 
 
 class HookedFixedIdLM(FixedIdLM):
@@ -75,17 +75,17 @@ class HookedFixedIdLM(FixedIdLM):
         return self.to_string(tokens[0]) if isinstance(prompt, str) else tokens
 
     def to_transformer_lens(self):
-        """A TransformerLens 4.x ``TransformerBridge`` over these weights (see :mod:`analysis.bridge`)."""
-        from .bridge import to_transformer_bridge
+        """A TransformerLens 4.x ``TransformerBridge`` over these weights (see :mod:`analysis.interop.bridge`)."""
+        from analysis.interop.bridge import to_transformer_bridge
 
         return to_transformer_bridge(self)
 
     def to_nnsight(self):
         """An nnsight wrapper over this model that accepts several invokes in one trace (see
-        :mod:`analysis.nnsight_wrapper`). Raises :class:`AnalysisError` on an nnsight version it is not tested
+        :mod:`analysis.interop.nnsight_view`). Raises :class:`AnalysisError` on an nnsight version it is not tested
         with, since the wrapper reads nnsight internals."""
         check_nnsight_version()
-        from .nnsight_wrapper import FixedIdNNsight
+        from analysis.interop.nnsight_view import FixedIdNNsight
 
         return FixedIdNNsight(self)
 
@@ -110,15 +110,3 @@ def check_nnsight_version(version: str | None = None) -> None:
     if not lo <= parts < hi:
         raise AnalysisError(f"nnsight {version} is not supported: the nnsight view reads nnsight internals and is "
                             "tested with 0.8.x; pip install 'nnsight>=0.8,<0.9'")
-
-
-def load(path, *, device: str | torch.device = "cpu") -> HookedFixedIdLM:
-    """Load and verify a checkpoint for analysis (eval mode, tokenizer attached). A Hugging Face Llama directory
-    (:func:`analysis.hf.export_hf` writes them) is imported: as the fixed-code model it came from when its config
-    carries the fixedid record, else as a learned-interface model."""
-    from .hf import import_hf, is_hf_dir
-
-    if is_hf_dir(path):
-        return import_hf(path, device=device)
-    return load_checkpoint(path, device=device, model_class=HookedFixedIdLM)
-

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import AnalysisError
+from analysis.errors import AnalysisError
 
 FIELDS = ("clean", "corrupt", "answer", "wrong")
 

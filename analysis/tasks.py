@@ -11,8 +11,8 @@ from collections import defaultdict
 
 from fixedid.data import SyntheticLanguage
 
-from .errors import AnalysisError
-from .pairs import PairBatch, make_pairs
+from analysis.errors import AnalysisError
+from analysis.pairs import PairBatch, make_pairs
 
 
 def language_seed(model) -> int:

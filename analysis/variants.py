@@ -12,9 +12,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import AnalysisError
+from fixedid import train
+from fixedid.train.config import TrainConfig
+
+from analysis.errors import AnalysisError
 
 ENV = "FIXEDID_CHECKPOINTS"
+#: The demo's variants, trained on the tiny recipe and cached.
+VARIANTS = ("learned", "canonical", "gf2")
 
 
 def _named(value: str) -> dict[str, Path]:
@@ -42,20 +47,40 @@ def _named(value: str) -> dict[str, Path]:
     return out
 
 
+def cache_root(arg: str | None) -> Path:
+    return Path(arg or os.environ.get("FIXEDID_CACHE") or Path.home() / ".cache" / "fixedid").expanduser()
+
+
+def ensure_variants(config: str | TrainConfig, cache: Path, *, quiet: bool = False) -> Path:
+    """The three trained variants of ``config`` (a TrainConfig, a TOML path or a packaged config name) in
+    ``cache/demo-<fingerprint>``: reused when complete, resumed when a training was interrupted, else trained."""
+    cfg = config if isinstance(config, TrainConfig) else TrainConfig.load(config)
+    run_dir = cache / f"demo-{cfg.fingerprint()[:12]}"
+    if train.run_complete(run_dir, cfg, VARIANTS):
+        if not quiet:
+            print(f"using the cached variants in {run_dir}")
+        return run_dir
+    if not quiet:
+        print(f"training the three variants into {run_dir} (cached for the next run)")
+    train.train(cfg, run_dir, VARIANTS, resume=(run_dir / "run.json").exists(), quiet=quiet)
+    if not train.run_complete(run_dir, cfg, VARIANTS):
+        raise AnalysisError(f"{run_dir} finished training before the snapshots [train] keep = {cfg.train.keep} "
+                            "were asked for; remove it to retrain")
+    return run_dir
+
+
 def study_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False) -> dict[str, Path]:
     """Checkpoint directories by variant name: ``$FIXEDID_CHECKPOINTS`` when set, else the demo's variants of
     ``config`` from the cache (``$FIXEDID_CACHE`` or ``~/.cache/fixedid``), trained there first when absent."""
     if os.environ.get(ENV):
         return _named(os.environ[ENV])
-    from .demo import VARIANTS, cache_root, ensure_variants
-
     run_dir = ensure_variants(config, cache_root(cache), quiet=quiet)
     return {v: run_dir / v for v in VARIANTS}
 
 
 def load_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False, device="cpu") -> dict:
     """:func:`study_variants`, loaded with :func:`analysis.load` (eval mode, tokenizer attached)."""
-    from .model import load
+    from analysis.loading import load
 
     return {name: load(path, device=device) for name, path in study_variants(config, cache=cache,
                                                                               quiet=quiet).items()}
@@ -79,4 +104,4 @@ def over_variants(models: dict, fn):
     return df[["variant"] + [c for c in df.columns if c != "variant"]]
 
 
-__all__ = ["ENV", "study_variants", "load_variants", "over_variants"]
+__all__ = ["ENV", "VARIANTS", "cache_root", "ensure_variants", "study_variants", "load_variants", "over_variants"]

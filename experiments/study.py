@@ -1,4 +1,4 @@
-"""The study pipeline (see analysis.study): train the three variants for every seed (and further GF(2) recodings),
+"""The study pipeline (see analysis.study.pipeline): train the three variants for every seed (and further GF(2) recodings),
 measure every checkpoint with every analysis, and write a report in which every number has a mean and a 95% interval
 over seeds.
 
@@ -7,7 +7,7 @@ over seeds.
     fixedid-analyze figures --results study/     # redraw every figure from the CSVs, no model needed
 """
 
-from analysis.study import main
+from analysis.study.pipeline import main
 
 if __name__ == "__main__":
     main()

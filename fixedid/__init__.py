@@ -5,13 +5,12 @@ Everything that *produces* a checkpoint lives here: the GF(2) codes (:mod:`fixed
 (:mod:`fixedid.data`) and the trainer (:mod:`fixedid.train`). The ``analysis`` package studies what this one makes.
 """
 
-__version__ = "0.1.0"
-
+from .version import __version__  # noqa: E402,F401
 from .codes import GF2Code, canonical_code, code_table  # noqa: E402
 from .config import PRESETS, ModelConfig  # noqa: E402
 from .errors import CheckpointError, CodeError, ConfigError, DataError, FixedIdError  # noqa: E402
 from .model import FixedIdLM  # noqa: E402
 from .checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 
-__all__ = ["GF2Code", "canonical_code", "code_table", "PRESETS", "ModelConfig", "FixedIdLM", "save_checkpoint",
+__all__ = ["__version__", "GF2Code", "canonical_code", "code_table", "PRESETS", "ModelConfig", "FixedIdLM", "save_checkpoint",
            "load_checkpoint", "FixedIdError", "ConfigError", "CodeError", "CheckpointError", "DataError"]

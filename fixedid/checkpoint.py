@@ -59,7 +59,7 @@ def code_table_hash(model: FixedIdLM) -> str | None:
 def package_versions() -> dict[str, str]:
     import safetensors
 
-    from . import __version__
+    from .version import __version__
 
     return {"fixedid": __version__, "torch": torch.__version__, "safetensors": safetensors.__version__}
 

@@ -264,14 +264,16 @@ class ModelConfig:
 
 
 def trainable_params(cfg: ModelConfig) -> int:
-    """The exact trainable parameter count of a model of ``cfg`` (built on the meta device: no memory, no init)."""
-    import torch
-
-    from .model import FixedIdLM
-
-    with torch.device("meta"):
-        return FixedIdLM(dataclasses.replace(cfg, match_params=None, matched_from=None), init=False).param_counts()[
-            "trainable"]
+    """The exact trainable parameter count of a model of ``cfg``, from its shape (the model's own
+    ``param_counts()["trainable"]``, computed without building it; a test holds the two equal)."""
+    d, f, bias = cfg.d_model, cfg.d_ff, int(cfg.bias)
+    q, kv = cfg.n_heads * cfg.d_head, cfg.kv_heads * cfg.d_head
+    norm = d if cfg.norm == "rms" else 2 * d
+    attn = d * q + 2 * d * kv + q * d + bias * (q + 2 * kv + d)
+    mlp = (3 * d * f + bias * (2 * f + d)) if cfg.mlp == "swiglu" else (2 * d * f + bias * (f + d))
+    table = cfg.vocab_size * d
+    return (0 if cfg.is_fixed else table) + cfg.n_layers * (2 * norm + attn + mlp) + norm + \
+        (0 if cfg.output == "code" else table)
 
 
 def field_names() -> list[str]:

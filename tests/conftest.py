@@ -24,13 +24,13 @@ def tokenizer():
 
 @pytest.fixture(scope="module", params=["canonical", "gf2"])
 def model(request, tmp_path_factory, tokenizer):
-    from _helpers import tiny_checkpoint
+    from tests._helpers import tiny_checkpoint
 
     return tiny_checkpoint(tmp_path_factory, tokenizer, request.param, seed=getattr(request.module, "SEED", 3))
 
 
 @pytest.fixture(scope="module")
 def learned(request, tmp_path_factory, tokenizer):
-    from _helpers import tiny_checkpoint
+    from tests._helpers import tiny_checkpoint
 
     return tiny_checkpoint(tmp_path_factory, tokenizer, "learned", seed=getattr(request.module, "SEED", 3))

@@ -45,8 +45,8 @@ keep = [8]
 @pytest.fixture(scope="session")
 def notebook_run(tmp_path_factory):
     """Three test-sized variants (learned, canonical, gf2), trained once for the session as the demo trains."""
-    from analysis.demo import ensure_variants
-    from fixedid.trainconfig import TrainConfig
+    from analysis.variants import ensure_variants
+    from fixedid.train.config import TrainConfig
 
     root = tmp_path_factory.mktemp("notebook-run")
     cfg = root / "nb.toml"

@@ -11,7 +11,7 @@ from analysis import load
 from fixedid import FixedIdLM, save_checkpoint
 from fixedid.data import SyntheticLanguage
 from fixedid.data.tokenizer import train_words
-from fixedid.trainconfig import TrainConfig
+from fixedid.train.config import TrainConfig
 
 
 def untrained_tiny(interface: str):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from analysis import activation_patching
-from analysis.metrics import logit_diff
+from analysis.engine.metrics import logit_diff
 from analysis.pairs import PairBatch
 
 from _timing import median_ratio

@@ -18,10 +18,10 @@ import time
 import pandas as pd
 
 from analysis import load
-from analysis.behaviours import pair_scores, summarize
-from analysis.demo import VARIANTS, cache_root, ensure_variants
+from analysis.evaluation.behaviours import pair_scores, summarize
+from analysis.variants import VARIANTS, cache_root, ensure_variants
 from fixedid.train import kept_dir
-from fixedid.trainconfig import TrainConfig
+from fixedid.train.config import TrainConfig
 
 TARGET_TASKS = ("ioi", "agreement", "induction")
 TARGET = 0.9

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
-from analysis.evaluate import FixedIdEvalLM, task_docs  # noqa: E402
+from analysis.evaluation.lmeval import FixedIdEvalLM, task_docs  # noqa: E402
 
 
 def requests_of_tasks():

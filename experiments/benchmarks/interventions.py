@@ -33,10 +33,10 @@ from _models import untrained_tiny  # noqa: E402
 from _patching_anchor import Flops, early_pairs, patching_vs_loop  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
-from analysis.bitmap import bit_layer_map  # noqa: E402
+from analysis.causal.bitmap import bit_layer_map  # noqa: E402
 from analysis.corpus import corpus_tokens  # noqa: E402
-from analysis.interventions import input_intervention  # noqa: E402
-from analysis.metrics import logit_diff  # noqa: E402
+from analysis.causal.interventions import input_intervention  # noqa: E402
+from analysis.engine.metrics import logit_diff  # noqa: E402
 from analysis.tasks import task_pairs  # noqa: E402
 
 

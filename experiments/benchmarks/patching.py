@@ -1,5 +1,5 @@
 """Activation patching speed: the same resid_pre sweep through TransformerLens, through a one-forward-per-unit loop
-on the same model, and through analysis.patching.
+on the same model, and through analysis.causal.patching.
 
 A tiny-preset model (trained, with --ckpt; else freshly initialised with a BPE tokenizer of the built-in
 language), 8 IOI pairs of the built-in language, denoising, mean logit difference. TL's
@@ -28,7 +28,7 @@ from _patching_anchor import early_pairs, patching_vs_loop  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
 from analysis import activation_patching, load, to_tensor  # noqa: E402
-from analysis.metrics import logit_diff  # noqa: E402
+from analysis.engine.metrics import logit_diff  # noqa: E402
 from analysis.tasks import task_pairs  # noqa: E402
 from fixedid import FixedIdLM, ModelConfig, save_checkpoint  # noqa: E402
 from fixedid.data import SyntheticLanguage, train_bpe  # noqa: E402
@@ -71,7 +71,7 @@ def main(argv=None):
     diff = (results["tl"] - results["ours"]).abs().max().item()
     print(f"tiny preset ({model.cfg.n_layers} layers), {len(batch)} IOI pairs of {batch.n_pos} tokens, resid_pre sweep "
           f"[{model.cfg.n_layers} x {batch.n_pos}]")
-    print(f"TransformerLens get_act_patch_resid_pre (bridge): {t['tl'] * 1e3:.1f} ms; analysis.patching: "
+    print(f"TransformerLens get_act_patch_resid_pre (bridge): {t['tl'] * 1e3:.1f} ms; analysis.causal.patching: "
           f"{t['ours'] * 1e3:.1f} ms")
     print(f"speed-up (TL time / ours, median of {args.rounds} interleaved rounds): {ratio:.1f}x; "
           f"max |difference| {diff:.2e}")

@@ -1,14 +1,14 @@
 """Probe fitting and activation collection speed, measured side by side in one run.
 
-1. The fast path of ``analysis.probes.fit_probes`` (every class target of a hook point in one batched L-BFGS solve,
-   ``analysis.logistic``; scalar targets in closed form) against the anchor a user would write: one scikit-learn
+1. The fast path of ``analysis.readouts.probes.fit_probes`` (every class target of a hook point in one batched L-BFGS solve,
+   ``analysis.readouts.logistic``; scalar targets in closed form) against the anchor a user would write: one scikit-learn
    ``LogisticRegression`` (or ``Ridge``) per target, same ``C`` and standardisation, on the same activations - for
    the binary targets (canonical bits, XORs), for the CLI's default set on data other than the built-in language's
    (bits, XORs, token and previous-token identity among the 32 most frequent, position), and for the multi-class
    targets alone (token, previous token, frequency bucket: the unfavourable case, where batching shares the least).
    Prints the largest accuracy difference between the two (the target: within 0.01) and the time ratio (target >=
    10x).
-2. ``analysis.activations.collect`` against plain forwards over the same token windows (target >= 0.8x tokens/s).
+2. ``analysis.readouts.activations.collect`` against plain forwards over the same token windows (target >= 0.8x tokens/s).
 
 Model: the demo's tiny recipe, untrained, or with ``--ckpt DIR`` a trained checkpoint on its own validation data, which
 adds the built-in language's latent labels (part of speech, number, depth, IOI role, fact entity) to the CLI default
@@ -30,9 +30,9 @@ from _models import untrained_tiny  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
 from analysis import load  # noqa: E402
-from analysis.activations import collect  # noqa: E402
+from analysis.readouts.activations import collect  # noqa: E402
 from analysis.corpus import corpus_tokens  # noqa: E402
-from analysis.probes import fit_probes, split_by_sequence, targets  # noqa: E402
+from analysis.readouts.probes import fit_probes, split_by_sequence, targets  # noqa: E402
 
 
 def main(argv=None):

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
-from analysis.behaviours import TASKS, prepare_pairs  # noqa: E402
+from analysis.evaluation.behaviours import TASKS, prepare_pairs  # noqa: E402
 from analysis.corpus import corpus_tokens  # noqa: E402
-from analysis.recoding import recoding_sweep  # noqa: E402
+from analysis.causal.recoding import recoding_sweep  # noqa: E402
 
 
 def main(argv=None):

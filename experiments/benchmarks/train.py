@@ -23,10 +23,10 @@ import torch
 
 from fixedid import FixedIdLM
 from fixedid.data import batch_at
-from fixedid.optim import make_optimizer
-from fixedid.prepare import prepare_data
+from fixedid.train.optim import make_optimizer
+from fixedid.train.prepare import prepare_data
 from fixedid.train import Dist, autocast_ctx, train_variant
-from fixedid.trainconfig import TrainConfig
+from fixedid.train.config import TrainConfig
 
 
 def trainer_tok_s(cfg, variant, data, workdir, n):

@@ -1,0 +1,178 @@
+"""Bit x layer maps: where does the information one code bit carries at one position go?
+
+For every bit ``k`` of a fixed-code model, the corrupted run is the prompt with bit ``k`` flipped at position ``p``
+(every repeated copy, see :mod:`analysis.causal.interventions`); activation patching then writes the clean run's activation
+at (layer, position) into it. Patching ``resid_pre`` at position ``p`` entering layer 0 undoes the flip by
+construction; at the layer
+where patching ``p`` stops restoring the output and patching later positions starts to, the information bit ``k``
+carried at ``p`` has moved on. All bits run in one batched sweep.
+
+The result is a tidy DataFrame, one row per (bit, layer, pos): ``value`` (the metric of the patched run, mean over
+items), ``flipped`` (the metric of the bit-flipped run, unpatched) and ``restored``, the fraction of the flip's
+effect the patch removes: ``1 - value / flipped`` for ``kl`` (KL(clean || run) at the final position, nats; the
+default, defined for any token windows), ``(value - flipped) / (clean - flipped)`` for ``logit_diff`` (task prompts
+only). ``restored`` is NaN for a bit whose flip barely moves the metric (below :data:`MIN_FLIP_KL` nats or
+:data:`analysis.causal.patching.MIN_GAP` logits): there is nothing to restore; such bits are reported in a warning.
+
+Speed: positions before ``p`` are exact no-ops (the flip cannot reach them) and are not run; a patch at (layer
+``l``, position ``q``) runs layers ``>= l`` at positions ``>= q`` only, from the flipped run's cached keys and
+values, and unembeds the final position only.
+
+What a map does NOT establish: flipping a bit makes an input row that may be another token's code; restoration
+shows where the *difference* the flip made is carried, not what the model computes from the bit on its own.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from analysis import engine
+from analysis.errors import AnalysisError, AnalysisWarning
+from analysis.engine.effects import nonempty
+from analysis.engine.effects import position as _pos
+from analysis.causal.interventions import _bit_mask, _bit_values
+from analysis.pairs import PairBatch
+from analysis.causal.patching import MIN_GAP
+from analysis.tasks import task_pairs
+
+MAP_SITES = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
+MAP_METRICS = ("kl", "logit_diff")
+#: A flip that moves the final distribution by less than this KL (nats) leaves nothing to restore.
+MIN_FLIP_KL = 1e-3
+
+
+def _data(model, data, n_pairs, seed):
+    device = model.unembed.weight.device
+    if isinstance(data, str):
+        b = task_pairs(model, data, n_pairs, seed=seed)
+        return b.clean, b.answer, b.wrong, b
+    if isinstance(data, PairBatch):
+        b = data.to(device)
+        return b.clean, b.answer, b.wrong, b
+    if isinstance(data, torch.Tensor) and data.dim() == 2 and data.dtype in (torch.int64, torch.int32):
+        from analysis.corpus import corpus_tokens
+        return corpus_tokens(model, data).to(device), None, None, None
+    raise AnalysisError("data must be a built-in task name, a PairBatch or token ids [n, pos]")
+
+
+def _row_chunks(n: int, rows: int):
+    step = max(1, rows)
+    return [torch.arange(i, min(n, i + step)) for i in range(0, n, step)]
+
+
+def _metric(metric, logits, clean_last, answer, wrong):
+    last = logits[:, -1].float()
+    if metric == "kl":
+        lp, lq = clean_last.log_softmax(-1), last.log_softmax(-1)
+        return (lp.exp() * (lp - lq)).sum(-1)
+    return last.gather(1, answer[:, None])[:, 0] - last.gather(1, wrong[:, None])[:, 0]
+
+
+@torch.no_grad()
+def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_pre", metric: str = "kl",
+                  n_pairs: int = 16, seed: int = 0, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
+    """Patch the clean activation of ``site`` at every (layer, position) into the run with bit ``k`` flipped at
+    ``pos``, for every bit of ``bits`` (default all); see the module docstring. ``data``: a built-in task name
+    (``n_pairs`` prompts, ``seed``), a :class:`PairBatch` (clean prompts) or token ids ``[n, pos]``. ``pos``
+    defaults to the first position where a task's clean and corrupt prompts differ (required for token ids);
+    negative positions count from the end."""
+    if model.training:
+        raise AnalysisError("the model is in train mode; call model.eval() before patching")
+    if not model.cfg.has_code:
+        raise AnalysisError(f"bit x layer maps flip code bits; the {model.cfg.interface} variant has none (its "
+                            "analogues are the 'swap' and 'noise' input edits)")
+    if site not in MAP_SITES:
+        raise AnalysisError(f"bit x layer maps patch one position at a time; site must be one of {list(MAP_SITES)}")
+    if metric not in MAP_METRICS:
+        raise AnalysisError(f"unknown metric {metric!r}; use one of {list(MAP_METRICS)}")
+    tokens, answer, wrong, batch = _data(model, data, n_pairs, seed)
+    if metric == "logit_diff" and answer is None:
+        raise AnalysisError("metric 'logit_diff' needs prompt pairs (a task or a PairBatch); use 'kl' on token ids")
+    n, T = tokens.shape
+    if pos is None:
+        if batch is None:
+            raise AnalysisError("give pos (the position whose bits are flipped) for token ids")
+        pos = engine.first_difference(batch.clean[..., None], batch.corrupt[..., None])
+        pos = min(pos, T - 1)
+    p = _pos(pos, T)
+    bits = list(range(model.cfg.n_bits)) if bits is None else nonempty(bits, "bits")
+    masks = torch.stack([_bit_mask(model, b) for b in bits])  # [B, d]
+    B, L = len(bits), model.cfg.n_layers
+    s = engine.site(site)
+    names = set(s.cache_names(range(L))) | {f"blocks.{i}.hook_resid_pre" for i in range(L)}
+    clean_logits, clean_cache = engine.cache_run(model, tokens, names)
+    clean_last = clean_logits[:, -1].float()
+    a, b = _bit_values(model)
+    x0 = model.input_code(tokens)
+    x_flip = x0.repeat(B, 1, 1)  # bit-major rows: bit j is rows j*n..(j+1)*n-1
+    part = x_flip[:, p]
+    m = masks.repeat_interleave(n, 0)
+    x_flip[:, p] = part + m * ((a + b) - 2 * part)
+    want = names | set(engine.kv_names(L))
+    flip_cache, last = {}, []
+    for idx in _row_chunks(B * n, max_batch):  # final-position logits only: the metric reads nothing else
+        resid, c = engine.cache_run(model, x_flip[idx], want, start_at_layer=0, stop_at_layer=L)
+        last.append(model.unembed(model.ln_final(resid[:, -1:])))
+        for k, v in c.items():
+            flip_cache.setdefault(k, []).append(v)
+    flip_cache = {k: torch.cat(v) for k, v in flip_cache.items()}
+    flip_logits = torch.cat(last)
+    ans = None if answer is None else answer.repeat(B)
+    wr = None if wrong is None else wrong.repeat(B)
+    flipped = _metric(metric, flip_logits, clean_last.repeat(B, 1), ans, wr).view(B, n)
+    clean_metric = torch.zeros(n) if metric == "kl" else _metric(metric, clean_logits, clean_last, answer, wrong)
+    values = torch.empty(L, T, B, n)
+    values[:, :p] = flipped.cpu()[None, None]  # positions before p: exact no-ops
+    bar = tqdm(total=L * (T - p) * B, desc="bit x layer map", unit="patch", disable=not progress, leave=False)
+    entries = [(layer, j, q) for layer in range(L) for q in range(p, T) for j in range(B)]
+    srcs = {layer: s.read(clean_cache, layer) for layer in range(L)}
+    for d, group in engine.groups([q for _, _, q in entries], n, max_batch):
+        group = sorted(group, key=lambda g: entries[g][0])  # stages in order of layer
+        stages = []
+        for layer in dict.fromkeys(entries[g][0] for g in group):
+            members = [g for g in group if entries[g][0] == layer]
+            rows = torch.cat([torch.arange(entries[g][1] * n, (entries[g][1] + 1) * n) for g in members])
+            edits = [(slice(i * n, (i + 1) * n), (entries[g][2], None), srcs[layer][:, entries[g][2]])
+                     for i, g in enumerate(members)]
+            stages.append(engine.Stage(layer, flip_cache[f"blocks.{layer}.hook_resid_pre"][rows, d:], edits, rows))
+        logits = engine.run_stages(model, s, stages, kv_cache=flip_cache, offset=d, last_only=True)
+        rows = torch.cat([st.past_rows for st in stages])
+        v = _metric(metric, logits, clean_last.repeat(len(group), 1), None if ans is None else ans[rows],
+                    None if wr is None else wr[rows]).view(len(group), n).cpu()
+        for i, g in enumerate(group):
+            layer, j, q = entries[g]
+            values[layer, q, j] = v[i]
+        bar.update(len(group))
+    bar.close()
+    mean_v = values.mean(-1)  # [L, T, B]
+    mean_flip = flipped.mean(-1).cpu()  # [B]
+    mean_clean = float(clean_metric.mean())
+    if metric == "kl":
+        weak = mean_flip < MIN_FLIP_KL
+        restored = 1 - mean_v / mean_flip
+    else:
+        weak = (mean_clean - mean_flip).abs() < MIN_GAP
+        restored = (mean_v - mean_flip) / (mean_clean - mean_flip)
+    restored = restored.masked_fill(weak[None, None], float("nan"))
+    if weak.any():
+        names_weak = [bits[i] for i in np.flatnonzero(weak.numpy())]
+        warnings.warn(f"flipping bit(s) {names_weak} at position {p} barely moves the output ({metric}); their "
+                      "'restored' values are NaN", AnalysisWarning, stacklevel=3)
+    li, qi, bi = np.meshgrid(np.arange(L), np.arange(T), np.arange(B), indexing="ij")
+    df = pd.DataFrame({"bit": np.asarray(bits)[bi.ravel()], "layer": li.ravel(), "pos": qi.ravel(),
+                       "value": mean_v.numpy().ravel(), "flipped": mean_flip.numpy()[bi.ravel()],
+                       "restored": restored.numpy().ravel()})
+    df = df.sort_values(["bit", "layer", "pos"], kind="stable").reset_index(drop=True)
+    tok = getattr(model, "tokenizer", None)
+    str_tokens = [tok.decode([int(i)]) if tok is not None else str(int(i)) for i in tokens[0]]
+    df.attrs.update(interface=model.cfg.interface, site=site, metric=metric, flip_pos=p, clean=mean_clean,
+                    n_items=n, n_pos=T, n_layers=L, bits=bits, str_tokens=str_tokens)
+    return df
+
+
+__all__ = ["bit_layer_map", "MAP_SITES", "MAP_METRICS", "MIN_FLIP_KL"]

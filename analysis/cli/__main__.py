@@ -1,0 +1,3 @@
+from analysis.cli.main import main
+
+main()

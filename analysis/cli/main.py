@@ -1,0 +1,44 @@
+"""fixedid-analyze: the analysis command line.
+
+    fixedid-analyze patching --ckpt runs/tiny/canonical --task ioi
+    fixedid-analyze patching --ckpt DIR --clean TEXT --corrupt TEXT --answer WORD --wrong WORD [--site z]
+    fixedid-analyze patching --ckpt DIR --pairs pairs.jsonl --method attribution --mode noise
+    fixedid-analyze recoding --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --family transvection --draws 4
+    fixedid-analyze interventions --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --kind bitflip
+    fixedid-analyze interventions --ckpt DIR --kind ablate --component head --ablation resample --task ioi
+    fixedid-analyze probes --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --targets canonical_bits,xor,token
+    fixedid-analyze erasure --ckpt runs/tiny/gf2 --concept canonical_bit:3 --hook blocks.1.hook_resid_pre
+    fixedid-analyze similarity --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 [--random-init]
+    fixedid-analyze demo [--out DIR]
+
+Every command writes CSV plus PNG and PDF figures under ``--out`` and prints a short summary. Bad input (no
+checkpoint, unequal prompt lengths, an answer that is not one token, an unknown site...) gets one line on stderr and
+exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from fixedid.clitools import ArgumentParser, run_main
+
+from analysis.cli import (context, demo, erasure, evaluation, export_hf, figures, head, import_hf, interventions, lens,
+                          patching, probes, recoding, similarity)
+
+#: Every verb and the module that holds its ``HELP``, ``add_args(parser)`` and ``run(args) -> exit status``.
+VERBS = {"patching": patching, "recoding": recoding, "interventions": interventions, "probes": probes,
+         "erasure": erasure, "eval": evaluation, "lens": lens, "head": head, "context": context, "export-hf": export_hf,
+         "import-hf": import_hf, "figures": figures, "similarity": similarity, "demo": demo}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = ArgumentParser(prog="fixedid-analyze", description="Analyse fixedid checkpoints.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
+    for name, verb in VERBS.items():
+        verb.add_args(sub.add_parser(name, help=verb.HELP))
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    run_main("fixedid-analyze", lambda: VERBS[args.command].run(args))

@@ -1,0 +1,196 @@
+"""The main job on the embedded default: three tiny variants, their behaviours, an IOI patching study, a report.
+
+``fixedid-analyze demo`` trains the ``learned``, ``canonical`` and ``gf2`` tiny variants on the built-in synthetic
+language (or reuses them from the cache, keyed by the training config's fingerprint; an interrupted training is
+resumed), then writes to ``--out``:
+
+- ``behaviours.csv`` / ``behaviours.png|pdf``: held-out accuracy and logit difference of every variant on every
+  task of the language (the behaviours a study can stand on), with 95% intervals;
+- ``ioi_patching.csv``, ``ioi_resid_pre.png|pdf``: activation patching of the residual stream on the same IOI
+  pairs for each variant, side by side; ``ioi_flow.csv``: where the IOI information sits per layer;
+- ``recoding.csv``, ``recoding.png|pdf``: the fixed-code variants fed their code through GF(2) maps (transvection
+  walks, the other variant's code) and every variant under the token-row control (:mod:`analysis.causal.recoding`);
+- ``bitflips.csv``, ``bitflips.png|pdf``: the loss change when one code bit is flipped for every token (fixed-code
+  variants); ``input_noise.csv``: the noise analogue for every variant; ``bit_layer.csv``, ``bit_layer.png|pdf``:
+  where the information a flipped bit carries moves across layers on the IOI prompts (:mod:`analysis.causal.bitmap`);
+- ``probes.csv``, ``probes.png|pdf``: linear probes across depth for the id's bits, the part of speech and the IOI
+  role of names, with the control task (:mod:`analysis.readouts.probes`);
+- ``report.md``: the numbers and a reading generated from them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from fixedid.atomic import write_text_atomic
+
+from analysis.evaluation.behaviours import TASKS, behaviour_table
+from analysis.demo.bitflip import TOKENS, bitflip_reading, bitflip_tables
+from analysis.demo.probes import probe_reading, probe_tables
+from analysis.demo.recoding import recoding_reading, recoding_table
+from analysis.figures.recoding import recoding_plot
+from analysis.figures.style import save_figure
+from analysis.figures.patching import side_by_side
+from analysis.outputs import write_csv
+from analysis.figures.interventions import bit_layer_figure, effect_plot
+from analysis.figures.probes import probe_figure
+from analysis.figures.style import variant_colours
+from analysis.causal.flow import information_flow
+from analysis.loading import load
+from analysis.causal.patching import MIN_GAP, activation_patching
+from analysis.tasks import task_pairs
+from analysis.variants import VARIANTS, cache_root, ensure_variants
+
+N_PAIRS = 16  # IOI pairs patched
+N_EVAL = 64  # held-out pairs per task for the behaviours table
+HAS_BEHAVIOUR = 0.9  # accuracy from which a variant is said to have a behaviour
+
+
+
+def behaviour_figure(table: pd.DataFrame):
+    tasks = list(dict.fromkeys(table.task))
+    fig, ax = plt.subplots(figsize=(6.5, 3.0))
+    width = 0.8 / len(VARIANTS)
+    colors = variant_colours(VARIANTS)
+    for i, v in enumerate(VARIANTS):
+        t = table[table.variant == v].set_index("task").loc[tasks]
+        x = np.arange(len(tasks)) + (i - (len(VARIANTS) - 1) / 2) * width
+        err = np.vstack([t.accuracy - t.accuracy_low, t.accuracy_high - t.accuracy])
+        ax.bar(x, 100 * t.accuracy, width, yerr=100 * err, capsize=2, label=v, color=colors.get(v))
+    ax.axhline(50, color="k", lw=0.8, ls="--")
+    ax.text(len(tasks) - 0.5, 51, "chance", ha="right", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_ylim(0, 118)
+    ax.set_yticks(range(0, 101, 20))
+    n = int(table.n_pairs.min())
+    ax.set_title(f"Behaviours of the three variants ({n}+ pairs per task, 95% Wilson intervals)", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, ncol=3, loc="upper center")
+    return fig
+
+
+def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
+    """A few sentences on one variant's IOI map, written from the measured numbers only."""
+    ioi = b.set_index("task").loc["ioi"]
+    a = df.attrs
+    gap = a["raw_clean"] - a["raw_corrupt"]
+    head = (f"**{variant}** prefers the indirect object in {100 * ioi.accuracy:.0f}% of held-out IOI prompts (mean "
+            f"logit difference {ioi.logit_diff:+.2f}); on the patched pairs the clean and corrupted logit differences "
+            f"are {a['raw_clean']:+.2f} and {a['raw_corrupt']:+.2f}.")
+    if ioi.accuracy < HAS_BEHAVIOUR or abs(gap) < MIN_GAP:
+        return head + (f" Below {100 * HAS_BEHAVIOUR:.0f}% accuracy (or with a clean-corrupt gap under {MIN_GAP} "
+                       "logits) the map is not read here as a mechanism.")
+    toks = a["str_tokens"]
+    flow = information_flow(df)
+    where = ", ".join(f"{p} ({toks[p]!r})" for p in flow.source_positions)
+    s = (f" The prompts differ at position {where}; entering layer 0 a patch there restores the clean behaviour by "
+         f"construction ({flow.source[0]:.2f}).")
+    if flow.moved_at is None:
+        s += (f" Entering the last block it still restores {flow.source[-1]:.2f} there against "
+              f"{flow.final[-1]:.2f} at the final position: the last block moves the information.")
+    else:
+        m = flow.moved_at
+        s += (f" The information has moved to the final position by layer {m}: entering it, a final-position patch "
+              f"restores {flow.final[m]:.2f} and the differing position {flow.source[m]:.2f}"
+              + (f" (at layer {m - 1}: {flow.final[m - 1]:.2f} and {flow.source[m - 1]:.2f})." if m else "."))
+    if flow.elsewhere.max() > 0.25:
+        lay = int(flow.elsewhere.argmax())
+        s += f" Some passes through other positions (up to {flow.elsewhere.max():.2f} entering layer {lay})."
+    return head + s
+
+
+def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs,
+                 recoding: pd.DataFrame, bitflips: list[str], probes: list[str]) -> Path:
+    toks = next(iter(results.values())).attrs["str_tokens"]
+    ex = pairs.texts[0]
+    lines = ["# The three input interfaces on the built-in language", "",
+             f"Models: the `tiny` variants in `{run_dir}` (one recipe, one seed, one data order; only the input "
+             "interface differs).", "", "## Behaviours", "",
+             f"Held-out prompts of each task ({N_EVAL} per task): a prompt counts as correct when the answer's logit "
+             "beats the wrong answer's (chance is 50%; a unigram or bigram model of the same training text scores "
+             "at chance on every task).", "",
+             "| variant | " + " | ".join(TASKS) + " |", "|---|" + "---:|" * len(TASKS)]
+    for v in VARIANTS:
+        t = table[table.variant == v].set_index("task")
+        lines.append(f"| {v} | " + " | ".join(f"{100 * t.loc[k, 'accuracy']:.0f}% ({t.loc[k, 'logit_diff']:+.1f})"
+                                               for k in TASKS) + " |")
+    lines += ["", "Cells: accuracy (mean logit difference answer - wrong).", "", "![behaviours](behaviours.png)", ""]
+    have = {k: [v for v in VARIANTS if table[(table.variant == v) & (table.task == k)].accuracy.item()
+                >= HAS_BEHAVIOUR] for k in TASKS}
+    for k in TASKS:
+        who = have[k]
+        lines.append(f"- {k}: " + (f"all three variants reach {100 * HAS_BEHAVIOUR:.0f}%" if len(who) == 3 else
+                                   f"at or above {100 * HAS_BEHAVIOUR:.0f}%: {', '.join(who) if who else 'none'}"))
+    lines += ["", "## IOI activation patching", "",
+              f"{len(pairs)} clean/corrupt pairs of {len(toks)} tokens, e.g.", "",
+              f"- clean: `{ex['clean']}` -> ` {ex['answer']}`", f"- corrupt: `{ex['corrupt']}` (the second subject "
+              "becomes the indirect object, so the answer flips)", "",
+              "Method: activation patching, denoising - the clean residual stream before each block, one position at "
+              "a time, is written into the corrupted run; the metric is the logit difference (IO - S) normalised so "
+              "the corrupted run scores 0 and the clean run 1 (white: no effect).", "",
+              "![Residual-stream patching, side by side](ioi_resid_pre.png)", ""]
+    lines += [reading(v, table[table.variant == v], df) + "\n" for v, df in results.items()]
+    lines += recoding_reading(recoding)
+    lines += bitflips
+    lines += probes
+    lines += ["## What this does not show", "",
+              "Positions before the second subject are identical in the two prompts, so patching them is a no-op by "
+              "construction (white columns). One seed and one tiny scale per variant: differences between the "
+              "variants are not tested against seed spread here (`python experiments/benchmarks/behaviours.py` "
+              "measures seeds 0-2), and the fixed-code variants have fewer trainable parameters than the learned one "
+              "(no capacity reallocation). Patching one site at a time misses redundant routes; "
+              "`fixedid-analyze patching --mode noise` probes necessity rather than sufficiency.", ""]
+    return write_text_atomic(out / "report.md", "\n".join(lines))
+
+
+def run_demo(args) -> int:
+    run_dir = ensure_variants(args.config or "tiny", cache_root(args.cache))
+    out = Path(args.out)
+    models = {v: load(run_dir / v) for v in VARIANTS}
+    table = pd.concat([behaviour_table(m, n=N_EVAL).assign(variant=v) for v, m in models.items()], ignore_index=True)
+    table = table[["variant"] + [c for c in table.columns if c != "variant"]]
+    pairs = task_pairs(models["canonical"], "ioi", N_PAIRS, seed=0)  # one tokenizer, so the same pairs for all
+    results = {v: activation_patching(m, pairs, site="resid_pre", metric="normalized_logit_diff", progress=True)
+               for v, m in models.items()}
+    tidy = pd.concat([df.assign(variant=v) for v, df in results.items()], ignore_index=True)
+    flows = []
+    for v, df in results.items():
+        if abs(df.attrs["raw_clean"] - df.attrs["raw_corrupt"]) >= MIN_GAP:
+            flows.append(information_flow(df).to_frame().assign(variant=v))
+    write_csv(table, out / "behaviours.csv")
+    write_csv(tidy[["variant", "site", "layer", "pos", "head", "value"]], out / "ioi_patching.csv")
+    if flows:
+        write_csv(pd.concat(flows, ignore_index=True)[["variant", "layer", "source", "final", "elsewhere"]],
+                  out / "ioi_flow.csv")
+    save_figure(behaviour_figure(table), out, "behaviours")
+    ioi = table[table.task == "ioi"].set_index("variant")
+    titles = {v: f"{v} (IOI {100 * ioi.loc[v, 'accuracy']:.0f}%)" for v in VARIANTS}
+    save_figure(side_by_side(results, titles=titles, suptitle="IOI: clean residual stream patched into the "
+                             "corrupted run (1 = clean behaviour restored)"), out, "ioi_resid_pre")
+    recoding = recoding_table(models)
+    write_csv(recoding, out / "recoding.csv")
+    save_figure(recoding_plot(recoding[recoding.family == "transvection"],
+                              title="Fixed-code variants fed their code through k random transvections"),
+                out, "recoding")
+    flips, noise, maps = bitflip_tables(models, pairs)
+    write_csv(flips, out / "bitflips.csv")
+    write_csv(noise, out / "input_noise.csv")
+    write_csv(pd.concat([d.assign(variant=v) for v, d in maps.items()], ignore_index=True), out / "bit_layer.csv")
+    save_figure(effect_plot({v: g for v, g in flips.groupby("variant", sort=False)},
+                            title=f"One code bit flipped for every token ({TOKENS:,} validation tokens)"),
+                out, "bitflips")
+    save_figure(bit_layer_figure(maps), out, "bit_layer")
+    probes = probe_tables(models)
+    write_csv(probes, out / "probes.csv")
+    save_figure(probe_figure(probes), out, "probes")
+    report = write_report(out, run_dir, table, results, pairs, recoding, bitflip_reading(flips, noise, maps),
+                          probe_reading(probes))
+    for v in VARIANTS:
+        t = table[table.variant == v].set_index("task")
+        print(f"{v:>9}: " + ", ".join(f"{k} {100 * t.loc[k, 'accuracy']:.0f}%" for k in TASKS))
+    print(f"wrote {report} with its figures and CSVs in {out}")
+    return 0

@@ -1,0 +1,201 @@
+"""What interventions measure, and the result they return (shared by :mod:`analysis.causal.interventions` and
+:mod:`analysis.causal.ablation`).
+
+On corpus windows, per sequence: ``loss`` (mean next-token cross-entropy over its predicted positions),
+``delta_loss`` (minus the unedited loss) and ``kl`` (mean over those positions of KL(unedited || edited), nats). On
+task prompts (the clean prompts of pairs), per pair and at the final position: ``logit_diff`` (answer minus wrong),
+``delta_logit_diff``, ``correct`` (the answer's logit beats the wrong one's) and ``kl``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from analysis.corpus import corpus_tokens
+from analysis.errors import AnalysisError
+from analysis.pairs import PairBatch
+from analysis.tasks import task_pairs
+
+MEASURES_CORPUS = ["loss", "delta_loss", "kl"]
+MEASURES_PAIRS = ["logit_diff", "delta_logit_diff", "correct", "kl"]
+ID_COLUMNS = ["interface", "kind", "bit", "pos", "layer", "head", "component", "ablation", "token", "scale", "draw"]
+_INT_COLUMNS = ("bit", "pos", "layer", "head", "token", "draw")
+
+
+@dataclass
+class InterventionResult:
+    """``items``: one row per edit and sequence or pair (``item``), with every measure; ``summary``: one row per
+    edit, each measure's mean with a 95% interval of the mean (``<measure>_lo``/``_hi``, Student t over items) and
+    ``n``. ``attrs``: the unedited baselines and the settings."""
+
+    items: pd.DataFrame
+    summary: pd.DataFrame
+    attrs: dict
+
+    def _repr_html_(self):
+        return self.summary._repr_html_()
+
+    def __repr__(self):
+        return f"InterventionResult({len(self.summary)} edits x {self.attrs['n_items']} items)\n{self.summary!r}"
+
+
+def confidence(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and the Student-t interval of the mean of the finite values (NaN bounds for fewer than two)."""
+    m, lo, hi = intervals(np.asarray(values, dtype=float)[None], level)
+    return float(m[0]), float(lo[0]), float(hi[0])
+
+
+def intervals(values: np.ndarray, level: float = 0.95):
+    """Row-wise :func:`confidence` of a ``[rows, items]`` array: (mean, low, high), each ``[rows]``."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=float)
+    ok = np.isfinite(v)
+    n = ok.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(ok, v, 0).sum(1) / n
+        var = np.where(ok, (v - mean[:, None]) ** 2, 0).sum(1) / (n - 1)
+        half = stats.t.ppf(0.5 + level / 2, np.maximum(n - 1, 1)) * np.sqrt(var / n)
+    half = np.where(n >= 2, half, np.nan)
+    return mean, mean - half, mean + half
+
+
+# ------------------------------------------------------------------------------------------------------- data
+@dataclass
+class Target:
+    """The sequences measured: token ids ``[n, T]``, with the answer and wrong token of each pair (prompts) or
+    None (corpus windows)."""
+
+    tokens: torch.Tensor
+    answer: torch.Tensor | None = None
+    wrong: torch.Tensor | None = None
+
+    @property
+    def pairs(self) -> bool:
+        return self.answer is not None
+
+    @property
+    def measures(self) -> list[str]:
+        return MEASURES_PAIRS if self.pairs else MEASURES_CORPUS
+
+
+def target(model, data, task, tokens, n_pairs, seed) -> Target:
+    """Prompts of ``task`` or of a :class:`PairBatch` given as ``data``; else corpus windows of ``data``."""
+    if task is not None and data is not None:
+        raise AnalysisError("give either data (corpus windows) or task (prompt pairs), not both")
+    device = model.unembed.weight.device
+    if isinstance(data, PairBatch):
+        b = data.to(device)
+        return Target(b.clean, b.answer, b.wrong)
+    if task is not None:
+        b = task_pairs(model, task, n_pairs, seed=seed)
+        return Target(b.clean, b.answer, b.wrong)
+    return Target(corpus_tokens(model, data, tokens=tokens).to(device))
+
+
+def position(pos, T: int) -> int | None:
+    """A position in ``[-T, T)`` as a non-negative index (None passes through)."""
+    if pos is None:
+        return None
+    if not isinstance(pos, (int, np.integer)) or isinstance(pos, (bool, np.bool_)) or not -T <= pos < T:
+        raise AnalysisError(f"position {pos!r} is out of range for sequences of {T} tokens ({-T}..{T - 1})")
+    return int(pos) % T
+
+
+#: Elements of one logits tensor ``[rows, pos, vocab]`` that a forward of a corpus sweep may produce (fp32: 512 MiB);
+#: the rows per forward shrink below ``max_batch`` to stay within it (at least one row).
+LOGIT_BUDGET = 1 << 27
+
+
+def rows_per_forward(tgt: Target, vocab: int, max_batch: int) -> int:
+    """Rows of one forward: ``max_batch``, or fewer where corpus windows' full logits would exceed the budget."""
+    if tgt.pairs:
+        return max(1, max_batch)
+    return max(1, min(max_batch, LOGIT_BUDGET // (tgt.tokens.shape[1] * vocab)))
+
+
+def nonempty(values, what: str) -> list:
+    """``values`` as a list, refused when empty (an empty sweep is never what was meant)."""
+    out = list(values)
+    if not out:
+        raise AnalysisError(f"no {what} selected: give at least one")
+    return out
+
+
+def chunks(n: int, rows: int):
+    step = max(1, rows)
+    return [torch.arange(i, min(n, i + step)) for i in range(0, n, step)]
+
+
+def check_eval(model):
+    if model.training:
+        raise AnalysisError("the model is in train mode; call model.eval() (analysis.load returns it in eval mode)")
+
+
+# --------------------------------------------------------------------------------------------------- measuring
+class Measurer:
+    """The unedited run of one chunk of sequences, and the measures of edited runs of the same sequences."""
+
+    def __init__(self, tgt: Target, seq: torch.Tensor, base_logits: torch.Tensor):
+        self.pairs, self.m = tgt.pairs, len(seq)
+        if self.pairs:
+            self.base_lp = base_logits[:, -1].float().log_softmax(-1)
+            self.answer, self.wrong = tgt.answer[seq], tgt.wrong[seq]
+            self.base_ld = self._ld(self.base_lp)
+        else:
+            self.targets = tgt.tokens[seq][:, 1:]
+            self.base_lp = base_logits[:, :-1].float().log_softmax(-1)
+            self.ce_base = -self.base_lp.gather(-1, self.targets[..., None])[..., 0]  # [m, T-1]
+
+    def _ld(self, lp):
+        return lp.gather(-1, self.answer[:, None])[..., 0] - lp.gather(-1, self.wrong[:, None])[..., 0]
+
+    def __call__(self, logits: torch.Tensor, k: int, start: int) -> dict[str, torch.Tensor]:
+        """Measures ``[k, m]`` of edited logits ``[k * m, pos, vocab]`` (unit-major rows) whose positions begin at
+        ``start`` (for prompts only the final position is read)."""
+        m = self.m
+        if self.pairs:
+            lq = logits[:, -1].float().log_softmax(-1).view(k, m, -1)
+            ld = (lq.gather(-1, self.answer[None, :, None].expand(k, m, 1))[..., 0]
+                  - lq.gather(-1, self.wrong[None, :, None].expand(k, m, 1))[..., 0])
+            kl = (self.base_lp.exp()[None] * (self.base_lp[None] - lq)).sum(-1)
+            return {"logit_diff": ld, "delta_logit_diff": ld - self.base_ld[None], "correct": (ld > 0).float(),
+                    "kl": kl}
+        n_pred = self.targets.shape[1]
+        ce = self.ce_base[None].repeat(k, 1, 1)
+        kl = torch.zeros_like(ce)
+        if start < n_pred:
+            lq = logits[:, : n_pred - start].float().log_softmax(-1)
+            lq = lq.view(k, m, n_pred - start, -1)
+            tg = self.targets[None, :, start:, None].expand(k, m, n_pred - start, 1)
+            ce[:, :, start:] = -lq.gather(-1, tg)[..., 0]
+            bp = self.base_lp[None, :, start:]
+            kl[:, :, start:] = (bp.exp() * (bp - lq)).sum(-1)
+        loss = ce.mean(-1)
+        return {"loss": loss, "delta_loss": loss - self.ce_base.mean(-1)[None], "kl": kl.mean(-1)}
+
+
+def result(model, ids: list[dict], values: dict[str, np.ndarray], tgt: Target, attrs: dict) -> InterventionResult:
+    """Assemble an :class:`InterventionResult` from one dict of identifying columns per edit and the measures
+    ``[n_edits, n_items]``."""
+    E, n = len(ids), tgt.tokens.shape[0]
+    per_edit = pd.DataFrame([{c: d.get(c) for c in ID_COLUMNS} for d in ids], columns=ID_COLUMNS)
+    per_edit["interface"] = model.cfg.interface
+    for c in _INT_COLUMNS:
+        per_edit[c] = per_edit[c].astype("Int64")
+    per_edit["scale"] = per_edit["scale"].astype(float)
+    items = per_edit.iloc[np.repeat(np.arange(E), n)].reset_index(drop=True)
+    items["item"] = np.tile(np.arange(n), E)
+    summary = per_edit.copy()
+    summary["n"] = np.isfinite(values[tgt.measures[0]]).sum(1)
+    for me in tgt.measures:
+        items[me] = values[me].reshape(-1)
+        summary[me], summary[f"{me}_lo"], summary[f"{me}_hi"] = intervals(values[me])
+    attrs.update(n_items=int(n), n_pos=int(tgt.tokens.shape[1]), measures=list(tgt.measures),
+                 data="pairs" if tgt.pairs else "corpus", n_tokens=int(tgt.tokens.numel()),
+                 interface=model.cfg.interface)
+    return InterventionResult(items, summary, attrs)

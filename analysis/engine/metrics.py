@@ -1,0 +1,54 @@
+"""Patching metrics: a number per prompt from the logits at the final position.
+
+A metric maps ``(logits [batch, pos, vocab], answer [batch], wrong [batch])`` to a tensor ``[batch]``. Built in:
+
+- ``logit_diff``: answer logit minus wrong logit (the default);
+- ``normalized_logit_diff``: the logit difference rescaled so the corrupted run scores 0 and the clean run 1
+  (applied after averaging over pairs, and per pair for per-pair rows);
+- ``answer_prob``: the softmax probability of the answer;
+- ``answer_loss``: the cross-entropy of the answer, ``-log p(answer)``.
+
+Any callable with the signature above works too.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from analysis.errors import AnalysisError
+
+Metric = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def logit_diff(logits, answer, wrong):
+    last = logits[:, -1].float()
+    return last.gather(1, answer[:, None])[:, 0] - last.gather(1, wrong[:, None])[:, 0]
+
+
+def answer_prob(logits, answer, wrong):
+    return logits[:, -1].float().softmax(-1).gather(1, answer[:, None])[:, 0]
+
+
+def answer_loss(logits, answer, wrong):
+    return -logits[:, -1].float().log_softmax(-1).gather(1, answer[:, None])[:, 0]
+
+
+METRICS: dict[str, Metric] = {"logit_diff": logit_diff, "normalized_logit_diff": logit_diff,
+                              "answer_prob": answer_prob, "answer_loss": answer_loss}
+
+
+def resolve(metric) -> tuple[str, Metric, bool]:
+    """(name, per-example function, normalize?) of a metric name or callable."""
+    if callable(metric):
+        return getattr(metric, "__name__", "custom"), metric, False
+    if metric not in METRICS:
+        raise AnalysisError(f"unknown metric {metric!r}; use one of {sorted(METRICS)} or a callable "
+                            "(logits, answer, wrong) -> tensor[batch]")
+    return metric, METRICS[metric], metric == "normalized_logit_diff"
+
+
+def normalize(value, clean, corrupt):
+    """Rescale so that ``corrupt`` maps to 0 and ``clean`` to 1 (works on floats and tensors)."""
+    return (value - corrupt) / (clean - corrupt)

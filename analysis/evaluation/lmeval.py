@@ -1,0 +1,423 @@
+"""lm-eval 0.4 on fixedid checkpoints: the model class ``fixedid`` and the built-in language's tasks.
+
+The lm-eval registry knows the model ``fixedid`` once the adapter is first used (:func:`task_manager`,
+:func:`evaluate_table`, or :func:`register` itself)::
+
+    import analysis, lm_eval
+    lm_eval.simple_evaluate(model="fixedid", model_args="pretrained=runs/tiny/canonical",
+                            tasks=["fixedid_ioi"], task_manager=analysis.evaluation.lmeval.task_manager())
+
+:func:`evaluate_table` does that for one checkpoint and returns a tidy table; ``fixedid-analyze eval --ckpt DIR
+--tasks ...`` wraps it and writes JSON, a tidy CSV and a figure. lm-eval's own command
+line has no way to find a model that lives outside its package (its registry reads no entry points), so
+``python -m analysis.cli.lm_eval ...`` is that command line with the model registered and these tasks included.
+
+The adapter reads the checkpoint's own tokenizer and context length. A request longer than the context is
+truncated from the left, as lm-eval's own models do: the continuation is scored on the last ``context`` tokens.
+Requests are sorted by length (longest first) and run in batches, one forward per batch, right-padded (the model is
+causal, so padding after a sequence does not change its logits). ``generate_until`` is greedy (sampling is refused)
+and batches prompts of equal token length.
+
+The built-in language's tasks (:data:`TASKS_DIR`, lm-eval's YAML format, found through ``include_path``):
+``fixedid_ioi``, ``fixedid_agreement``, ``fixedid_facts`` (two-way multiple choice: the answer against the task's
+wrong answer after the clean prompt, metric ``acc``) and ``fixedid_lastword`` (in the style of LAMBADA: the last word
+of a document, which already occurred in the document; ``acc`` is greedy decoding of the whole word, ``perplexity``
+its likelihood). Their data is generated from the world of seed 0 (:func:`write_task_data`), the world of every
+shipped config; for a checkpoint of another world the CLI generates that world's data into a temporary directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import random
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from analysis.errors import AnalysisError
+
+TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
+#: The built-in tasks shipped as lm-eval tasks.
+BUILTIN_TASKS = ("fixedid_ioi", "fixedid_agreement", "fixedid_facts", "fixedid_lastword")
+#: The study's benchmarks (0-shot) and its canonical variant's figures (shared/PAPER.md), for side-by-side reports.
+STUDY_FIGURES = {"hellaswag": ("acc_norm", 52.40), "piqa": ("acc", 70.51), "lambada_openai": ("acc", 42.75)}
+N_TASK_DOCS = 200
+
+
+def _lm_base():
+    from lm_eval.api.model import TemplateLM
+
+    return TemplateLM
+
+
+class FixedIdEvalLM(_lm_base()):
+    """lm-eval's view of a fixedid checkpoint. ``pretrained``: a checkpoint directory (or pass ``model=``, an
+    already loaded model with a tokenizer); ``batch_size`` (``auto`` = 32); ``max_length`` (default: the model's
+    context); ``max_gen_toks`` for ``generate_until`` (default 256)."""
+
+    def __init__(self, pretrained=None, batch_size=32, device="cpu", max_length=None, max_gen_toks=256,
+                 model=None, max_batch_size=None, **unused):
+        super().__init__()
+        from analysis.loading import load
+
+        if unused:
+            raise AnalysisError(f"unknown model_args for the fixedid model: {sorted(unused)}; use pretrained, "
+                                "batch_size, device, max_length, max_gen_toks")
+        if model is None:
+            if pretrained is None:
+                raise AnalysisError("the fixedid model needs model_args pretrained=<checkpoint directory>")
+            if not device or (str(device).startswith("cuda") and not torch.cuda.is_available()):
+                device = "cpu"  # lm-eval's command line asks for cuda by default; without a GPU, run on the CPU
+            model = load(pretrained, device=device)
+        if model.tokenizer is None:
+            raise AnalysisError("this checkpoint has no tokenizer: lm-eval evaluates text")
+        self.model = model.eval()
+        self.tokenizer = model.tokenizer
+        self._name = str(pretrained) if pretrained is not None else str(getattr(model, "ckpt_dir", "fixedid"))
+        bs = 32 if batch_size in (None, "auto") or str(batch_size).startswith("auto") else int(batch_size)
+        if bs < 1:
+            raise AnalysisError(f"batch_size must be positive, got {batch_size}")
+        self.batch_size = bs
+        self.max_length = int(max_length or model.cfg.context)
+        if not 1 <= self.max_length <= model.cfg.context:
+            raise AnalysisError(f"max_length must be in 1..{model.cfg.context} (the model's context)")
+        self.max_gen_toks = int(max_gen_toks)
+        self.bar_file = None  # where the progress bars go (None: sys.stderr when they start)
+        from fixedid.data.tokenizer import eot_id
+
+        self._eot = eot_id(self.tokenizer)
+
+    # ------------------------------------------------------------------------------------------ lm-eval's API
+    @property
+    def eot_token_id(self) -> int:
+        return self._eot
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self._name
+
+    @property
+    def device(self):
+        return next(self.model.parameters()).device
+
+    def tok_encode(self, string: str, add_special_tokens=None, **kwargs) -> list[int]:
+        return self.tokenizer.encode(string, add_special_tokens=False).ids
+
+    def _encode_many(self, strings: list[str]) -> list[list[int]]:
+        """Token ids of each string, each distinct string tokenized once (the options of a multiple-choice
+        document share their context)."""
+        unique = list(dict.fromkeys(strings))
+        ids = dict(zip(unique, (e.ids for e in self.tokenizer.encode_batch(unique, add_special_tokens=False))))
+        return [ids[s] for s in strings]
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        """lm-eval's ``TemplateLM.loglikelihood`` with the same split of each (context, continuation) - trailing
+        spaces of the context move to the continuation, the continuation's tokens are those of the whole after the
+        context's; an empty context becomes the end-of-text token - with all strings tokenized in one batch."""
+        pairs = [req.args for req in requests]
+        ctxs, wholes, empties = [], [], []
+        for ctx, cont in pairs:
+            if ctx == "":
+                empties.append(cont)
+                continue
+            n = len(ctx) - len(ctx.rstrip())
+            if n:
+                ctx, cont = ctx[:-n], ctx[-n:] + cont
+            ctxs.append(ctx)
+            wholes.append(ctx + cont)
+        enc_ctx, enc_whole, enc_empty = map(self._encode_many, (ctxs, wholes, empties))
+        it_ctx, it_whole, it_empty = iter(enc_ctx), iter(enc_whole), iter(enc_empty)
+        reqs = []
+        for ctx, cont in pairs:
+            if ctx == "":
+                c = next(it_empty)
+                ce, ke = ([self.prefix_token_id], c) if self.prefix_token_id != c[0] else (c[:1], c[1:])
+            else:
+                ce, whole = next(it_ctx), next(it_whole)
+                ke = whole[len(ce):]
+            reqs.append(((ctx, cont), ce, ke))
+        return self._loglikelihood_tokens(reqs, disable_tqdm=disable_tqdm)
+
+    def tok_decode(self, tokens) -> str:
+        return self.tokenizer.decode(list(tokens), skip_special_tokens=False)
+
+    @torch.no_grad()
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
+        """``(sum of log p(continuation), is_greedy)`` per ``(key, context_ids, continuation_ids)``."""
+        rows = []
+        for i, (_, ctx, cont) in enumerate(requests):
+            if not cont:
+                raise AnalysisError("an lm-eval request has an empty continuation")
+            if len(cont) > self.max_length:
+                raise AnalysisError(f"a continuation of {len(cont)} tokens does not fit the context "
+                                    f"({self.max_length})")
+            whole = (list(ctx) + list(cont))[-(self.max_length + 1):]
+            rows.append((i, whole[:-1], list(cont)))
+        rows.sort(key=lambda r: -len(r[1]))  # longest first: padding stays small, the first batch the largest
+        out: list = [None] * len(rows)
+        bar = tqdm(total=len(rows), desc="loglikelihood", unit="req", disable=disable_tqdm, leave=False,
+                   file=self.bar_file)
+        for b in range(0, len(rows), self.batch_size):
+            batch = rows[b:b + self.batch_size]
+            width = len(batch[0][1])
+            x = torch.tensor([inp + [0] * (width - len(inp)) for _, inp, _ in batch], dtype=torch.long)
+            logits = self.model(x.to(self.device))
+            # every continuation token of the batch at once: its row, the position predicting it, its id
+            seg = [j for j, (_, _, cont) in enumerate(batch) for _ in cont]
+            pos = [p for _, inp, cont in batch for p in range(len(inp) - len(cont), len(inp))]
+            tok = torch.tensor([t for _, _, cont in batch for t in cont], device=logits.device)
+            lp = torch.log_softmax(logits[seg, pos].float(), -1)
+            seg_t = torch.tensor(seg, device=logits.device)
+            scores = torch.zeros(len(batch), dtype=torch.float64, device=logits.device).index_add_(
+                0, seg_t, lp.gather(1, tok[:, None])[:, 0].double())
+            misses = torch.zeros(len(batch), device=logits.device).index_add_(
+                0, seg_t, (lp.argmax(-1) != tok).float())
+            for (i, _, _), score, miss in zip(batch, scores.tolist(), misses.tolist()):
+                out[i] = (score, miss == 0)
+                if requests[i][0] is not None:
+                    self.cache_hook.add_partial("loglikelihood", requests[i][0], out[i])
+            bar.update(len(batch))
+        bar.close()
+        return out
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """The log-likelihood of each whole string, in disjoint windows of the context (lm-eval's rolling windows,
+        the first token conditioned on the end-of-text token)."""
+        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+        windows, owner = [], []
+        for k, req in enumerate(requests):
+            (string,) = req.args
+            for ctx, cont in map(make_disjoint_window, get_rolling_token_windows(
+                    self.tok_encode(string), self.prefix_token_id, self.max_length, 1)):
+                windows.append((None, ctx, cont))
+                owner.append(k)
+        scores = self._loglikelihood_tokens(windows, disable_tqdm=disable_tqdm)
+        totals = [0.0] * len(requests)
+        for k, (s, _) in zip(owner, scores):
+            totals[k] += s
+        for req, total in zip(requests, totals):
+            self.cache_hook.add_partial("loglikelihood_rolling", (req.args[0],), total)
+        return totals
+
+    @torch.no_grad()
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Greedy continuations, cut at the first stop string (``until``) or the end-of-text token; prompts of
+        equal token length (after left truncation) and equal generation arguments share a batch."""
+        groups: dict = {}
+        for i, req in enumerate(requests):
+            ctx, kw = req.args
+            kw = dict(kw or {})
+            if kw.pop("do_sample", False) or float(kw.get("temperature", 0) or 0) > 0:
+                raise AnalysisError("the fixedid model generates greedily; sampling (do_sample / temperature > 0) "
+                                    "is not supported")
+            until = kw.get("until") or []
+            until = [until] if isinstance(until, str) else list(until)
+            max_new = int(kw.get("max_gen_toks", self.max_gen_toks))
+            ids = self.tok_encode(ctx)[-max(1, self.max_length - 1):] or [self.prefix_token_id]
+            groups.setdefault((len(ids), tuple(until), max_new), []).append((i, ids))
+        out: list = [None] * len(requests)
+        bar = tqdm(total=len(requests), desc="generate", unit="req", disable=disable_tqdm, leave=False,
+                   file=self.bar_file)
+        for (_, until, max_new), members in groups.items():
+            for b in range(0, len(members), self.batch_size):
+                batch = members[b:b + self.batch_size]
+                x = torch.tensor([ids for _, ids in batch], device=self.device)
+                start = x.shape[1]
+                done = torch.zeros(len(batch), dtype=torch.bool, device=self.device)
+                for _ in range(max_new):
+                    nxt = self.model(x[:, -self.max_length:])[:, -1].argmax(-1)
+                    x = torch.cat([x, nxt[:, None]], 1)
+                    done |= nxt == self._eot
+                    if until:
+                        texts = [self.tok_decode(r[start:].tolist()) for r in x]
+                        done |= torch.tensor([any(u in t for u in until) for t in texts], device=self.device)
+                    if bool(done.all()):
+                        break
+                for (i, _), row in zip(batch, x):
+                    gen = row[start:].tolist()
+                    if self._eot in gen:
+                        gen = gen[:gen.index(self._eot)]
+                    text = self.tok_decode(gen)
+                    for u in until:
+                        text = text.split(u)[0]
+                    out[i] = text
+                    self.cache_hook.add_partial("generate_until", requests[i].args, text)
+                bar.update(len(batch))
+        bar.close()
+        return out
+
+
+def register() -> None:
+    """Register the model ``fixedid`` with lm-eval (lazily: the class is imported when first asked for); idempotent.
+    Runs when the adapter is first used (:func:`task_manager`, :func:`evaluate_table`), never on import. lm-eval's own
+    models are registered first, since its registry imports them only while it is empty."""
+    importlib.import_module("lm_eval.models")
+    from lm_eval.api.registry import model_registry
+
+    if "fixedid" not in model_registry:
+        model_registry.register("fixedid", target="analysis.evaluation.lmeval:FixedIdEvalLM")
+
+
+def task_manager(include_path=None):
+    """An lm-eval ``TaskManager`` that also finds the built-in tasks (and ``include_path``, a directory or list)."""
+    from lm_eval.tasks import TaskManager
+
+    register()
+    extra = [] if include_path is None else ([include_path] if isinstance(include_path, (str, Path)) else
+                                             list(include_path))
+    return TaskManager(include_path=[str(TASKS_DIR), *map(str, extra)])
+
+
+@contextlib.contextmanager
+def _quiet_loggers(*names):
+    """Only errors from the loggers ``names`` inside the block; their levels restored on exit."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.ERROR)
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+# ------------------------------------------------------------------------------------------------- tables
+def tidy_results(results: dict, n_samples: dict | None = None):
+    """lm-eval's ``results`` dict as one row per task x metric: ``task, metric, filter, value, stderr, n`` and, for
+    the study's benchmarks, the study's canonical figure ``study_canonical`` (a fraction, like ``value``)."""
+    import math
+
+    import pandas as pd
+
+    rows = []
+    for task, metrics in results.items():
+        for key, value in metrics.items():
+            if "," not in key or key.split(",")[0].endswith("_stderr") or not isinstance(value, (int, float)):
+                continue
+            metric, filt = key.split(",", 1)
+            stderr = metrics.get(f"{metric}_stderr,{filt}")
+            study = STUDY_FIGURES.get(task)
+            rows.append({"task": task, "metric": metric, "filter": filt, "value": float(value),
+                         "stderr": float(stderr) if isinstance(stderr, (int, float)) else math.nan,
+                         "n": (n_samples or {}).get(task, {}).get("effective", math.nan),
+                         "study_canonical": study[1] / 100 if study and study[0] == metric else math.nan})
+    return pd.DataFrame(rows, columns=["task", "metric", "filter", "value", "stderr", "n", "study_canonical"])
+
+
+def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_fewshot: int = 0,
+                   batch_size: int = 32, include_path=None, device: str = "cpu", progress: bool = False):
+    """Run lm-eval ``tasks`` on one checkpoint (a directory or a loaded model) and return :func:`tidy_results`,
+    with lm-eval's raw ``results``, ``n-samples`` and task ``configs`` in ``attrs["lm_eval"]``. The built-in tasks
+    are found without an include path; for a checkpoint of another world of the built-in language (``synthetic:N``)
+    they are regenerated for that world in a temporary directory. lm-eval's own notices and bars are silenced;
+    ``progress`` shows the adapter's bar over the requests."""
+    import contextlib
+    import io
+    import sys
+    import tempfile
+
+    from lm_eval import simple_evaluate
+
+    from analysis.loading import load
+    from analysis.tasks import language_seed
+
+    register()
+    tasks = [tasks] if isinstance(tasks, str) else list(tasks)
+    if not tasks:
+        raise AnalysisError("no lm-eval tasks given")
+    if limit is not None and limit < 1 or batch_size < 1 or num_fewshot < 0:
+        raise AnalysisError("limit and batch_size must be positive and num_fewshot >= 0")
+    path = None
+    if not isinstance(model, torch.nn.Module):
+        path, model = str(model), load(model, device=device)
+    extra = [] if include_path is None else ([include_path] if isinstance(include_path, (str, Path)) else
+                                             list(include_path))
+    for p in extra:
+        if not Path(p).is_dir():
+            raise AnalysisError(f"include path {p} is not a directory")
+    with tempfile.TemporaryDirectory() as tmp, _quiet_loggers("lm-eval", "lm_eval"):
+        world = language_seed(model)
+        if world == 0:
+            manager = task_manager(extra)
+        else:
+            from lm_eval.tasks import TaskManager
+
+            manager = TaskManager(include_path=[str(write_task_data(Path(tmp) / f"world{world}", world)),
+                                                *map(str, extra)])
+        unknown = [t for t in tasks if t not in manager.all_tasks]
+        if unknown:
+            raise AnalysisError(f"unknown lm-eval task(s) {unknown}; the built-in ones are {', '.join(BUILTIN_TASKS)} "
+                                "(others: lm-eval ls tasks)")
+        lm = FixedIdEvalLM(model=model, batch_size=batch_size, pretrained=path)
+        lm.bar_file = sys.stderr if progress else io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            out = simple_evaluate(model=lm, tasks=tasks, num_fewshot=num_fewshot, limit=limit, task_manager=manager,
+                                  log_samples=False, verbosity="ERROR")
+    df = tidy_results(out["results"], out.get("n-samples", {}))
+    df.attrs["lm_eval"] = {"results": out["results"], "n_samples": out.get("n-samples", {}),
+                           "configs": out.get("configs", {})}
+    return df
+
+
+# ---------------------------------------------------------------------------------------------- task data
+def _lastword_docs(world_seed: int, n: int) -> list[dict]:
+    """Documents of the world's default mixture (a stream of its own), cut before their last word, kept when that
+    word already occurred in the document (so the context decides it, as in LAMBADA) and the document is at most
+    60 words long (so it fits the tiny context)."""
+    from fixedid.data.corpus import iter_texts
+
+    out = []
+    for doc in iter_texts(f"synthetic:{world_seed}" if world_seed else "synthetic", split="lm_eval_lastword"):
+        words = doc.rstrip(".").split(" ")
+        if len(words) <= 60 and words[-1].isalpha() and words[-1] in words[:-1]:
+            out.append({"text": " ".join(words)})
+            if len(out) == n:
+                return out
+    return out
+
+
+def task_docs(task: str, world_seed: int = 0, n: int = N_TASK_DOCS) -> list[dict]:
+    """The documents of a built-in lm-eval task (deterministic in the world seed): multiple-choice tasks
+    ``{"context", "choices", "label"}`` (the answer's place drawn per document), the last-word task ``{"text"}``."""
+    from fixedid.data import SyntheticLanguage
+
+    if task not in BUILTIN_TASKS:
+        raise AnalysisError(f"unknown built-in task {task!r}; use one of {list(BUILTIN_TASKS)}")
+    if task == "fixedid_lastword":
+        return _lastword_docs(world_seed, n)
+    name = task.removeprefix("fixedid_")
+    rng = random.Random(f"fixedid.lm_eval:{world_seed}:{name}")
+    docs = []
+    for p in SyntheticLanguage(world_seed).task_pairs(name, n, seed=1000):  # seed 1000: not the analyses' pairs
+        label = rng.randrange(2)
+        choices = [p.answer, p.wrong] if label == 0 else [p.wrong, p.answer]
+        docs.append({"context": p.clean, "choices": choices, "label": label})
+    return docs
+
+
+def write_task_data(directory, world_seed: int = 0, n: int = N_TASK_DOCS) -> Path:
+    """Write the built-in tasks' YAML and JSONL for ``world_seed`` into ``directory`` (an lm-eval include path)."""
+    import shutil
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if directory.resolve() != TASKS_DIR.resolve():
+        for f in TASKS_DIR.iterdir():
+            if f.suffix in (".yaml", ".py"):
+                shutil.copy(f, directory / f.name)
+    for task in BUILTIN_TASKS:
+        tmp = directory / f".{task}.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(d) + "\n" for d in task_docs(task, world_seed, n)))
+        tmp.replace(directory / f"{task}.jsonl")
+    return directory
+
+
+__all__ = ["FixedIdEvalLM", "register", "task_manager", "evaluate_table", "tidy_results", "task_docs",
+           "write_task_data", "TASKS_DIR",
+           "BUILTIN_TASKS", "STUDY_FIGURES"]

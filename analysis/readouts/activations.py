@@ -1,0 +1,173 @@
+"""Activations of chosen hook points over a corpus, with what is known about each token, in memory or on disk.
+
+:func:`collect` runs a model over token windows (:func:`analysis.corpus.corpus_tokens`: the checkpoint's own
+validation data, a text/JSONL file, or token ids) and keeps, for every token, the activation of each hook point
+(default: ``hook_embed``, the residual stream entering every block, and ``ln_final.hook_normalized``) and a table
+``tokens`` with ``seq``, ``pos``, ``id``, ``prev_id`` (-1 at a window's first position) and ``freq_bucket`` (the
+token's frequency in this data, in five quantile buckets from rare, 0, to frequent, 4).
+
+With ``out`` the activations go to float16 or float32 ``.npy`` memmaps in a directory with a JSON index
+(``index.json``) and ``tokens.csv``, written in bounded memory (one batch at a time) and renamed into place when
+complete; :func:`load_activations` opens such a store without reading it into memory. Probes
+(:mod:`analysis.readouts.probes`) and similarity read the result.
+
+On the checkpoint's own validation data (``data=None``, the built-in language) the table also holds each token's
+latent labels (:mod:`analysis.labels`): ``pos_tag``, ``number``, ``entity``, ``depth`` and ``ioi_role``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from fixedid.atomic import fsync_dir
+
+from analysis import engine
+from analysis.corpus import DEFAULT_TOKENS, corpus_tokens
+from analysis.errors import AnalysisError
+
+DTYPES = {"float32": np.float32, "float16": np.float16}
+N_FREQ_BUCKETS = 5
+
+
+def default_hooks(model) -> list[str]:
+    return ["hook_embed"] + [f"blocks.{i}.hook_resid_pre" for i in range(1, model.cfg.n_layers)] + \
+        ["ln_final.hook_normalized"]
+
+
+@dataclass
+class Activations:
+    """``acts[hook]``: ``[n_tokens, width]`` (a memmap when stored on disk); ``tokens``: one row per token, in the same
+    order; ``meta``: the model's interface, code settings and the hook order (depth)."""
+
+    acts: dict[str, np.ndarray]
+    tokens: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def hooks(self) -> list[str]:
+        return list(self.acts)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def _meta(model, hooks, dtype, n, T) -> dict:
+    c = model.cfg
+    return {"interface": c.interface, "vocab_size": c.vocab_size, "n_bits": c.n_bits, "n_layers": c.n_layers,
+            "hooks": hooks, "dtype": dtype, "n_sequences": n, "seq_len": T,
+            "recoding": None if c.recoding() is None else c.recoding().to_json(), "bit_order": c.bit_order,
+            "table_seed": c.table_seed}
+
+
+def token_table(ids: torch.Tensor) -> pd.DataFrame:
+    """``seq, pos, id, prev_id, freq_bucket`` for token ids ``[n, T]`` (row-major order)."""
+    n, T = ids.shape
+    flat = ids.reshape(-1).cpu().numpy()
+    prev = np.concatenate([np.full((n, 1), -1), ids[:, :-1].cpu().numpy()], axis=1).reshape(-1)
+    counts = np.bincount(flat)
+    freq = counts[flat]
+    # quantile buckets of the per-token frequency (ties kept together), 0 = rarest
+    ranks = pd.Series(freq).rank(method="average", pct=True).to_numpy()
+    bucket = np.minimum((ranks * N_FREQ_BUCKETS).astype(int), N_FREQ_BUCKETS - 1)
+    return pd.DataFrame({"seq": np.repeat(np.arange(n), T), "pos": np.tile(np.arange(T), n), "id": flat,
+                         "prev_id": prev, "freq_bucket": bucket})
+
+
+@torch.no_grad()
+def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=None, dtype: str = "float32",
+            max_batch: int = 64, progress: bool = False) -> Activations:
+    """Collect ``hooks`` over the data (see the module docstring); ``out``: a directory for an on-disk store."""
+    if dtype not in DTYPES:
+        raise AnalysisError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    hooks = default_hooks(model) if hooks is None else list(hooks)
+    unknown = [h for h in hooks if h not in model.mod_dict]
+    if unknown or not hooks:
+        raise AnalysisError(f"unknown hook point(s) {unknown or '(none given)'}; e.g. {default_hooks(model)}")
+    x = corpus_tokens(model, data, tokens=tokens)
+    n, T = x.shape
+    table = token_table(x)
+    if data is None:  # the checkpoint's own validation stream of the built-in language: add its latent labels
+        from analysis.labels import validation_labels
+        labels = validation_labels(model, n * T)
+        if not np.array_equal(labels.attrs["ids"], table["id"].to_numpy()):
+            raise AnalysisError("the regenerated labelled documents do not tokenise to the validation windows; "
+                                "the checkpoint's data settings do not match this version of the built-in language")
+        table = pd.concat([table, labels.reset_index(drop=True)], axis=1)
+    widths = _widths(model, hooks, x[:1])
+    meta = _meta(model, hooks, dtype, n, T)
+    out = None if out is None else Path(out)
+    tmp = None
+    if out is not None:
+        if out.exists():
+            raise AnalysisError(f"{out} exists; choose a new directory for the activation store")
+        tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        acts = {h: np.lib.format.open_memmap(tmp / f"{i:02d}.npy", mode="w+", dtype=DTYPES[dtype],
+                                             shape=(n * T, widths[h])) for i, h in enumerate(hooks)}
+    else:
+        acts = {h: np.empty((n * T, widths[h]), dtype=DTYPES[dtype]) for h in hooks}
+    device = model.unembed.weight.device
+    try:
+        for i in tqdm(range(0, n, max_batch), desc="activations", unit="batch", disable=not progress, leave=False):
+            chunk = x[i:i + max_batch].to(device)
+            _, cache = engine.cache_run(model, chunk, hooks, stop_at_layer=_stop(model, hooks))
+            rows = slice(i * T, (i + chunk.shape[0]) * T)
+            for h in hooks:
+                acts[h][rows] = cache[h].reshape(-1, widths[h]).to(torch.float32).cpu().numpy()
+        if out is None:
+            return Activations(acts, table, meta)
+        for a in acts.values():
+            a.flush()
+        table.to_csv(tmp / "tokens.csv", index=False)
+        index = dict(meta, files={h: f"{i:02d}.npy" for i, h in enumerate(hooks)})
+        (tmp / "index.json").write_text(json.dumps(index, indent=1))
+        del acts
+        os.replace(tmp, out)
+        fsync_dir(out.parent)
+    except BaseException:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return load_activations(out)
+
+
+def _widths(model, hooks, one) -> dict[str, int]:
+    _, cache = engine.cache_run(model, one.to(model.unembed.weight.device), hooks)
+    return {h: int(np.prod(cache[h].shape[2:])) for h in hooks}
+
+
+def _stop(model, hooks):
+    """Stop after the last block a hook needs (None: run to the end, for the final norm)."""
+    deepest = -1
+    for h in hooks:
+        if h.startswith("blocks."):
+            deepest = max(deepest, int(h.split(".")[1]))
+        elif h != "hook_embed":
+            return None
+    return deepest + 1 if deepest >= 0 else 0
+
+
+def load_activations(path) -> Activations:
+    """Open an activation store written by :func:`collect` (memmaps: nothing is read until used)."""
+    path = Path(path)
+    try:
+        index = json.loads((path / "index.json").read_text())
+        acts = {h: np.load(path / f, mmap_mode="r") for h, f in index.pop("files").items()}
+        table = pd.read_csv(path / "tokens.csv")
+    except (OSError, ValueError, KeyError) as e:
+        raise AnalysisError(f"{path} is not an activation store written by analysis.readouts.activations.collect ({e})") \
+            from None
+    return Activations(acts, table, index)
+
+
+__all__ = ["Activations", "collect", "load_activations", "token_table", "default_hooks"]

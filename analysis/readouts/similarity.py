@@ -1,0 +1,113 @@
+"""Representational similarity across layers and variants: linear CKA and its debiased form.
+
+For activations ``X`` ``[n, p]`` and ``Y`` ``[n, q]`` of the same ``n`` tokens:
+
+- ``linear_cka``: ``||Xc^T Yc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F)`` with column-centred ``Xc``, ``Yc``
+  (Kornblith et al., 2019); 1 for identical representations, invariant to orthogonal transforms and isotropic
+  scaling of either side, but biased upwards when ``n`` is not much larger than the width;
+- ``debiased_cka``: the same ratio of unbiased HSIC estimates (Song et al., 2012; the debiased CKA of Nguyen et al.,
+  2021), computed in feature space in ``O(n p q)`` (no ``n x n`` Gram matrix), so tens of thousands of tokens fit.
+
+:func:`cka_matrix` compares every hook point of one model with every hook point of another on the same tokens
+(:func:`layer_activations` collects them), and returns a tidy DataFrame ``hook_a, hook_b, cka, debiased``.
+
+What a CKA value does NOT establish: high similarity says the two representations are linearly related up to
+rotation and scale over these tokens; it does not say the models compute the same function from them, and low
+similarity can come from a few high-variance directions that the downstream layers ignore.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from analysis.readouts.activations import collect
+from analysis.corpus import corpus_tokens
+from analysis.errors import AnalysisError
+
+
+def _as64(x) -> np.ndarray:
+    a = np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+    if a.ndim != 2:
+        raise AnalysisError(f"activations must be [n_tokens, width], got shape {a.shape}")
+    return a
+
+
+def _pair(x, y):
+    x, y = _as64(x), _as64(y)
+    if x.shape[0] != y.shape[0]:
+        raise AnalysisError(f"CKA compares the same tokens: {x.shape[0]} rows against {y.shape[0]}")
+    return x, y
+
+
+def linear_cka(x, y) -> float:
+    """Linear CKA of ``x`` ``[n, p]`` and ``y`` ``[n, q]`` (rows: the same tokens)."""
+    x, y = _pair(x, y)
+    x, y = x - x.mean(0), y - y.mean(0)
+    cross = np.linalg.norm(x.T @ y) ** 2
+    denom = np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y)
+    return float(cross / denom) if denom > 0 else float("nan")
+
+
+def _hsic1(x, y) -> float:
+    """Unbiased HSIC of the linear kernels of ``x`` and ``y`` (Song et al., 2012), without forming ``n x n``."""
+    n = x.shape[0]
+    kd, ld = (x * x).sum(1), (y * y).sum(1)  # the Gram diagonals
+    tr_kl = np.linalg.norm(x.T @ y) ** 2 - float(kd @ ld)  # tr(K~ L~), K~ = K with a zero diagonal
+    k1 = x @ x.sum(0) - kd  # K~ 1
+    l1 = y @ y.sum(0) - ld
+    return (tr_kl + k1.sum() * l1.sum() / ((n - 1) * (n - 2)) - 2 * float(k1 @ l1) / (n - 2)) / (n * (n - 3))
+
+
+def debiased_cka(x, y) -> float:
+    """Debiased linear CKA: unbiased HSIC(x, y) / sqrt(HSIC(x, x) HSIC(y, y)); needs at least 4 tokens."""
+    x, y = _pair(x, y)
+    if x.shape[0] < 4:
+        raise AnalysisError(f"debiased CKA needs at least 4 tokens, got {x.shape[0]}")
+    x, y = x - x.mean(0), y - y.mean(0)  # not needed by the estimator; improves its numerics
+    denom = _hsic1(x, x) * _hsic1(y, y)
+    return float(_hsic1(x, y) / np.sqrt(denom)) if denom > 0 else float("nan")
+
+
+def layer_activations(model, tokens: torch.Tensor, hooks=None, *, max_batch: int = 64,
+                      progress: bool = False) -> dict[str, np.ndarray]:
+    """``{hook: [n_sequences * seq_len, width]}`` (float32) over token ids ``[n, T]``, in order of sequence then
+    position (:func:`analysis.readouts.activations.collect`, whose default hooks are the input, the residual stream entering
+    every block and the final norm)."""
+    return collect(model, tokens, hooks=hooks, max_batch=max_batch, progress=progress).acts
+
+
+def cka_matrix(model_a, model_b, data=None, *, hooks=None, tokens: int = 8192, max_batch: int = 64,
+               progress: bool = False) -> pd.DataFrame:
+    """CKA between every hook point of ``model_a`` and every hook point of ``model_b`` on the same token windows
+    (``data`` as :func:`analysis.corpus.corpus_tokens`, tokenised by ``model_a``; the two models must share a
+    vocabulary). Columns: ``hook_a, layer_a, hook_b, layer_b, cka, debiased``; ``layer`` is the hook's depth index
+    (0 = ``hook_embed``)."""
+    va, vb = model_a.cfg.vocab_size, model_b.cfg.vocab_size
+    ta, tb = getattr(model_a, "tokenizer", None), getattr(model_b, "tokenizer", None)
+    if va != vb or (ta is not None and tb is not None and ta.get_vocab() != tb.get_vocab()):
+        raise AnalysisError("the two checkpoints have different tokenizers: CKA needs the same tokens in both")
+    x = corpus_tokens(model_a, data, tokens=tokens)
+    acts_a = layer_activations(model_a, x, hooks, max_batch=max_batch, progress=progress)
+    acts_b = layer_activations(model_b, x, hooks, max_batch=max_batch, progress=progress)
+    rows = []
+    for i, (ha, a) in enumerate(acts_a.items()):
+        for j, (hb, b) in enumerate(acts_b.items()):
+            rows.append({"hook_a": ha, "layer_a": i, "hook_b": hb, "layer_b": j, "cka": linear_cka(a, b),
+                         "debiased": debiased_cka(a, b)})
+    df = pd.DataFrame(rows)
+    df.attrs.update(n_tokens=int(x.numel()), interface_a=model_a.cfg.interface, interface_b=model_b.cfg.interface)
+    return df
+
+
+def random_init_twin(model, seed: int | None = None):
+    """The same architecture and interface with freshly drawn weights (by default the checkpoint's own
+    initialisation: the seed its training started from), in eval mode with the same tokenizer."""
+    cfg = model.cfg if seed is None else model.cfg.replace(seed=seed)
+    twin = type(model)(cfg).to(model.unembed.weight.device).eval()
+    twin.tokenizer = getattr(model, "tokenizer", None)
+    return twin
+
+
+__all__ = ["random_init_twin", "linear_cka", "debiased_cka", "layer_activations", "cka_matrix"]

@@ -1,0 +1,329 @@
+"""The study pipeline: train every variant for every seed, measure every checkpoint, report over seeds.
+
+    python -m experiments.study --config experiments/configs/tiny.toml --seeds 0,1,2 --out study/
+
+For each seed (``[train] seed``: initialisation and data order) the three variants are trained into
+``OUT/runs/seed<S>``, and for each further GF(2) recoding of ``--gf2-seeds`` (``[model] gf2_seed``; the first listed
+is the ``gf2`` variant itself) a ``gf2-r<R>`` variant into ``OUT/runs/seed<S>-gf2r<R>``: several *trained*
+recodings, since "not tied to one binary assignment" is a claim about training. Every checkpoint - the final one and
+the snapshots ``[train] keep`` asks for - is measured (:data:`ANALYSES`: behaviours, loss, probes and the logit lens at every kept step; lm-eval, IOI patching
+flow, bit flips and noise, recoding, erasure, head geometry and context use at the end), one CSV per (seed, variant,
+step, analysis)
+under ``OUT/measurements``, each written whole or not at all. A run is restartable at any point: a finished training
+or measurement is never redone, an interrupted training resumes from its last checkpoint. Then
+:mod:`analysis.study.report` aggregates over seeds (Student-t 95% intervals; paired per-seed differences between
+variants), draws the figures and writes ``OUT/report.md``.
+
+Measurements are long-format rows ``analysis, metric, key, value`` (``key``: a task, a target group at a hook point,
+a layer...). The similarity between the fixed-code variants of a seed is recorded under the variant name
+``canonical vs gf2``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from fixedid.atomic import write_text_atomic
+from fixedid.train.config import TrainConfig
+
+from analysis.errors import AnalysisError
+
+BASE_VARIANTS = ("learned", "canonical", "gf2")
+#: Which analyses run at which checkpoints: "all" (every kept snapshot and the final one) or "final".
+ANALYSES = {"behaviours": "all", "loss": "all", "probes": "all", "lens": "all", "eval": "final", "patching": "final",
+            "interventions": "final", "recoding": "final", "erasure": "final", "head": "final", "context": "final"}
+TOKENS = 4096  # validation tokens per corpus-level measurement
+N_PAIRS = 32  # task pairs per pair-level measurement
+
+
+def parse_seeds(text: str, what: str = "--seeds") -> list[int]:
+    """``"0,1,2"`` or ``"0-2"`` (or a mix, ``"0-2,5"``) -> sorted distinct non-negative integers."""
+    seeds = []
+    for part in str(text).split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
+            raise AnalysisError(f"{what} {text!r} does not parse: give integers like 0,1,2 or a range like 0-2")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        seeds += range(lo, hi + 1)
+    return sorted(set(seeds))
+
+
+# --------------------------------------------------------------------------------------------------- training
+def _runs(cfg: TrainConfig, seeds, gf2_seeds, variants=BASE_VARIANTS) -> list[tuple[int, str, TrainConfig, Path,
+                                                                                  list[str]]]:
+    """``(seed, run name, config, run dir relative to OUT/runs, variants)`` for every training run."""
+    base_gf2 = gf2_seeds[0]
+    model = dict(cfg.model)
+    out = []
+    for s in seeds:
+        c = TrainConfig(model={**model, "gf2_seed": base_gf2} if base_gf2 else model, data=cfg.data,
+                        train=cfg.replace_train(seed=s).train)
+        out.append((s, f"seed{s}", c, Path(f"seed{s}"), list(variants)))
+        for r in gf2_seeds[1:]:
+            c = TrainConfig(model={**model, "gf2_seed": r}, data=cfg.data, train=cfg.replace_train(seed=s).train)
+            out.append((s, f"seed{s}-gf2r{r}", c, Path(f"seed{s}-gf2r{r}"), ["gf2"]))
+    return out
+
+
+
+def train_all(cfg: TrainConfig, out: Path, seeds, gf2_seeds, *, variants=BASE_VARIANTS, quiet: bool = False) -> dict:
+    """Train what is not trained yet; returns ``{(seed, variant name): run dir of that variant}``."""
+    from fixedid import train
+
+    ckpts = {}
+    for s, name, c, rel, variants in _runs(cfg, seeds, gf2_seeds, variants):
+        run_dir = out / "runs" / rel
+        if not train.run_complete(run_dir, c, variants):
+            if not quiet:
+                print(f"training {', '.join(variants)} of {name} into {run_dir}")
+            train.train(c, run_dir, variants, resume=(run_dir / "run.json").exists(), quiet=quiet)
+        for v in variants:
+            label = v if name == f"seed{s}" else f"gf2-r{name.split('gf2r')[1]}"
+            ckpts[(s, label)] = run_dir / v
+    return ckpts
+
+
+def checkpoints_of(variant_dir: Path, cfg: TrainConfig) -> dict[int, Path]:
+    """``{step: checkpoint dir}``: the kept snapshots and the final checkpoint."""
+    from fixedid import train
+
+    out = {k: train.kept_dir(variant_dir, k) for k in cfg.train.keep if k < cfg.train.steps}
+    out[cfg.train.steps] = variant_dir
+    return dict(sorted(out.items()))
+
+
+# ------------------------------------------------------------------------------------------------ measurements
+def _rows(analysis: str, items) -> pd.DataFrame:
+    return pd.DataFrame([{"analysis": analysis, "metric": m, "key": str(k), "value": float(v)} for m, k, v in items],
+                        columns=["analysis", "metric", "key", "value"])
+
+
+def measure(analysis: str, model, reference=None) -> pd.DataFrame:
+    """One analysis of one checkpoint as long-format rows (see the module docstring); ``reference``: the learned
+    variant of the same seed, for the head's comparison with its input table."""
+    import torch
+
+    from analysis.corpus import corpus_tokens
+
+    fixed = model.cfg.has_code  # the bit-level analyses (flips, transvections, erasure of a code bit)
+    if analysis == "behaviours":
+        from analysis.evaluation.behaviours import behaviour_table
+
+        t = behaviour_table(model, n=64)
+        return _rows(analysis, [(m, r.task, getattr(r, m)) for r in t.itertuples() for m in ("accuracy",
+                                                                                              "logit_diff")])
+    if analysis == "loss":
+        x = corpus_tokens(model, tokens=TOKENS)
+        with torch.no_grad():
+            losses = [float(model(x[i:i + 32], return_type="loss")) * len(x[i:i + 32]) for i in range(0, len(x), 32)]
+        return _rows(analysis, [("val_loss", "validation", sum(losses) / len(x))])
+    if analysis == "eval":
+        from analysis.evaluation.lmeval import evaluate_table
+
+        t = evaluate_table(model, limit=100)
+        return _rows(analysis, [(r.metric, r.task, r.value) for r in t.itertuples()])
+    if analysis == "patching":
+        import warnings
+
+        from analysis.errors import AnalysisWarning
+        from analysis.causal.flow import information_flow
+        from analysis.causal.patching import MIN_GAP, activation_patching
+        from analysis.tasks import task_pairs
+
+        with warnings.catch_warnings():  # a small gap is recorded below and its flow left out
+            warnings.simplefilter("ignore", AnalysisWarning)
+            df = activation_patching(model, task_pairs(model, "ioi", 16), metric="normalized_logit_diff")
+        gap = df.attrs["raw_clean"] - df.attrs["raw_corrupt"]
+        items = [("clean_corrupt_gap", "ioi", gap)]
+        if abs(gap) >= MIN_GAP:
+            f = information_flow(df).to_frame()
+            items += [(m, f"layer {int(r.layer)}", getattr(r, m)) for r in f.itertuples() for m in ("source",
+                                                                                                     "final")]
+        return _rows(analysis, items)
+    if analysis == "interventions":
+        from analysis.causal.interventions import input_intervention
+
+        x = corpus_tokens(model, tokens=TOKENS)
+        items = []
+        if fixed:
+            s = input_intervention(model, "bitflip", x).summary
+            varying = (model.embed.code != model.embed.code[:1]).any(0).cpu().numpy()[s.bit.to_numpy(dtype=int)]
+            items += [("bitflip_delta_loss", "mean over varying bits", s.delta_loss.to_numpy()[varying].mean()),
+                      ("bitflip_delta_loss", "largest bit", s.delta_loss.max())]
+        n = input_intervention(model, "noise", x, scales=(0.5,)).summary
+        items.append(("noise_delta_loss", "scale 0.5", n.delta_loss.iloc[0]))
+        return _rows(analysis, items)
+    if analysis == "recoding":
+        from analysis.causal.recoding import recoding_sweep
+
+        x = corpus_tokens(model, tokens=TOKENS)
+        items = []
+        runs = [("token-permutation", [32])] + ([("transvection", [1, 4])] if fixed else [])
+        for family, ks in runs:
+            df = recoding_sweep(model, family, ks, draws=2, data=x, tasks=("ioi",), n_pairs=N_PAIRS)
+            for k, g in df[df.k > 0].groupby("k"):
+                items.append(("delta_loss", f"{family} k={k}", g.delta_loss.mean()))
+        return _rows(analysis, items)
+    if analysis == "probes":
+        from analysis.readouts.activations import collect
+        from analysis.readouts.probes import probe_table
+
+        df = probe_table(collect(model, tokens=TOKENS), ("canonical_bits", "number", "ioi_role"), shuffled=False)
+        df = df[df.status == "fitted"].assign(group=df.target.str.split(":").str[0])
+        by = df.groupby(["group", "hook"], sort=False)[["score", "control", "majority"]].mean()
+        return _rows(analysis, [(m, f"{g}@{h}", r[m]) for (g, h), r in by.iterrows()
+                                for m in ("score", "control", "majority")])
+    if analysis == "lens":
+        from analysis.readouts.lens import logit_lens
+
+        df = logit_lens(model, tokens=TOKENS)
+        return _rows(analysis, [(m, f"lens@{r.hook}", getattr(r, m)) for r in df.itertuples()
+                                for m in ("accuracy", "kl")])
+    if analysis == "head":
+        from analysis.readouts.head import head_geometry
+
+        df = head_geometry(model, reference)
+        return _rows(analysis, [(r.measure, r.basis, r.value) for r in df.itertuples()])
+    if analysis == "context":
+        from analysis.causal.context import component_shares, context_curve
+
+        x = corpus_tokens(model, tokens=TOKENS)
+        curve = context_curve(model, x, ks=(1, 4, 16), positions=min(32, x.shape[1] // 2))
+        shares = component_shares(model, x)
+        return _rows(analysis, [("loss", "whole window" if r.k != r.k else f"k={int(r.k)}", r.loss)
+                                for r in curve.itertuples()]
+                     + [("ablation_share", f"{r.component} L{int(r.layer)}", r.share) for r in shares.itertuples()])
+    if analysis == "erasure":
+        if not fixed or model.cfg.n_layers < 2:
+            return _rows(analysis, [])
+        from analysis.causal.erasure import erasure
+
+        df = erasure(model, "canonical_bit:2", "blocks.1.hook_resid_pre", tokens=TOKENS, placebo_draws=2,
+                     tasks=("ioi",), n_pairs=N_PAIRS)
+        return _rows(analysis, [("delta_loss", "LEACE", df[df.condition == "leace"].delta_loss.mean()),
+                                ("delta_loss", "placebo", df[df.condition == "placebo"].delta_loss.mean()),
+                                ("probe", "after LEACE", df[df.condition == "leace"].probe.mean()),
+                                ("probe", "before", df[df.condition == "none"].probe.mean())])
+    raise AnalysisError(f"unknown analysis {analysis!r}; use {list(ANALYSES)}")
+
+
+def _write(df: pd.DataFrame, path: Path) -> None:
+    from analysis.outputs import write_csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_csv(df, path)
+
+
+def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False) -> None:
+    """Every analysis of every checkpoint that has no measurement file yet, and the CKA between the fixed-code
+    variants of each seed (final checkpoints)."""
+    from tqdm.auto import tqdm
+
+    from analysis.loading import load
+
+    todo = []
+    for (seed, variant), vdir in ckpts.items():
+        for step, cdir in checkpoints_of(vdir, cfg).items():
+            for analysis, when in ANALYSES.items():
+                if when == "all" or step == cfg.train.steps:
+                    path = out / "measurements" / f"seed{seed}" / variant / f"step{step}" / f"{analysis}.csv"
+                    if not path.exists():
+                        todo.append((seed, variant, step, cdir, analysis, path))
+    loaded: dict = {}
+    for seed, variant, step, cdir, analysis, path in tqdm(todo, desc="measurements", unit="run", disable=quiet):
+        if cdir not in loaded:
+            loaded.clear()
+            loaded[cdir] = load(cdir)
+        reference = None
+        if analysis == "head" and (seed, "learned") in ckpts:
+            reference = loaded[cdir] if variant == "learned" else load(ckpts[(seed, "learned")])
+        _write(measure(analysis, loaded[cdir], reference), path)
+    for seed in sorted({s for s, _ in ckpts}):
+        path = out / "measurements" / f"seed{seed}" / "canonical vs gf2" / f"step{cfg.train.steps}" / "similarity.csv"
+        if path.exists() or (seed, "canonical") not in ckpts or (seed, "gf2") not in ckpts:
+            continue
+        from analysis.readouts.similarity import cka_matrix
+
+        df = cka_matrix(load(ckpts[(seed, "canonical")]), load(ckpts[(seed, "gf2")]), tokens=TOKENS)
+        same = df[df.layer_a == df.layer_b]
+        _write(_rows("similarity", [(m, h, getattr(r, m)) for r in same.itertuples() for h in [r.hook_a]
+                                    for m in ("cka", "debiased")]), path)
+
+
+def collect_measurements(out: Path) -> pd.DataFrame:
+    """Every measurement file under ``OUT/measurements`` as one table with ``seed, variant, step`` columns."""
+    frames = []
+    for path in sorted((out / "measurements").glob("seed*/*/step*/*.csv")):
+        df = pd.read_csv(path, dtype={"key": str})
+        if df.empty:
+            continue
+        seed, variant, step = path.parts[-4], path.parts[-3], path.parts[-2]
+        frames.append(df.assign(seed=int(seed[4:]), variant=variant, step=int(step[4:])))
+    if not frames:
+        raise AnalysisError(f"{out} holds no measurements (OUT/measurements/seed*/<variant>/step*/*.csv)")
+    df = pd.concat(frames, ignore_index=True)
+    return df[["analysis", "metric", "key", "variant", "seed", "step", "value"]]
+
+
+# ------------------------------------------------------------------------------------------------------- main
+def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=BASE_VARIANTS, quiet: bool = False) -> Path:
+    """Train, measure, aggregate and report (see the module docstring); returns the report's path. ``variants``:
+    the trainer's variant names (add ``canonical-matched`` for the parameter-matched fixed variant)."""
+    from fixedid.config import VARIANTS
+
+    from analysis.study.report import write_results
+
+    cfg = config if isinstance(config, TrainConfig) else TrainConfig.load(config)
+    out = Path(out)
+    seeds, gf2_seeds = list(seeds), list(dict.fromkeys(gf2_seeds))
+    if not seeds or not gf2_seeds:
+        raise AnalysisError("give at least one seed and one GF(2) seed")
+    variants = list(dict.fromkeys(variants))
+    if not variants or any(v not in VARIANTS for v in variants):
+        raise AnalysisError(f"variants {variants} must be names from {list(VARIANTS)}")
+    record = out / "study.json"
+    if record.exists():
+        old = json.loads(record.read_text())
+        if old.get("config") != cfg.to_dict():
+            raise AnalysisError(f"{out} holds a study of another config; use another --out or the same config")
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(record, json.dumps({"config": cfg.to_dict(), "seeds": seeds, "gf2_seeds": gf2_seeds},
+                                         indent=1))
+    ckpts = train_all(cfg, out, seeds, gf2_seeds, variants=variants, quiet=quiet)
+    measure_all(cfg, out, ckpts, quiet=quiet)
+    df = collect_measurements(out)
+    df = df[df.seed.isin(seeds)]
+    return write_results(df, out, meta={"seeds": seeds, "gf2_seeds": gf2_seeds, "steps": cfg.train.steps,
+                                        "keep": [k for k in cfg.train.keep if k < cfg.train.steps]})
+
+
+def main(argv=None) -> None:
+    from fixedid.clitools import ArgumentParser, run_main
+
+    p = ArgumentParser(prog="python -m experiments.study", description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="tiny", help="training config: a TOML file or a packaged name (default tiny)")
+    p.add_argument("--seeds", default="0,1,2", help="training seeds, e.g. 0,1,2 or 0-4 (default 0,1,2)")
+    p.add_argument("--gf2-seeds", default="0", help="GF(2) recodings to train, e.g. 0,1,2: the first is the gf2 "
+                   "variant, each further one a gf2-r<R> variant (default 0)")
+    p.add_argument("--variants", default=",".join(BASE_VARIANTS), help="trainer variants (default learned,"
+                   "canonical,gf2; add canonical-matched for the parameter-matched fixed variant)")
+    p.add_argument("--out", required=True, help="study directory (restartable: finished work is kept)")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+
+    def go():
+        path = run_study(args.config, args.out, parse_seeds(args.seeds), parse_seeds(args.gf2_seeds, "--gf2-seeds"),
+                         variants=[v.strip() for v in args.variants.split(",") if v.strip()], quiet=args.quiet)
+        print(f"wrote {path} with its figures and CSVs in {Path(args.out)}")
+        return 0
+
+    run_main("study", go)
+
+
+__all__ = ["ANALYSES", "parse_seeds", "train_all", "measure", "measure_all", "collect_measurements", "run_study",
+           "main"]

@@ -1,0 +1,445 @@
+"""Over seeds: summaries with 95% intervals, paired comparisons between variants, the study's figures and report.
+
+Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis, metric, key, variant, seed, step, value``).
+
+- :func:`summarise`: per (analysis, metric, key, variant, step) the mean over seeds with a Student-t 95% interval
+  (``lo``/``hi``; NaN with a single seed) and the number of seeds ``n``;
+- :func:`compare`: per (analysis, metric, key, step) and pair of variants, the mean of the paired per-seed
+  differences ``a - b`` with its Student-t interval; ``exceeds`` says whether that interval excludes 0 (the
+  difference exceeds the seed spread; never with fewer than 2 shared seeds);
+- :func:`draw_figures`: every figure from the tables alone (``fixedid-analyze figures --results DIR`` redraws them
+  from ``measurements.csv`` without touching a model), each with per-seed points beside mean and interval;
+- :func:`write_results`: the CSVs, the figures and ``report.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from fixedid.atomic import write_text_atomic
+
+from analysis.errors import AnalysisError
+
+KEYS = ["analysis", "metric", "key"]
+#: Metrics that live in [0, 1]: their intervals are clipped to it in the figures and the report (the CSVs keep
+#: the unclipped Student-t bounds).
+BOUNDED = {"accuracy", "acc", "acc_norm", "score", "control", "majority", "probe", "cka", "debiased"}
+ORDER = ("learned", "canonical", "gf2", "canonical-matched", "gf2-matched")
+
+
+def variant_order(variants) -> list[str]:
+    """The study's variants first (learned, canonical, gf2), then the others (gf2-r1, ...) by name."""
+    return sorted(dict.fromkeys(variants), key=lambda v: (ORDER.index(v) if v in ORDER else len(ORDER), v))
+
+
+def _clip(metric: str, lo, hi):
+    return (max(lo, 0.0), min(hi, 1.0)) if metric in BOUNDED and np.isfinite(lo) else (lo, hi)
+MEASUREMENT_COLUMNS = ["analysis", "metric", "key", "variant", "seed", "step", "value"]
+
+
+def _interval(values: np.ndarray) -> tuple[float, float, float]:
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return np.nan, np.nan, np.nan
+    m = float(values.mean())
+    if len(values) < 2:
+        return m, np.nan, np.nan
+    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+    return m, m - half, m + half
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    df = df.assign(_o=df.variant.map({v: i for i, v in enumerate(variant_order(df.variant))})).sort_values(
+        ["_o", "step"], kind="stable").drop(columns="_o")
+    for k, g in df.groupby(KEYS + ["variant", "step"], sort=False):
+        m, lo, hi = _interval(g.value.to_numpy(float))
+        rows.append(dict(zip(KEYS + ["variant", "step"], k), n=int(g.value.notna().sum()), mean=m, lo=lo, hi=hi,
+                         seeds=",".join(map(str, sorted(g.seed)))))
+    return pd.DataFrame(rows)
+
+
+def compare(df: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for k, g in df.groupby(KEYS + ["step"], sort=False):
+        wide = g.pivot_table(index="seed", columns="variant", values="value")
+        variants = variant_order(g.variant)
+        for i, b in enumerate(variants):  # a - b with b the earlier variant: canonical - learned, gf2 - canonical
+            for a in variants[i + 1:]:
+                d = (wide[a] - wide[b]).dropna().to_numpy(float)
+                if len(d) == 0:
+                    continue
+                m, lo, hi = _interval(d)
+                rows.append(dict(zip(KEYS + ["step"], k), a=a, b=b, n=len(d), diff=m, lo=lo, hi=hi,
+                                 exceeds=bool(len(d) >= 2 and np.isfinite(lo) and (lo > 0 or hi < 0))))
+    return pd.DataFrame(rows, columns=KEYS + ["step", "a", "b", "n", "diff", "lo", "hi", "exceeds"])
+
+
+def _fmt(m, lo, hi, pct=False) -> str:
+    f = (lambda x: f"{100 * x:.0f}%") if pct else (lambda x: f"{x:.3g}")
+    if not np.isfinite(m):
+        return "-"
+    return f"{f(m)} [{f(lo)}, {f(hi)}]" if np.isfinite(lo) else f"{f(m)} (one seed)"
+
+
+# ----------------------------------------------------------------------------------------------------- figures
+def _points(ax, x, values, colour, horizontal=False):
+    jitter = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else np.zeros(1)
+    if horizontal:
+        ax.scatter(values, x + jitter, s=9, color=colour, alpha=0.45, linewidths=0, zorder=2)
+    else:
+        ax.scatter(x + jitter, values, s=9, color=colour, alpha=0.45, linewidths=0, zorder=2)
+
+
+def forest(df: pd.DataFrame, panels: list[tuple[str, str, str]], *, title: str, step=None):
+    """One panel per ``(analysis, metric, label)``: a row per key, each variant's mean with its 95% interval
+    (bar) and its per-seed values (dots)."""
+    from analysis.figures.style import subplots, variant_colours
+
+    panels = [p for p in panels if not df[(df.analysis == p[0]) & (df.metric == p[1])].empty]
+    if not panels:
+        return None
+    step = df.step.max() if step is None else step
+    variants = variant_order(df.variant)
+    colours = variant_colours(variants)
+    heights = [max(1, df[(df.analysis == a) & (df.metric == m)].key.nunique()) for a, m, _ in panels]
+    fig, axes = subplots(2, height=0.9 + 0.28 * sum(heights) + 0.35 * len(panels), nrows=len(panels),
+                         height_ratios=heights)
+    for ax, (analysis, metric, label) in zip(axes[:, 0], panels):
+        d = df[(df.analysis == analysis) & (df.metric == metric) & (df.step == step)]
+        keys = list(dict.fromkeys(d.key))
+        vs = [v for v in variants if v in set(d.variant)]
+        width = 0.7 / max(1, len(vs))
+        for j, v in enumerate(vs):
+            for i, key in enumerate(keys):
+                vals = d[(d.variant == v) & (d.key == key)].value.to_numpy(float)
+                if not len(vals):
+                    continue
+                y = i + (j - (len(vs) - 1) / 2) * width
+                m, lo, hi = _interval(vals)
+                lo, hi = _clip(metric, lo, hi)
+                if np.isfinite(lo):
+                    ax.plot([lo, hi], [y, y], color=colours[v], linewidth=2, zorder=3)
+                ax.plot([m], [y], marker="o", color=colours[v], markersize=4, zorder=4,
+                        label=v if i == 0 else None)
+                _points(ax, np.array(y), vals, colours[v], horizontal=True)
+        ax.set_yticks(range(len(keys)), keys, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel(label, fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", color="0.9")
+        ax.set_axisbelow(True)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", fontsize=7, frameon=False, ncol=len(labels))
+    fig.suptitle(title, fontsize=9, x=0.02, ha="left")
+    return fig
+
+
+def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, title: str, control=None):
+    """Lines over hook points (keys ``group@hook``, one panel per group): mean and 95% band per variant, per-seed
+    dots, and the mean of ``control`` dashed."""
+    from analysis.figures.probes import GROUP_LABELS
+    from analysis.figures.style import short_hook
+    from analysis.figures.style import subplots, variant_colours
+
+    d = df[(df.analysis == analysis) & (df.step == df[df.analysis == analysis].step.max())]
+    if d.empty:
+        return None
+    d = d.assign(group=d.key.str.split("@").str[0], hook=d.key.str.split("@").str[1])
+    groups = list(dict.fromkeys(d.group))
+    colours = variant_colours(variant_order(d.variant))
+    fig, axes = subplots(2, height=2.5, ncols=len(groups), sharey=True)
+    for ax, group in zip(axes[0], groups):
+        g = d[d.group == group]
+        hooks = list(dict.fromkeys(g.hook))
+        for v in variant_order(g.variant):
+            stat = [_interval(g[(g.variant == v) & (g.hook == h) & (g.metric == metric)].value.to_numpy(float))
+                    for h in hooks]
+            m, lo, hi = (np.array(x) for x in zip(*stat))
+            if metric in BOUNDED:
+                lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+            x = np.arange(len(hooks))
+            ax.plot(x, m, marker="o", markersize=3, color=colours[v], label=v)
+            ax.fill_between(x, lo, hi, color=colours[v], alpha=0.2, linewidth=0)
+            for i, h in enumerate(hooks):
+                _points(ax, np.array(float(i)), g[(g.variant == v) & (g.hook == h) & (g.metric == metric)].value,
+                        colours[v])
+            if control:
+                c = [g[(g.variant == v) & (g.hook == h) & (g.metric == control)].value.mean() for h in hooks]
+                ax.plot(x, c, linestyle="--", color=colours[v], linewidth=0.9, alpha=0.8)
+        ax.set_xticks(range(len(hooks)), [short_hook(h) for h in hooks], rotation=30, ha="right", fontsize=7)
+        ax.set_title({**GROUP_LABELS, "lens": "logit lens", "cka": "same hook point"}.get(group, group), fontsize=8)
+        ax.grid(color="0.9")
+    axes[0, 0].set_ylabel(ylabel, fontsize=8)
+    axes[0, -1].legend(fontsize=7, frameon=False)
+    fig.suptitle(title, fontsize=9, x=0.02, ha="left")
+    return fig
+
+
+def training_figure(df: pd.DataFrame):
+    """Behaviours and validation loss across the kept steps: mean and 95% band per variant, per-seed dots."""
+    from analysis.figures.style import subplots, variant_colours
+
+    steps = sorted(df.step.unique())
+    if len(steps) < 2:
+        return None
+    b = df[(df.analysis == "behaviours") & (df.metric == "accuracy")]
+    panels = [("behaviours", "accuracy", t, f"{t} accuracy") for t in dict.fromkeys(b.key)]
+    panels.append(("loss", "val_loss", "validation", "validation loss (nats/token)"))
+    colours = variant_colours(variant_order(df.variant))
+    fig, axes = subplots(2, height=2.3, ncols=len(panels))
+    for ax, (analysis, metric, key, label) in zip(axes[0], panels):
+        d = df[(df.analysis == analysis) & (df.metric == metric) & (df.key == key)]
+        for v in variant_order(d.variant):
+            g = d[d.variant == v]
+            xs = sorted(g.step.unique())
+            m, lo, hi = (np.array(x) for x in zip(*[_interval(g[g.step == s].value.to_numpy(float)) for s in xs]))
+            if metric in BOUNDED:
+                lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+            ax.plot(xs, m, marker="o", markersize=3, color=colours[v], label=v)
+            ax.fill_between(xs, lo, hi, color=colours[v], alpha=0.2, linewidth=0)
+            ax.scatter(g.step, g.value, s=7, color=colours[v], alpha=0.4, linewidths=0)
+        ax.set_title(label, fontsize=8)
+        ax.set_xlabel("training step", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.grid(color="0.9")
+    axes[0, 0].legend(fontsize=6, frameon=False)
+    fig.suptitle("across training (kept snapshots and the final step; bands: 95% interval over seeds)", fontsize=9,
+                 x=0.02, ha="left")
+    return fig
+
+
+def study_pairs(comp: pd.DataFrame) -> pd.DataFrame:
+    """The comparisons a study reports: between the three variants, and each further GF(2) recoding against gf2."""
+    return comp[comp.b.isin(ORDER) & (comp.a.isin(ORDER) | (comp.b == "gf2"))]
+
+
+def comparison_figure(comp: pd.DataFrame):
+    """Each headline paired difference (a - b over seeds) in units of its own 95% half-width, so that the seed
+    spread is the band [-1, 1]: a point outside it (filled) is a difference that exceeds the seed spread. Units
+    differ between rows (accuracy, nats); the report gives the differences themselves."""
+    from analysis.figures.style import subplots
+
+    d = study_pairs(comp)
+    d = d[d.apply(lambda r: (r.analysis, r.metric) in HEADLINE, axis=1) & (d.n >= 2)] if len(d) else d
+    if d.empty:
+        return None
+    d = d[d.step == d.step.max()]
+    half = (d.hi - d.lo) / 2
+    z = np.where(half > 0, d["diff"] / half.where(half > 0, 1), np.sign(d["diff"]) * np.inf)
+    d = d.assign(pair=d.a + "\n- " + d.b, label=d.analysis + ": " + d.metric + " " + d.key, z=np.clip(z, -4, 4),
+                 clipped=np.abs(z) > 4)
+    pairs = list(dict.fromkeys(d.pair))
+    labels = list(dict.fromkeys(d.label))
+    fig, axes = subplots(2, height=1.0 + 0.2 * len(labels), ncols=len(pairs), sharey=True, sharex=True)
+    for ax, pair in zip(axes[0], pairs):
+        g = d[d.pair == pair].set_index("label")
+        ax.axvspan(-1, 1, color="0.92", linewidth=0)
+        ax.axvline(0, color="0.5", linewidth=0.8)
+        for i, lab in enumerate(labels):
+            if lab not in g.index:
+                continue
+            r = g.loc[lab]
+            marker = (">" if r.z > 0 else "<") if r.clipped else "o"
+            ax.plot([r.z], [i], marker=marker, markersize=4, color="k", markerfacecolor="k" if r.exceeds else "w")
+        ax.set_title(pair, fontsize=7)
+        ax.set_xlim(-4.4, 4.4)
+        ax.tick_params(labelsize=7)
+    axes[0, 0].set_yticks(range(len(labels)), labels, fontsize=6)
+    axes[0, 0].invert_yaxis()
+    fig.supxlabel("paired difference / its 95% half-width (grey: within the seed spread; arrows: beyond 4)",
+                  fontsize=7)
+    fig.suptitle("differences between variants over seeds (filled: exceeds the seed spread)", fontsize=9, x=0.02,
+                 ha="left")
+    return fig
+
+
+#: The comparisons the figure and the report lead with.
+HEADLINE = {("behaviours", "accuracy"), ("eval", "acc"), ("loss", "val_loss"), ("head", "nn_overlap"),
+            ("interventions", "bitflip_delta_loss"), ("recoding", "delta_loss"), ("erasure", "delta_loss")}
+
+
+def draw_figures(df: pd.DataFrame, out_dir) -> list[str]:
+    """Every figure of a study from its measurement table; returns the stems written (PNG + PDF each)."""
+    from analysis.figures.style import save_figure
+
+    missing = set(MEASUREMENT_COLUMNS) - set(df.columns)
+    if missing:
+        raise AnalysisError(f"the measurement table lacks the column(s) {sorted(missing)}")
+    pair = df.variant.str.contains(" vs ")
+    comp = compare(df[~pair])
+    sim, df = df[pair], df[~pair]
+    figures = {
+        "behaviours_eval": forest(df, [("behaviours", "accuracy", "held-out accuracy (built-in tasks)"),
+                                       ("eval", "acc", "lm-eval accuracy"),
+                                       ("loss", "val_loss", "validation loss (nats/token)")],
+                                  title="behaviours, lm-eval and loss at the final step (mean, 95% interval over "
+                                        "seeds, seeds as dots)"),
+        "interventions": forest(df, [("interventions", "bitflip_delta_loss", "loss change, one code bit flipped"),
+                                     ("interventions", "noise_delta_loss", "loss change, input noise"),
+                                     ("recoding", "delta_loss", "loss change under recoding (no retraining)"),
+                                     ("erasure", "delta_loss", "loss change, LEACE of canonical bit 2 vs placebo"),
+                                     ("patching", "final", "IOI info restored at the final position"),
+                                     ("context", "loss", "loss with the context cut to k tokens"),
+                                     ("context", "ablation_share", "share of the ablation loss increase")],
+                                title="interventions, recoding, erasure, patching (final step; 95% interval over "
+                                      "seeds)"),
+        "probes": depth_figure(df, "probes", "score", ylabel="held-out accuracy", control="control",
+                               title="probes across depth (dashed: control task; band: 95% interval over seeds)"),
+        "lens": depth_figure(df, "lens", "accuracy", ylabel="next-token accuracy of the lens",
+                             title="logit lens: the final norm and head at each depth (band: 95% interval over "
+                                   "seeds)"),
+        "head": forest(df, [("head", "bits_r2", "R^2 of head rows from code bits"),
+                            ("head", "cka_to_learned_input", "linear CKA, head rows vs the learned input table"),
+                            ("head", "nn_overlap", "nearest-neighbour overlap with the learned input table")],
+                       title="the output head's geometry (final step; 95% interval over seeds)"),
+        "similarity": depth_figure(sim.assign(key="cka@" + sim.key), "similarity", "debiased",
+                                   ylabel="debiased linear CKA",
+                                   title="canonical vs gf2, same hook point (95% interval over seeds)"),
+        "training": training_figure(df),
+        "comparisons": comparison_figure(comp),
+    }
+    written = []
+    for stem, fig in figures.items():
+        if fig is not None:
+            save_figure(fig, out_dir, stem)
+            written.append(stem)
+    return written
+
+
+# ------------------------------------------------------------------------------------------------------ report
+def _table(summary: pd.DataFrame, analysis: str, metric: str, step, pct=False) -> list[str]:
+    d = summary[(summary.analysis == analysis) & (summary.metric == metric) & (summary.step == step)]
+    if d.empty:
+        return []
+    variants = variant_order(d.variant)
+    keys = list(dict.fromkeys(d.key))
+    lines = ["| " + metric + " | " + " | ".join(variants) + " |", "|---|" + "---:|" * len(variants)]
+    for k in keys:
+        cells = []
+        for v in variants:
+            r = d[(d.key == k) & (d.variant == v)]
+            cells.append(_fmt(r["mean"].iloc[0], *_clip(metric, r.lo.iloc[0], r.hi.iloc[0]), pct) if len(r) else "-")
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _comparisons(comp: pd.DataFrame, analysis: str, metric: str, step) -> list[str]:
+    d = study_pairs(comp[(comp.analysis == analysis) & (comp.metric == metric) & (comp.step == step)])
+    out = []
+    for r in d.itertuples():
+        if r.n < 2:
+            out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} (one shared seed: no interval)")
+            continue
+        verdict = "exceeds the seed spread" if r.exceeds else "within the seed spread"
+        if r.lo == r.hi:
+            verdict += " (the seeds' differences are identical: no spread to compare with)"
+        out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}] over {r.n} seeds, "
+                   f"{verdict}")
+    return out + ([""] if out else [])
+
+
+SECTIONS = [
+    ("Behaviours on the built-in tasks", "behaviours", "accuracy", True,
+     "Held-out prompts (64 per task); a prompt is correct when the answer's logit beats the wrong answer's."),
+    ("lm-eval on the built-in tasks", "eval", "acc", True, "lm-eval's accuracy, 100 documents per task."),
+    ("Validation loss", "loss", "val_loss", False, "Next-token loss on 4,096 validation tokens (nats/token)."),
+    ("Bit flips", "interventions", "bitflip_delta_loss", False,
+     "Loss change when one code bit is flipped for every token (mean over the bits that vary, and the largest)."),
+    ("Input noise", "interventions", "noise_delta_loss", False,
+     "Loss change under Gaussian noise at half the input rows' RMS - the analogue every variant has."),
+    ("Recoding without retraining", "recoding", "delta_loss", False,
+     "Loss change when the model reads its code through k random transvections, or input rows cycled between k "
+     "token ids (token-permutation, every variant)."),
+    ("Erasure", "erasure", "delta_loss", False,
+     "Loss change when LEACE erases canonical bit 2 at the residual stream entering block 1, against a placebo of "
+     "as many random directions."),
+    ("IOI patching: information at the final position", "patching", "final", False,
+     "Share of the clean IOI behaviour restored by patching the final position's residual stream entering each "
+     "layer."),
+    ("Probes at the final hook points", "probes", "score", False,
+     "Held-out probe accuracy, mean over a group's targets; the control task is in the figure."),
+    ("Logit lens", "lens", "accuracy", False,
+     "Next-token accuracy when the final norm and head read each depth's residual stream (the last row is the model)."),
+    ("The output head", "head", "bits_r2", False,
+     "R^2 of the head rows from the token id's bits (canonical) and from the model's own code bits."),
+    ("The output head and the learned input table", "head", "nn_overlap", False,
+     "Share of each token's 10 nearest neighbours (cosine) that the head rows and the learned input table of the "
+     "same seed agree on (chance ~k / vocabulary)."),
+    ("Context use", "context", "loss", False,
+     "Next-token loss at the same positions (the last 32 of each window) when the model sees only the last k tokens."),
+    ("Attention and MLP", "context", "ablation_share", False,
+     "Share of the loss increase from mean-ablating each layer's attention or MLP output."),
+    ("Similarity of canonical and gf2", "similarity", "debiased", False,
+     "Debiased linear CKA between the two fixed-code variants of a seed, same hook point."),
+]
+
+
+def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.DataFrame, figures: list[str],
+                 meta: dict) -> Path:
+    final = int(df.step.max())
+    seeds = sorted(df.seed.unique())
+    lines = ["# Study report", "",
+             f"Seeds {', '.join(map(str, seeds))} (initialisation and data order); GF(2) recodings trained: "
+             f"{', '.join(map(str, meta.get('gf2_seeds', [0])))}; {final} training steps"
+             + (f", snapshots kept at {meta['keep']}" if meta.get("keep") else "") + ".", "",
+             "Every cell: mean over seeds [95% interval, Student t; for accuracies clipped to 0-100%]. Every "
+             "comparison: the mean paired per-seed difference [95% interval]; it *exceeds the seed spread* when that "
+             "interval excludes 0. The per-seed values are in measurements.csv and as dots in the figures.", ""]
+    for title, analysis, metric, pct, text in SECTIONS:
+        table = _table(summary, analysis, metric, final, pct)
+        if not table:
+            continue
+        lines += [f"## {title}", "", text, ""] + table
+        if (analysis, metric) in HEADLINE or analysis == "behaviours":
+            lines += _comparisons(comp, analysis, metric, final)
+    if "training" in figures:
+        lines += ["## Across training", "", "Accuracy on the built-in tasks at each kept snapshot:", ""]
+        for step in sorted(df.step.unique()):
+            lines += [f"Step {step}:", ""] + _table(summary, "behaviours", "accuracy", step, True)
+        lines += ["![across training](figures/training.png)", ""]
+    lines += ["## Figures", ""] + [f"![{f}](figures/{f}.png)" for f in figures] + [""]
+    lines += ["## What this does not show", "",
+              f"{len(seeds)} seeds give wide intervals; a difference within the seed spread is not evidence of no "
+              "difference. The fixed-code variants have fewer trainable parameters than the learned one, so a gap "
+              "mixes the interface with capacity. The built-in language is small and synthetic: these are tests of "
+              "whether mechanisms form, not of general language ability.", ""]
+    return write_text_atomic(out / "report.md", "\n".join(lines))
+
+
+def write_results(df: pd.DataFrame, out, meta: dict | None = None) -> Path:
+    """``measurements.csv``, ``summary.csv``, ``comparisons.csv``, ``figures/`` and ``report.md`` in ``out``."""
+    from analysis.outputs import write_csv
+
+    out = Path(out)
+    summary, comp = summarise(df), compare(df)
+    write_csv(df, out / "measurements.csv")
+    write_csv(summary, out / "summary.csv")
+    write_csv(comp, out / "comparisons.csv")
+    figures = draw_figures(df, out / "figures")
+    return write_report(out, df, summary, comp, figures, meta or {})
+
+
+def redraw(results) -> list[Path]:
+    """Redraw every figure of a study directory from its ``measurements.csv`` (no model is loaded)."""
+    results = Path(results)
+    path = results / "measurements.csv"
+    if not path.is_file():
+        raise AnalysisError(f"{results} has no measurements.csv: point --results at a study directory written by "
+                            "python -m experiments.study")
+    try:
+        df = pd.read_csv(path, dtype={"key": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise AnalysisError(f"{path} is not a readable CSV: {e}") from None
+    if df.empty:
+        raise AnalysisError(f"{path} has no rows")
+    stems = draw_figures(df, results / "figures")
+    return [results / "figures" / f"{s}.png" for s in stems]
+
+
+__all__ = ["summarise", "compare", "draw_figures", "write_results", "redraw", "forest", "depth_figure",
+           "training_figure", "comparison_figure"]

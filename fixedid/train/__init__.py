@@ -1,0 +1,8 @@
+"""The trainer: configs (:mod:`.config`), data preparation (:mod:`.prepare`), optimizer and schedule (:mod:`.optim`),
+torchrun (:mod:`.distributed`), the loop (:mod:`.loop`) and the ``fixedid-train`` command (:mod:`.cli`)."""
+
+from .config import DataConfig, OptimConfig, TrainConfig
+from .loop import kept_dir, run_complete, train
+from .cli import main
+
+__all__ = ["TrainConfig", "DataConfig", "OptimConfig", "train", "kept_dir", "run_complete", "main"]

@@ -1,0 +1,3 @@
+from fixedid.train.cli import main
+
+main()

@@ -1,0 +1,97 @@
+"""``fixedid-train`` (also ``torchrun -m fixedid.train``): arguments, the parameter accounting of ``--dry-run``,
+and one line per variant at the end."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.distributed as dist
+
+from ..clitools import ArgumentParser, run_main
+from ..config import PRESETS, VARIANTS, trainable_params
+from ..errors import ConfigError, DataError
+from ..model import FixedIdLM
+from .config import TrainConfig
+from .loop import train
+from .prepare import vocab_size_of
+
+
+def format_summary(s: dict) -> str:
+    if not s["trained_steps"]:
+        return f"{s['variant']}: already trained to step {s['steps']}"
+    mfu = f", MFU {100 * s['mfu']:.1f}%" if "mfu" in s else ""
+    return (f"{s['variant']}: {s['steps']} steps, {s['params']:,} trainable params, train loss {s['loss']:.3f}, "
+            f"val loss {s['val_loss']:.3f} (unigram baseline {s['unigram_loss']:.3f}), "
+            f"{s['tok_per_s']:,.0f} tok/s{mfu}")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = ArgumentParser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.")
+    p.add_argument("--config", required=True, help="TOML training config (see experiments/configs/)")
+    p.add_argument("--variants", default="learned,canonical,gf2", help="comma-separated subset of " +
+                   ",".join(VARIANTS) + " (-matched: the learned input table's parameters given to the backbone)")
+    p.add_argument("--out", required=True, help="run directory; each variant lands in OUT/<variant>/")
+    p.add_argument("--steps", type=int, help="override [train] steps")
+    p.add_argument("--save-every", type=int, help="override [train] save_every")
+    p.add_argument("--seed", type=int, help="override [train] seed")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint of each variant")
+    p.add_argument("--dry-run", action="store_true", help="print the parameter accounting and token budget, exit")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p.parse_args(argv)
+
+
+def load_run_config(args) -> tuple[TrainConfig, list[str]]:
+    cfg = TrainConfig.load(args.config)
+    overrides = {k: v for k, v in (("steps", args.steps), ("save_every", args.save_every), ("seed", args.seed))
+                 if v is not None}
+    if overrides:
+        cfg = cfg.replace_train(**overrides)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad or not variants or len(set(variants)) != len(variants):
+        raise ConfigError(f"--variants {args.variants!r} must list distinct names from {list(VARIANTS)}")
+    return cfg, variants
+
+
+def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
+    try:
+        vocab = vocab_size_of(cfg.data)
+    except DataError as e:
+        preset = dict(cfg.model).get("preset", "tiny")
+        vocab = PRESETS[preset]["vocab_size"]
+        print(f"(the tokenizer cannot be loaded here, so the {preset} preset's vocab_size {vocab:,} is used: {e})")
+    t = cfg.train
+    learned = trainable_params(cfg.model_config("learned", vocab))
+    for v in variants:
+        with torch.device("meta"):
+            m = FixedIdLM(cfg.model_config(v, vocab))
+        c = m.param_counts()
+        print(f"{v:>9}: " + ", ".join(f"{k} {n:,}" for k, n in c.items()))
+        if m.cfg.matched_from is not None and m.cfg.is_fixed:
+            what = ("d_ff {d_ff} -> " + str(m.cfg.d_ff) if m.cfg.match_params == "width" else
+                    "n_layers {n_layers} -> " + str(m.cfg.n_layers)).format(**m.cfg.matched_from)
+            print(f"{'':>9}  matched by {m.cfg.match_params} ({what}): trainable {c['trainable']:,} against the "
+                  f"learned variant's {learned:,} ({(c['trainable'] - learned) / learned:+.3%})")
+    tokens = t.steps * t.batch_size * m.cfg.context
+    print(f"token budget: {t.steps:,} steps x {t.batch_size} sequences x {m.cfg.context} tokens = {tokens:,} "
+          f"tokens per variant ({tokens / c['trainable']:.2f} tokens per trainable parameter of {v})")
+
+
+def run(args) -> int:
+    cfg, variants = load_run_config(args)
+    if args.dry_run:
+        dry_run(cfg, variants)
+        return 0
+    summaries = train(cfg, args.out, variants, resume=args.resume, quiet=args.quiet, device=args.device)
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        for s in summaries:
+            print(format_summary(s))
+    return 0
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    run_main("fixedid-train", lambda: run(args),
+             cleanup=lambda: dist.destroy_process_group() if dist.is_initialized() else None)

@@ -1,0 +1,246 @@
+"""Training configuration: a TOML file with three tables, ``[model]``, ``[data]`` and ``[train]``.
+
+``[model]`` names a preset (``preset = "tiny"``) and may override any :class:`~fixedid.ModelConfig` field except
+``interface`` (the trainer sets it per variant) and ``vocab_size`` (taken from the tokenizer). ``[data]`` and
+``[train]`` map onto :class:`DataConfig` and :class:`OptimConfig`, whose docstrings list every key. Unknown keys
+are refused by name. The *fingerprint* of a run covers everything that changes what is learned; the
+schedule-only keys (``steps``, ``save_every``, ``eval_every``, ``log_every``, ``compile``, ``keep``) are left out
+so a run can be extended or re-logged with ``--resume``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+from importlib import resources
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import MATCHES, ModelConfig, field_names
+from ..errors import ConfigError
+
+DTYPES = ("fp32", "bf16", "auto")
+PARALLEL = ("ddp", "fsdp")
+SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile", "keep")
+
+
+@dataclass
+class DataConfig:
+    """``source``: ``"synthetic"``, a local txt/jsonl/parquet path or directory, or a hub dataset name. ``tokenizer``:
+    ``"bpe"`` (train a byte-level BPE of ``vocab_size`` on the first ``tokenizer_train_bytes`` of text), ``"words"``
+    (a word-level tokenizer of at most ``vocab_size`` words of that text, with one unknown token: the pieces the BPE
+    ends with, without its byte alphabet and merges), a ``tokenizer.json`` path or a hub tokenizer name.
+    ``train_tokens`` / ``val_tokens``: how many tokens to pretokenise. ``val_split``: a split of the source to
+    validate on; empty holds out the head of the training stream instead. ``shards``: an existing shard directory to
+    train from (skips tokenising). ``synthetic_mix``: sentence-kind probabilities overriding the built-in language's
+    default mixture (e.g. ``{ioi = 0.5}``), and optionally ``retell``, the probability that a document is told twice
+    (default 0.85)."""
+
+    source: str = "synthetic"
+    text_field: str = "text"
+    split: str = "train"
+    val_split: str = ""
+    tokenizer: str = "bpe"
+    vocab_size: int = 2048
+    tokenizer_train_bytes: int = 2_000_000
+    train_tokens: int = 2_000_000
+    val_tokens: int = 100_000
+    shards: str = ""
+    synthetic_mix: dict = field(default_factory=dict)
+
+
+@dataclass
+class OptimConfig:
+    """``batch_size`` is the global number of sequences per optimizer step, whatever the number of ranks;
+    ``micro_batch_size`` the sequences per forward on one rank (0: as large as possible), so gradient accumulation
+    is ``batch_size / (micro_batch_size * world_size)``. AdamW with ``lr`` after ``warmup_steps`` of linear
+    warmup, constant until ``decay_start`` (0: no constant phase), then cosine decay to ``lr * min_lr_ratio`` at
+    ``decay_steps`` (0: ``steps``) - a warmup-stable-decay schedule when ``decay_start`` is set; ``weight_decay`` on matrices
+    only (never on norm gains or biases), ``embed_weight_decay`` (default: ``weight_decay``) on a learned input
+    table; gradients clipped to ``grad_clip`` (0: off). ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto``
+    (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and, unless ``[model]``
+    sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``: ``ddp`` or ``fsdp``
+    (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in ``<variant>/steps/<step>``
+    (model and tokenizer, no optimizer state), for analyses across training."""
+
+    steps: int = 1000
+    batch_size: int = 32
+    micro_batch_size: int = 0
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 50
+    decay_steps: int = 0
+    decay_start: int = 0
+    weight_decay: float = 0.1
+    embed_weight_decay: float | None = None
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    dtype: str = "auto"
+    compile: bool = False
+    parallel: str = "ddp"
+    seed: int = 0
+    eval_every: int = 100
+    eval_batches: int = 8
+    save_every: int = 500
+    log_every: int = 10
+    keep: list = field(default_factory=list)
+
+
+@dataclass
+class TrainConfig:
+    model: dict = field(default_factory=lambda: {"preset": "tiny"})
+    data: DataConfig = field(default_factory=DataConfig)
+    train: OptimConfig = field(default_factory=OptimConfig)
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        m = dict(self.model)
+        preset = m.pop("preset", "tiny")
+        for forbidden in ("interface", "vocab_size", "matched_from"):
+            if forbidden in m:
+                raise ConfigError(f"[model] {forbidden} is set by the trainer (the variant / the tokenizer / "
+                                  "match_params); remove it from the config")
+        unknown = set(m) - set(field_names())
+        if unknown:
+            raise ConfigError(f"unknown [model] key(s) {sorted(unknown)}; known: ['preset'] + {field_names()}")
+        match = m.pop("match_params", None)
+        if match is not None and match not in MATCHES:
+            raise ConfigError(f"[model] match_params {match!r} is not one of {MATCHES}; it applies to the "
+                              "-matched variants (canonical-matched, gf2-matched)")
+        ModelConfig.preset(preset, **m)  # raises ConfigError on a bad preset or value (matching: per variant)
+        t, d = self.train, self.data
+        positive = ("steps", "batch_size", "eval_batches", "save_every", "log_every", "eval_every")
+        for k in positive:
+            v = getattr(t, k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(f"[train] {k} must be a positive integer, got {v!r}")
+        for k in ("micro_batch_size", "warmup_steps", "decay_steps", "decay_start", "seed"):
+            v = getattr(t, k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"[train] {k} must be a non-negative integer, got {v!r}")
+        if t.decay_start and t.decay_start >= (t.decay_steps or t.steps):
+            raise ConfigError(f"[train] decay_start {t.decay_start} must come before the end of the decay "
+                              f"({t.decay_steps or t.steps}); lower it or set decay_start = 0")
+        if not isinstance(t.keep, list) or any(not isinstance(k, int) or isinstance(k, bool) or k < 1
+                                                for k in t.keep):
+            raise ConfigError(f"[train] keep must be a list of positive step numbers, got {t.keep!r}")
+        if t.embed_weight_decay is not None and (not isinstance(t.embed_weight_decay, (int, float))
+                                                 or t.embed_weight_decay < 0):
+            raise ConfigError(f"[train] embed_weight_decay must be >= 0, got {t.embed_weight_decay!r}")
+        if not t.lr > 0 or not 0 <= t.min_lr_ratio <= 1 or t.weight_decay < 0 or t.grad_clip < 0:
+            raise ConfigError("[train] needs lr > 0, 0 <= min_lr_ratio <= 1, weight_decay >= 0 and grad_clip >= 0")
+        if t.dtype not in DTYPES:
+            raise ConfigError(f"[train] dtype {t.dtype!r} is not one of {DTYPES}")
+        if t.parallel not in PARALLEL:
+            raise ConfigError(f"[train] parallel {t.parallel!r} is not one of {PARALLEL}")
+        if d.synthetic_mix:
+            if not isinstance(d.synthetic_mix, dict) or not d.source.startswith("synthetic"):
+                raise ConfigError("[data] synthetic_mix is a table of sentence-kind weights, and only applies to "
+                                  "source = \"synthetic\"")
+            from ..data.corpus import synthetic_language
+            from ..errors import DataError
+
+            try:
+                synthetic_language(0, d.synthetic_mix)
+            except DataError as e:
+                raise ConfigError(f"[data] synthetic_mix: {e}") from None
+        for k in ("vocab_size", "tokenizer_train_bytes", "train_tokens", "val_tokens"):
+            v = getattr(d, k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(f"[data] {k} must be a positive integer, got {v!r}")
+
+    def model_config(self, variant: str, vocab_size: int) -> ModelConfig:
+        """The variant's model config: ``[model]`` on its preset, the interface and vocabulary size, and the
+        initialisation seed ``[train] seed`` unless ``[model]`` sets ``seed`` itself. A ``<interface>-matched``
+        variant gets ``match_params`` (``[model]``'s, else ``"width"``); the plain variants never match, so one
+        ``[model]`` table serves them all."""
+        from ..config import variant_interface
+
+        m = dict(self.model)
+        preset = m.pop("preset", "tiny")
+        m.setdefault("seed", self.train.seed)
+        interface, matched = variant_interface(variant)
+        match = m.pop("match_params", None)
+        if matched:
+            m["match_params"] = match or "width"
+        return ModelConfig.preset(preset, **m, interface=interface, vocab_size=vocab_size)
+
+    def to_dict(self) -> dict:
+        return {"model": dict(self.model), "data": dataclasses.asdict(self.data),
+                "train": dataclasses.asdict(self.train)}
+
+    def fingerprint(self) -> str:
+        d = self.to_dict()
+        for k in SCHEDULE_ONLY:
+            d["train"].pop(k)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+    def differences(self, other: "TrainConfig") -> list[str]:
+        a, b = self.to_dict(), other.to_dict()
+        keys = []
+        for table in a:
+            for k in sorted(set(a[table]) | set(b[table])):
+                if a[table].get(k) != b[table].get(k) and k not in SCHEDULE_ONLY:
+                    keys.append(f"{table}.{k}")
+        return keys
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        if not isinstance(d, dict):
+            raise ConfigError("a training config must be a table with [model], [data] and [train]")
+        unknown = set(d) - {"model", "data", "train"}
+        if unknown:
+            raise ConfigError(f"unknown table(s) {sorted(unknown)} in the training config; use [model], [data], "
+                              "[train]")
+        return cls(model=dict(d.get("model", {"preset": "tiny"})), data=_table(DataConfig, d.get("data", {}), "data"),
+                   train=_table(OptimConfig, d.get("train", {}), "train"))
+
+    @classmethod
+    def load(cls, spec) -> "TrainConfig":
+        """Load a TOML file, or a config shipped with the package by name (``"tiny"``, ``"small"``,
+        ``"paper-1.7b"``; see :func:`packaged_configs`) when ``spec`` is not an existing file."""
+        path = Path(spec)
+        if not path.exists() and str(spec).removesuffix(".toml") in packaged_configs():
+            resource = resources.files("fixedid").joinpath(f"configs/{str(spec).removesuffix('.toml')}.toml")
+            return cls._parse(resource.read_text(), f"packaged config {spec!r}")
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist; pass a TOML file or one of the packaged configs "
+                              f"{packaged_configs()}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"config file {path} cannot be read: {e}") from None
+        return cls._parse(text, f"config file {path}")
+
+    @classmethod
+    def _parse(cls, text: str, what: str) -> "TrainConfig":
+        try:
+            d = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{what} is not valid TOML: {e}") from None
+        return cls.from_dict(d)
+
+    def replace_train(self, **changes) -> "TrainConfig":
+        return TrainConfig(model=dict(self.model), data=self.data,
+                           train=dataclasses.replace(self.train, **changes))
+
+
+def packaged_configs() -> list[str]:
+    """Names of the training configs shipped inside the package (``experiments/configs/`` links to them)."""
+    return sorted(p.name.removesuffix(".toml") for p in resources.files("fixedid").joinpath("configs").iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def _table(cls, d, name):
+    if not isinstance(d, dict):
+        raise ConfigError(f"[{name}] must be a table")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(d) - known
+    if unknown:
+        raise ConfigError(f"unknown [{name}] key(s) {sorted(unknown)}; known: {sorted(known)}")
+    return cls(**d)

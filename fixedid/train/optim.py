@@ -1,0 +1,98 @@
+"""AdamW with the usual LLM recipe, its learning-rate schedule, and an exact, unpickled save/restore of its state.
+
+Parameter groups: weight decay on matrices (``dim >= 2``: projections, the head, a learned input table unless
+``embed_weight_decay`` gives it its own), none on norm gains and biases. The schedule is a pure function of the
+step (linear warmup, an optional constant phase, cosine decay to a floor), so resuming needs no scheduler state. Optimizer state is stored
+keyed by parameter *name* (the layout of ``torch.distributed.checkpoint``'s full optimizer state dict, so DDP,
+FSDP2 and single-process runs write the same thing): tensors go to safetensors as ``"<param name>:<state key>"``,
+group hyper-parameters to JSON. No pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from ..errors import CheckpointError
+from .config import OptimConfig
+
+
+def make_optimizer(model: torch.nn.Module, t: OptimConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay ``t.weight_decay`` on matrices, none on norm gains and biases, and
+    ``t.embed_weight_decay`` (default: the same) on a learned input table."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    # the learned table gets a group of its own only when asked for
+    own = {n for n, _ in named if t.embed_weight_decay is not None and n.endswith("embed.W_E")}
+    table = [p for n, p in named if n in own]
+    decay = [p for n, p in named if p.dim() >= 2 and n not in own]
+    no_decay = [p for _, p in named if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if table:
+        groups.append({"params": table, "weight_decay": t.embed_weight_decay})
+    kwargs = dict(lr=t.lr, betas=(t.beta1, t.beta2), eps=1e-8)
+    try:
+        return torch.optim.AdamW(groups, fused=True, **kwargs)
+    except (RuntimeError, TypeError):  # fused kernels missing for this device/dtype
+        return torch.optim.AdamW(groups, **kwargs)
+
+
+def lr_at(step: int, t: OptimConfig) -> float:
+    """Learning rate of the update with 0-based index ``step``."""
+    decay_steps = t.decay_steps or t.steps
+    if step < t.warmup_steps:
+        return t.lr * (step + 1) / t.warmup_steps
+    floor = t.lr * t.min_lr_ratio
+    if step >= decay_steps:
+        return floor
+    start = max(t.warmup_steps, t.decay_start)
+    if step < start:
+        return t.lr
+    progress = (step - start) / max(1, decay_steps - start)
+    return floor + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.lr - floor)
+
+
+def _index_names(model: torch.nn.Module, opt: torch.optim.Optimizer) -> list[str]:
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [names[id(p)] for g in opt.param_groups for p in g["params"]]
+
+
+def named_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict:
+    """``opt.state_dict()`` with parameter names in place of indices (single process or DDP)."""
+    sd = opt.state_dict()
+    names = _index_names(model, opt)
+    groups = [{**g, "params": [names[i] for i in g["params"]]} for g in sd["param_groups"]]
+    return {"state": {names[i]: s for i, s in sd["state"].items()}, "param_groups": groups}
+
+
+def load_named_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer, named: dict) -> None:
+    index = {n: i for i, n in enumerate(_index_names(model, opt))}
+    groups = [{**g, "params": [index[n] for n in g["params"]]} for g in named["param_groups"]]
+    opt.load_state_dict({"state": {index[n]: s for n, s in named["state"].items()}, "param_groups": groups})
+
+
+def serialize_optimizer_state(named: dict) -> tuple[bytes, dict]:
+    """(safetensors bytes of every state tensor, JSON-able group hyper-parameters) of a named state dict."""
+    tensors = {}
+    for name, state in named["state"].items():
+        for k, v in state.items():
+            tensors[f"{name}:{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().cpu().contiguous()
+    return st_save(tensors), {"param_groups": json.loads(json.dumps(named["param_groups"]))}
+
+
+def deserialize_optimizer_state(tensor_bytes: bytes, groups: dict) -> dict:
+    try:
+        state: dict[str, dict] = {}
+        for key, v in st_load(tensor_bytes).items():
+            name, k = key.rsplit(":", 1)
+            state.setdefault(name, {})[k] = v
+        param_groups = json.loads(json.dumps(groups["param_groups"]))
+        for g in param_groups:
+            if "betas" in g:
+                g["betas"] = tuple(g["betas"])
+        return {"state": state, "param_groups": param_groups}
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise CheckpointError(f"the optimizer state cannot be read ({e}); the resume state is corrupted") from None

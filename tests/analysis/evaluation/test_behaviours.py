@@ -1,0 +1,80 @@
+"""Behaviour checks: the task pair sets stay tasks (a model without context scores at chance), and the scoring."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from analysis import AnalysisError
+from analysis.evaluation.behaviours import NGramLM, TASKS, behaviour_table, pair_scores, summarize, wilson
+from fixedid import FixedIdLM, ModelConfig
+from fixedid.train.prepare import prepare_data
+from fixedid.train.config import TrainConfig
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory):
+    """The demo's own training data (the packaged tiny config's [data] table), at a fraction of its size."""
+    d = dataclasses.replace(TrainConfig.load("tiny").data, train_tokens=400_000, val_tokens=4096)
+    return prepare_data(d, tmp_path_factory.mktemp("data") / "data", n_bits=16)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_a_model_without_context_scores_at_chance(demo_data, order):
+    train = demo_data.train
+    vocab = demo_data.tokenizer.get_vocab_size(with_added_tokens=True)
+    lm = NGramLM(train.slice(0, len(train)), vocab, order=order, tokenizer=demo_data.tokenizer)
+    table = behaviour_table(lm, n=400, seed=7).set_index("task")
+    for task in TASKS:
+        acc, lo, hi = table.loc[task, ["accuracy", "accuracy_low", "accuracy_high"]]
+        assert table.loc[task, "n_pairs"] >= 300
+        assert lo <= 0.5 <= hi and 0.4 <= acc <= 0.6, (task, order, acc)
+
+
+def test_ngram_is_a_real_model_of_its_tokens():
+    tokens = np.array([1, 2, 1, 2, 1, 3, 1, 2], dtype=np.int64)
+    lm = NGramLM(tokens, 4, order=2, alpha=0.0 + 1e-9)
+    logp = lm(torch.tensor([[1]]))[0, 0].exp()
+    assert logp[2].item() == pytest.approx(3 / 4, abs=1e-6) and logp[3].item() == pytest.approx(1 / 4, abs=1e-6)
+    uni = NGramLM(tokens, 4, order=1, alpha=1.0)(torch.tensor([[0, 3]]))[0].exp()
+    assert torch.allclose(uni[0], uni[1]) and uni[0, 1].item() == pytest.approx(5 / 12)
+    with pytest.raises(AnalysisError, match="order"):
+        NGramLM(tokens, 4, order=3)
+    with pytest.raises(AnalysisError, match="token ids"):
+        NGramLM(np.array([0, 9]), 4)
+
+
+def test_pair_scores_match_the_model_and_aggregate_with_intervals(demo_data):
+    tok = demo_data.tokenizer
+    cfg = ModelConfig.preset("tiny", vocab_size=tok.get_vocab_size(with_added_tokens=True), d_model=32, n_layers=1,
+                             n_heads=2, d_ff=64, init_std=0.5)
+    model = FixedIdLM(cfg).eval()
+    model.tokenizer = tok
+    scores = pair_scores(model, ("ioi", "induction"), n=12)
+    assert list(scores.columns) == ["task", "pair", "n_tokens", "logit_diff", "correct"]
+    assert (scores.groupby("task").size() == 12).all()
+    from analysis.evaluation.behaviours import fitting_pairs
+
+    p = fitting_pairs(model, "induction", 12)[5]
+    ids = torch.tensor([tok.encode(p.clean).ids])
+    with torch.no_grad():
+        last = model(ids)[0, -1]
+    a, w = tok.encode(" " + p.answer).ids[0], tok.encode(" " + p.wrong).ids[0]
+    row = scores[(scores.task == "induction") & (scores.pair == 5)].iloc[0]
+    assert row.logit_diff == pytest.approx((last[a] - last[w]).item(), abs=1e-5)
+    assert row.n_tokens == ids.shape[1]
+    table = summarize(scores.assign(variant="gf2"))
+    assert list(table.columns[:3]) == ["variant", "task", "n_pairs"]
+    for _, r in table.iterrows():
+        assert r.accuracy_low <= r.accuracy <= r.accuracy_high and r.logit_diff_low <= r.logit_diff <= \
+            r.logit_diff_high
+    with pytest.raises(AnalysisError, match="unknown task"):
+        pair_scores(model, "sarcasm")
+
+
+def test_wilson_interval_matches_scipy():
+    for k, n in ((0, 10), (7, 10), (60, 64), (64, 64)):
+        ci = stats.binomtest(k, n).proportion_ci(method="wilson")
+        assert wilson(k, n) == pytest.approx((ci.low, ci.high), abs=1e-9)

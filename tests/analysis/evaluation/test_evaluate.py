@@ -1,0 +1,155 @@
+"""lm-eval through the fixedid model: parity with the model's own log-softmax, rolling windows, greedy generation,
+the shipped built-in tasks, and the eval command line. Offline: the tasks read JSONL shipped with the package."""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from analysis import AnalysisError  # importing analysis registers the model "fixedid" with lm-eval
+from analysis.evaluation.lmeval import BUILTIN_TASKS, TASKS_DIR, FixedIdEvalLM, task_docs, task_manager
+
+from tests._helpers import tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory, tokenizer):
+    return tiny_checkpoint(tmp_path_factory, tokenizer, "canonical", context=24)
+
+
+def own_logprob(model, ctx, cont):
+    """The model's own log-softmax summed over the continuation, on the last ``context`` tokens (left-truncated)."""
+    whole = (ctx + cont)[-(model.cfg.context + 1):]
+    with torch.no_grad():
+        lp = torch.log_softmax(model(torch.tensor([whole[:-1]]))[0].double(), -1)
+    n = len(cont)
+    return float(sum(lp[len(whole) - 1 - n + i, t] for i, t in enumerate(cont)))
+
+
+def test_loglikelihood_equals_the_models_own_log_softmax(ckpt):
+    lm = FixedIdEvalLM(model=ckpt, batch_size=3)
+    g = torch.Generator().manual_seed(0)
+    reqs = []
+    for n_ctx, n_cont in [(3, 1), (10, 4), (23, 1), (24, 2), (40, 3), (70, 5), (5, 24)]:  # shorter and longer
+        ids = torch.randint(0, ckpt.cfg.vocab_size, (n_ctx + n_cont,), generator=g).tolist()
+        reqs.append((("c", "x"), ids[:n_ctx], ids[n_ctx:]))
+    got = lm._loglikelihood_tokens(reqs, disable_tqdm=True)
+    for (_, ctx, cont), (score, greedy) in zip(reqs, got):
+        assert abs(score - own_logprob(ckpt, ctx, cont)) < 1e-5
+        assert isinstance(greedy, bool)
+    # is_greedy: the argmax continuation is greedy, another one is not
+    ctx = reqs[1][1]
+    with torch.no_grad():
+        best = int(ckpt(torch.tensor([ctx]))[0, -1].argmax())
+    (_, g1), (_, g2) = lm._loglikelihood_tokens([(None, ctx, [best]), (None, ctx, [(best + 1) % 50])],
+                                                 disable_tqdm=True)
+    assert g1 and not g2
+    with pytest.raises(AnalysisError, match="does not fit"):
+        lm._loglikelihood_tokens([(None, [1], list(range(25)))], disable_tqdm=True)
+
+
+def test_text_requests_rolling_and_generation(ckpt):
+    lm = FixedIdEvalLM(model=ckpt, batch_size=4)
+    text = "Mary and John went to the store. John gave a book to Mary."
+    req = SimpleNamespace(args=("Mary and John went to the", " store"))
+    (score, _), = lm.loglikelihood([req], disable_tqdm=True)
+    ids = lm.tok_encode("Mary and John went to the store")
+    n_cont = len(ids) - len(lm.tok_encode("Mary and John went to the"))
+    assert abs(score - own_logprob(ckpt, ids[:-n_cont], ids[-n_cont:])) < 1e-5
+    # the batched tokenization splits every request as lm-eval's own TemplateLM.loglikelihood does
+    from lm_eval.api.model import TemplateLM
+
+    mixed = [SimpleNamespace(args=a) for a in [("Mary and John went to the ", "store"), ("", " Mary went"),
+                                                ("John gave a book to", " Mary"), ("John gave a book to", " John"),
+                                                ("The", " book of the")]]
+    assert lm.loglikelihood(mixed, disable_tqdm=True) == TemplateLM.loglikelihood(lm, mixed, disable_tqdm=True)
+    # rolling: a text within the context is one window, its first token conditioned on the end-of-text token
+    short = "Mary went to the store."
+    (rolled,) = lm.loglikelihood_rolling([SimpleNamespace(args=(short,))], disable_tqdm=True)
+    t = lm.tok_encode(short)
+    assert abs(rolled - own_logprob(ckpt, [lm.eot_token_id], t)) < 1e-5
+    # a text longer than the context: the sum over disjoint windows covers every token once
+    long = " ".join([text] * 4)
+    assert len(lm.tok_encode(long)) > 2 * ckpt.cfg.context
+    (rolled_long,) = lm.loglikelihood_rolling([SimpleNamespace(args=(long,))], disable_tqdm=True)
+    assert np.isfinite(rolled_long) and rolled_long < rolled
+    # generation: greedy, equal to the model's own greedy continuation, cut at the stop string
+    prompts = ["Mary and John went to the", "John gave a book to"]
+    outs = lm.generate_until([SimpleNamespace(args=(p, {"until": [], "max_gen_toks": 5})) for p in prompts],
+                             disable_tqdm=True)
+    for p, o in zip(prompts, outs):
+        ids = lm.tok_encode(p)
+        new = ckpt.generate(torch.tensor([ids]), max_new_tokens=5)[0, len(ids):].tolist()
+        new = new[:new.index(lm.eot_token_id)] if lm.eot_token_id in new else new
+        assert o == lm.tok_decode(new) and len(o) > 0
+    cut = lm.generate_until([SimpleNamespace(args=(prompts[0], {"until": [outs[0].split()[0]],
+                                                                  "max_gen_toks": 5}))], disable_tqdm=True)
+    assert outs[0].split()[0] not in cut[0]
+    with pytest.raises(AnalysisError, match="greedily"):
+        lm.generate_until([SimpleNamespace(args=(prompts[0], {"do_sample": True}))], disable_tqdm=True)
+
+
+def test_simple_evaluate_finds_the_model_and_the_builtin_tasks(ckpt):
+    import lm_eval
+
+    out = lm_eval.simple_evaluate(model="fixedid", model_args=f"pretrained={ckpt.ckpt_dir}",
+                                  tasks=["fixedid_ioi", "fixedid_lastword"], limit=8, task_manager=task_manager(),
+                                  verbosity="ERROR")
+    assert 0 <= out["results"]["fixedid_ioi"]["acc,none"] <= 1
+    assert out["results"]["fixedid_lastword"]["perplexity,none"] > 1
+    with pytest.raises(AnalysisError, match="unknown model_args"):
+        FixedIdEvalLM(pretrained=str(ckpt.ckpt_dir), colour="red")
+
+
+def test_shipped_task_data_is_what_the_generator_writes():
+    for task in BUILTIN_TASKS:
+        shipped = [json.loads(line) for line in (TASKS_DIR / f"{task}.jsonl").read_text().splitlines()]
+        assert shipped == task_docs(task) and len(shipped) == 200
+    mc = task_docs("fixedid_ioi")
+    assert {d["label"] for d in mc} == {0, 1}  # the answer's place varies
+    assert all(d["text"].split(" ")[-1] in d["text"].split(" ")[:-1] for d in task_docs("fixedid_lastword"))
+
+
+def test_eval_cli_writes_tidy_csv_and_refuses_bad_input(ckpt, tmp_path, capsys):
+    from analysis.cli.main import main
+
+    out = tmp_path / "eval"
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "--ckpt", str(ckpt.ckpt_dir), "--tasks", "fixedid_agreement", "--limit", "6",
+              "--out", str(out)])
+    assert e.value.code == 0
+    df = pd.read_csv(out / "eval.csv")
+    assert list(df[["variant", "task", "metric"]].iloc[0]) == ["canonical", "fixedid_agreement", "acc"]
+    assert (out / "eval.png").exists() and (out / "eval.pdf").exists()
+    assert df.n.iloc[0] == 6 and "fixedid_agreement" in json.loads((out / "eval.json").read_text())["canonical"][
+        "results"]
+    capsys.readouterr()
+    for i, args in enumerate([["--tasks", "no_such_task"], ["--tasks", " , "], ["--limit", "0"]]):
+        with pytest.raises(SystemExit) as e:
+            main(["eval", "--ckpt", str(ckpt.ckpt_dir), *args, "--out", str(tmp_path / f"bad{i}")])
+        assert e.value.code == 2 and not (tmp_path / f"bad{i}").exists()
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_lm_eval_command_line_finds_the_model(ckpt, capsys):
+    from analysis.cli.lm_eval import main
+
+    main(["run", "--model", "fixedid", "--model_args", f"pretrained={ckpt.ckpt_dir}", "--tasks", "fixedid_facts",
+          "--limit", "4", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert "fixedid_facts" in out and "acc" in out
+
+
+def test_eval_refuses_a_checkpoint_without_a_tokenizer(tmp_path, capsys):
+    from analysis.cli.main import main
+    from fixedid import FixedIdLM, ModelConfig, save_checkpoint
+
+    cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=32, n_layers=1, n_heads=2, d_ff=32, context=16)
+    path = save_checkpoint(FixedIdLM(cfg), tmp_path / "bare")
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "--ckpt", str(path), "--tasks", "fixedid_ioi", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "no tokenizer" in err and "\n" not in err and not (tmp_path / "out").exists()

@@ -1,0 +1,70 @@
+"""The output side: the logit lens against a hand-computed lens, head geometry on heads built to known answers, and
+their command lines."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from analysis.readouts.head import head_geometry
+from analysis.readouts.lens import logit_lens
+from fixedid.codes import ids_to_bits
+
+
+def test_logit_lens_matches_a_hand_computed_lens(model):
+    x = torch.randint(0, model.cfg.vocab_size, (6, 20), generator=torch.Generator().manual_seed(0))
+    df = logit_lens(model, x)
+    assert len(df) == model.cfg.n_layers + 1 and list(df.depth) == list(range(len(df)))
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(x)
+        lp = torch.log_softmax(logits[:, :-1], -1)
+        last = df.iloc[-1]
+        assert abs(last.kl) < 1e-5 and abs(last.accuracy - (lp.argmax(-1) == x[:, 1:]).float().mean()) < 1e-6
+        mid = torch.log_softmax(model.unembed(model.ln_final(cache["blocks.1.hook_resid_pre"]))[:, :-1], -1)
+        kl = (lp.exp() * (lp - mid)).sum(-1).mean(1).mean()
+        loss = -mid.gather(-1, x[:, 1:, None])[..., 0].mean(1).mean()
+    row = df.set_index("hook").loc["blocks.1.hook_resid_pre"]
+    assert abs(row.kl - float(kl)) < 1e-4 and abs(row.loss - float(loss)) < 1e-4
+    assert row.kl_lo <= row.kl <= row.kl_hi
+
+
+def test_head_geometry_on_known_heads(model, learned):
+    V, d = model.cfg.vocab_size, model.cfg.d_model
+    bits = ids_to_bits(np.arange(V), model.cfg.n_bits).astype(np.float32)
+    M = np.random.default_rng(0).normal(size=(bits.shape[1], d)).astype(np.float32)
+    with torch.no_grad():
+        saved = model.unembed.weight.clone(), learned.embed.W_E.clone()
+        model.unembed.weight.copy_(torch.from_numpy(bits @ M))  # head rows: a linear function of the id's bits
+        learned.embed.W_E.copy_(model.unembed.weight)  # the reference input table: the same rows
+        try:
+            df = head_geometry(model, learned, alpha=1e-6).set_index(["measure", "basis"])
+        finally:
+            model.unembed.weight.copy_(saved[0])
+            learned.embed.W_E.copy_(saved[1])
+    assert df.loc[("bits_r2", "canonical"), "value"] > 0.999
+    own = df.loc[("bits_r2", "own code"), "value"]
+    if model.cfg.interface == "canonical":
+        assert own > 0.999
+    else:  # the gf2 code is a GF(2)-linear recoding: the canonical bits are not a real-linear function of it
+        assert own < 0.9
+    assert df.xs("cka_to_learned_input", level=0).value.iloc[0] > 0.999
+    assert df.xs("nn_overlap", level=0).value.iloc[0] > 0.99
+
+
+def test_lens_and_head_command_lines(model, learned, tmp_path, capsys):
+    from analysis.cli.main import main
+
+    dirs = [str(learned.ckpt_dir), str(model.ckpt_dir)]
+    for verb, extra in (("lens", ["--tokens", "512"]), ("head", [])):
+        out = tmp_path / verb
+        with pytest.raises(SystemExit) as e:
+            main([verb, *sum((["--ckpt", d] for d in dirs), []), *extra, "--out", str(out)])
+        assert e.value.code == 0 and (out / f"{verb}.png").exists() and (out / f"{verb}.pdf").exists()
+        df = pd.read_csv(out / f"{verb}.csv")
+        assert set(df.variant) == {"learned", model.cfg.interface}
+    assert "cka_to_learned_input" in set(pd.read_csv(tmp_path / "head" / "head.csv").measure)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["head", "--ckpt", dirs[1], "--reference", dirs[1], "--out", str(tmp_path / "bad")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "fixed-code checkpoint" in err and not (tmp_path / "bad").exists()

@@ -1,0 +1,116 @@
+"""Linear and debiased CKA: identities, invariances, and the direct Gram-matrix formulas on small arrays."""
+
+import numpy as np
+import pytest
+import torch
+
+from analysis import AnalysisError, load
+from analysis.readouts.similarity import cka_matrix, debiased_cka, layer_activations, linear_cka, random_init_twin
+from fixedid import FixedIdLM, ModelConfig, save_checkpoint
+from fixedid.data import SyntheticLanguage
+from fixedid.data.tokenizer import train_words
+
+
+def gram_cka(x, y):
+    n = len(x)
+    h = np.eye(n) - 1 / n
+    k, l_ = h @ x @ x.T @ h, h @ y @ y.T @ h
+    return (k * l_).sum() / np.sqrt((k * k).sum() * (l_ * l_).sum())
+
+
+def hsic_unbiased(k, l_):
+    n = len(k)
+    k, l_ = k - np.diag(np.diag(k)), l_ - np.diag(np.diag(l_))
+    one = np.ones(n)
+    return (np.trace(k @ l_) + (one @ k @ one) * (one @ l_ @ one) / ((n - 1) * (n - 2))
+            - 2 / (n - 2) * one @ k @ l_ @ one) / (n * (n - 3))
+
+
+def test_cka_identities_and_invariances():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 7))
+    y = x @ rng.normal(size=(7, 5)) + 0.3 * rng.normal(size=(60, 5))
+    q, _ = np.linalg.qr(rng.normal(size=(7, 7)))
+    for f in (linear_cka, debiased_cka):
+        assert f(x, x) == pytest.approx(1.0)
+        assert f(x @ q, y) == pytest.approx(f(x, y))            # orthogonal transform
+        assert f(3.7 * x, 0.2 * y) == pytest.approx(f(x, y))     # isotropic scaling
+        assert f(x + 5.0, y) == pytest.approx(f(x, y))           # a constant shift
+    assert linear_cka(x, y) == pytest.approx(gram_cka(x, y))
+    xc, yc = x - x.mean(0), y - y.mean(0)
+    want = hsic_unbiased(xc @ xc.T, yc @ yc.T) / np.sqrt(hsic_unbiased(xc @ xc.T, xc @ xc.T)
+                                                         * hsic_unbiased(yc @ yc.T, yc @ yc.T))
+    assert debiased_cka(x, y) == pytest.approx(want)
+
+
+def test_debiasing_removes_the_small_sample_bias():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(40, 200)), rng.normal(size=(40, 200))  # independent, wide, few samples
+    assert linear_cka(x, y) > 0.5 and abs(debiased_cka(x, y)) < 0.1
+
+
+def test_bad_shapes():
+    with pytest.raises(AnalysisError, match="same tokens"):
+        linear_cka(np.zeros((5, 2)), np.zeros((6, 2)))
+    with pytest.raises(AnalysisError, match="at least 4"):
+        debiased_cka(np.ones((3, 2)), np.ones((3, 2)))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    tok = train_words(SyntheticLanguage(0).documents(300), 4096)
+    vocab = tok.get_vocab_size(with_added_tokens=True)
+    out = {}
+    for interface in ("canonical", "gf2"):
+        cfg = ModelConfig.preset("tiny", vocab_size=vocab, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
+                                 interface=interface, init_std=0.2, seed=1)
+        path = tmp_path_factory.mktemp("ck") / interface
+        save_checkpoint(FixedIdLM(cfg), path, tokenizer=tok,
+                        train_config={"data": {"source": "synthetic", "val_split": "validation"}})
+        out[interface] = load(path)
+        out[interface].ckpt_dir = path
+    return out
+
+
+def test_layer_by_layer_matrix_and_the_random_init_twin(models):
+    a, b = models["canonical"], models["gf2"]
+    x = torch.randint(0, a.cfg.vocab_size, (6, 32), generator=torch.Generator().manual_seed(0))
+    acts = layer_activations(a, x)
+    assert list(acts) == ["hook_embed", "blocks.1.hook_resid_pre", "ln_final.hook_normalized"]
+    assert acts["hook_embed"].shape == (6 * 32, 64)
+    df = cka_matrix(a, a, x)
+    diag = df[df.layer_a == df.layer_b]
+    assert np.allclose(diag.cka, 1.0) and np.allclose(diag.debiased, 1.0) and len(df) == 9
+    cross = cka_matrix(a, b, x)
+    assert (cross.cka < 1.0 - 1e-6).any()
+    twin = random_init_twin(a)  # untrained checkpoints: the twin is the model itself
+    assert np.allclose(cka_matrix(a, twin, x).query("layer_a == layer_b").cka, 1.0)
+    other = random_init_twin(a, seed=9)
+    assert not torch.equal(other.blocks[0].attn.q_proj.weight, a.blocks[0].attn.q_proj.weight)
+    with pytest.raises(AnalysisError, match="unknown hook"):
+        layer_activations(a, x, ["blocks.7.hook_resid_pre"])
+
+
+def test_cli_writes_the_matrices_and_refuses_bad_input(models, tmp_path, tmp_path_factory, capsys):
+    from analysis.cli.main import main
+
+    a = models["canonical"]
+    npy = tmp_path / "ids.npy"
+    np.save(npy, torch.randint(0, a.cfg.vocab_size, (4, 32), generator=torch.Generator().manual_seed(1)).numpy())
+    out = tmp_path / "sim"
+    dirs = [str(models[k].ckpt_dir) for k in ("canonical", "gf2")]
+    with pytest.raises(SystemExit) as e:
+        main(["similarity", "--ckpt", dirs[0], "--ckpt", dirs[1], "--random-init", "--data", str(npy),
+              "--out", str(out)])
+    assert e.value.code == 0
+    assert {"similarity.csv", "similarity.png", "similarity.pdf"} <= {p.name for p in out.iterdir()}
+    assert "vs its initialisation" in capsys.readouterr().out
+    other_tok = train_words(SyntheticLanguage(5).documents(50), 4096)
+    cfg = ModelConfig.preset("tiny", vocab_size=other_tok.get_vocab_size(with_added_tokens=True), d_model=64,
+                             n_layers=2, n_heads=4, d_ff=128, context=32, interface="canonical")
+    odd = save_checkpoint(FixedIdLM(cfg), tmp_path / "odd", tokenizer=other_tok)
+    for i, args in enumerate([["--ckpt", dirs[0]], ["--ckpt", dirs[0], "--ckpt", str(odd), "--data", str(npy)]]):
+        with pytest.raises(SystemExit) as e:
+            main(["similarity", *args, "--out", str(tmp_path / f"bad{i}")])
+        assert e.value.code == 2 and not (tmp_path / f"bad{i}").exists()
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1

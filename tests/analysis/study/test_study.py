@@ -1,0 +1,111 @@
+"""The study pipeline: seeds, trained GF(2) recodings, every checkpoint measured, intervals over seeds, a report,
+restartable without redoing work, figures redrawn from the CSVs alone."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from analysis import AnalysisError
+from analysis.study.pipeline import parse_seeds, run_study
+from analysis.study.report import compare, summarise
+
+from tests.test_notebooks import CONFIG
+
+
+def test_seed_lists_parse_or_fail_clearly():
+    assert parse_seeds("0,1,2") == [0, 1, 2] and parse_seeds("0-2,5") == [0, 1, 2, 5] and parse_seeds(" 3 ") == [3]
+    for bad in ("", "a,b", "1-", "3-1", "-1", "0,,1"):
+        with pytest.raises(AnalysisError, match="does not parse"):
+            parse_seeds(bad)
+
+
+def test_intervals_and_paired_comparisons():
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(4):
+        shift = rng.normal()
+        rows += [{"analysis": "a", "metric": "m", "key": "k", "variant": "learned", "seed": seed, "step": 1,
+                  "value": shift},
+                 {"analysis": "a", "metric": "m", "key": "k", "variant": "canonical", "seed": seed, "step": 1,
+                  "value": shift + 1.0 + 0.01 * seed}]
+    df = pd.DataFrame(rows)
+    s = summarise(df).set_index("variant")
+    v = df[df.variant == "learned"].value.to_numpy()
+    half = stats.t.ppf(0.975, 3) * v.std(ddof=1) / 2
+    assert s.loc["learned", "n"] == 4 and np.isclose(s.loc["learned", "lo"], v.mean() - half)
+    # the seed effect is shared, so the paired difference is tight and exceeds the spread; the unpaired intervals
+    # of the two variants overlap
+    c = compare(df).iloc[0]
+    assert (c.a, c.b) == ("canonical", "learned") and c.exceeds and c.lo > 0.9
+    assert s.loc["learned", "hi"] > s.loc["canonical", "lo"]
+    one = compare(df[df.seed == 0]).iloc[0]
+    assert one.n == 1 and not one.exceeds
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study") / "study"
+    cfg = out.parent / "study.toml"
+    cfg.write_text(CONFIG)
+    report = run_study(str(cfg), out, [0, 1], [0, 1], quiet=True)
+    return out, report, str(cfg)
+
+
+def test_study_trains_measures_and_reports_over_seeds(study):
+    out, report, _ = study
+    m = pd.read_csv(out / "measurements.csv", dtype={"key": str})
+    assert set(m.variant) == {"learned", "canonical", "gf2", "gf2-r1", "canonical vs gf2"}
+    assert set(m.seed) == {0, 1} and set(m[m.analysis == "behaviours"].step) == {8, 16}  # kept snapshot and end
+    assert set(m[m.analysis == "probes"].step) == {8, 16} and set(m[m.analysis == "eval"].step) == {16}
+    assert {"behaviours", "loss", "probes", "eval", "patching", "interventions", "recoding", "erasure",
+            "similarity", "lens", "head", "context"} <= set(m.analysis)
+    # the trained recodings differ: gf2 and gf2-r1 read different codes
+    meta = [json.loads((out / "runs" / r / "gf2" / "config.json").read_text()) for r in ("seed0", "seed0-gf2r1")]
+    assert meta[0]["gf2_seed"] != meta[1]["gf2_seed"]
+    s = pd.read_csv(out / "summary.csv")
+    base = s[s.variant.isin(["learned", "canonical", "gf2"]) & (s.analysis == "behaviours")]
+    assert (base.n == 2).all() and (base.lo <= base["mean"]).all() and (base["mean"] <= base.hi).all()
+    c = pd.read_csv(out / "comparisons.csv")
+    assert {("canonical", "learned"), ("gf2", "learned"), ("gf2", "canonical"), ("gf2-r1", "gf2")} <= set(
+        zip(c.a, c.b))
+    text = report.read_text()
+    assert "seed spread" in text and "## Behaviours on the built-in tasks" in text and "## Across training" in text
+    for stem in ("behaviours_eval", "interventions", "probes", "similarity", "training", "comparisons"):
+        assert (out / "figures" / f"{stem}.png").exists() and (out / "figures" / f"{stem}.pdf").exists()
+
+
+def test_study_restarts_without_redoing_work(study):
+    out, _, cfg = study
+    ckpt = out / "runs" / "seed1" / "canonical" / "model.safetensors"
+    kept = sorted((out / "measurements").rglob("*.csv"))
+    stamps = {p: p.stat().st_mtime_ns for p in [ckpt, *kept]}
+    victim = out / "measurements" / "seed1" / "gf2" / "step16" / "recoding.csv"
+    victim.unlink()  # as if interrupted before this measurement
+    run_study(cfg, out, [0, 1], [0, 1], quiet=True)
+    assert victim.exists()
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items() if p != victim)
+    with pytest.raises(AnalysisError, match="another config"):
+        run_study("tiny", out, [0], [0], quiet=True)
+
+
+def test_figures_redrawn_from_csvs_and_bad_input(study, tmp_path, capsys):
+    from analysis.cli.main import main
+    from analysis.study.pipeline import main as study_main
+
+    out, _, _ = study
+    for f in (out / "figures").glob("*.png"):
+        f.unlink()
+    with pytest.raises(SystemExit) as e:
+        main(["figures", "--results", str(out)])
+    assert e.value.code == 0 and (out / "figures" / "comparisons.png").exists()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["figures", "--results", str(tmp_path)])
+    assert e.value.code == 2 and "no measurements.csv" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        study_main(["--seeds", "zero", "--out", str(tmp_path / "s")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "does not parse" in err and "\n" not in err and not (tmp_path / "s").exists()

@@ -1,0 +1,358 @@
+"""The trainer end to end on a test-sized config: variants, backbone matching, exact resume after SIGKILL, DDP."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import fixedid.train as train_mod
+from fixedid import FixedIdLM, load_checkpoint
+from fixedid.errors import ConfigError
+from fixedid.train.config import TrainConfig
+
+CONFIG = """
+[model]
+preset = "tiny"
+d_model = 32
+n_layers = 2
+n_heads = 2
+d_ff = 64
+context = 32
+
+[data]
+source = "synthetic"
+val_split = "validation"
+vocab_size = 512
+tokenizer_train_bytes = 150000
+train_tokens = 60000
+val_tokens = 4096
+
+[train]
+steps = 12
+batch_size = 8
+lr = 1e-2
+warmup_steps = 2
+eval_every = 6
+eval_batches = 2
+save_every = 6
+log_every = 1
+keep = [4]
+"""
+
+
+def write_config(tmp_path, text=CONFIG, name="cfg.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def cli(*args, env_extra=None, timeout=300):
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "fixedid.train", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def run_inproc(args, capsys=None):
+    with pytest.raises(SystemExit) as e:
+        train_mod.main(list(args))
+    return e.value.code
+
+
+def metrics(path, key="loss"):
+    return {r["step"]: r[key] for r in map(json.loads, path.read_text().splitlines()) if key in r}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """All three variants trained in-process, recording the batches each one consumed."""
+    tmp = tmp_path_factory.mktemp("run")
+    cfg = write_config(tmp)
+    seen, original = [], train_mod.batch_at
+
+    def recording(ts, step, *a, **k):
+        x, y = original(ts, step, *a, **k)
+        seen.append((ts.split, step, hashlib.sha256(x.numpy().tobytes()).hexdigest()))
+        return x, y
+
+    train_mod.batch_at = recording
+    try:
+        code = run_inproc(["--config", str(cfg), "--out", str(tmp / "out"), "--quiet"])
+    finally:
+        train_mod.batch_at = original
+    assert code == 0
+    return tmp, cfg, seen
+
+
+def test_three_variants_train_and_load(trained, capsys):
+    tmp, _, _ = trained
+    out = tmp / "out"
+    losses = {}
+    for v in ("learned", "canonical", "gf2"):
+        m = load_checkpoint(out / v)
+        assert m.cfg.interface == v and m.meta["step"] == 12 and m.tokenizer is not None
+        assert m.cfg.vocab_size == m.tokenizer.get_vocab_size(with_added_tokens=True)
+        assert set(os.listdir(out / v)) >= {"metrics.jsonl", "optimizer.safetensors", "trainer_state.json"}
+        steps = metrics(out / v / "metrics.jsonl")
+        assert sorted(steps) == list(range(1, 13))
+        assert steps[12] < steps[1] - 0.5  # it learns
+        assert sorted(metrics(out / v / "metrics.jsonl", "val_loss")) == [4, 6, 12]  # and where kept
+        losses[v] = steps
+    assert losses["canonical"] != losses["gf2"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["variants"] == ["learned", "canonical", "gf2"]
+
+
+def test_kept_snapshots(trained):
+    out = trained[0] / "out"
+    for v in ("learned", "canonical", "gf2"):
+        snap = load_checkpoint(out / v / "steps" / "0000004")
+        assert snap.meta["step"] == 4 and snap.cfg.interface == v and snap.tokenizer is not None
+        assert not (out / v / "steps" / "0000004" / "optimizer.safetensors").exists()
+        final = load_checkpoint(out / v)
+        assert not torch.equal(snap.unembed.weight, final.unembed.weight)
+    assert sorted(metrics(out / "gf2" / "metrics.jsonl", "val_loss")) == [4, 6, 12]  # evaluated where kept
+
+
+def test_same_machine_runs_are_bit_identical(trained, tmp_path):
+    """Two runs of one config on one machine give the same bytes: the metrics log and the weights."""
+    tmp, cfg, _ = trained
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "again"), "--quiet"]) == 0
+    for v in ("learned", "canonical", "gf2"):
+        for name in ("metrics.jsonl", "model.safetensors"):
+            assert (tmp / "out" / v / name).read_bytes() == (tmp_path / "again" / v / name).read_bytes(), (v, name)
+    timing = [json.loads(line) for line in (tmp / "out" / "gf2" / "timing.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in timing] == list(range(1, 13)) and all(r["tok_per_s"] > 0 for r in timing)
+
+
+def test_packaged_configs_by_name(capsys, tmp_path):
+    from fixedid.train.config import packaged_configs
+
+    assert {"tiny", "small", "paper-1.7b"} <= set(packaged_configs())
+    assert run_inproc(["--config", "tiny", "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    assert "token budget" in capsys.readouterr().out
+    # experiments/configs/ holds the same files (links into the package), never a second, diverging copy
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[3]
+    for name in packaged_configs():
+        mine = root / "experiments" / "configs" / f"{name}.toml"
+        assert mine.resolve() == (root / "fixedid" / "configs" / f"{name}.toml").resolve()
+        assert TrainConfig.load(mine).to_dict() == TrainConfig.load(name).to_dict()
+
+
+def test_backbone_matched_init_and_identical_batches(trained):
+    tmp, cfg_path, seen = trained
+    cfg = TrainConfig.load(cfg_path)
+    states = {v: FixedIdLM(cfg.model_config(v, 512)).state_dict() for v in ("learned", "canonical", "gf2")}
+    for k, t in states["canonical"].items():
+        assert torch.equal(t, states["learned"][k]) and torch.equal(t, states["gf2"][k])
+    per_variant = [seen[i * len(seen) // 3:(i + 1) * len(seen) // 3] for i in range(3)]
+    assert len(per_variant[0]) > 12
+    assert per_variant[0] == per_variant[1] == per_variant[2]
+
+
+def test_dry_run_prints_accounting(tmp_path, capsys):
+    assert run_inproc(["--config", str(write_config(tmp_path)), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "input_interface 16,384" in text and "token budget: 12 steps x 8 sequences x 32 tokens" in text
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c.replace("[train]", "[train]\nmomentum = 0.9"), "unknown [train] key(s) ['momentum']"),
+    (lambda c: c.replace('preset = "tiny"', 'preset = "tiny"\ninterface = "gf2"'), "set by the trainer"),
+    (lambda c: c.replace('source = "synthetic"', 'source = "/nonexistent/corpus.jsonl"'), "does not exist"),
+    (lambda c: c + "\n[optim]\nlr = 1\n", "unknown table"),
+    (lambda c: c.replace('val_split = "validation"', 'val_split = "validation"\nsynthetic_mix = { poetry = 1.0 }'),
+     "unknown sentence kind 'poetry'"),
+    (lambda c: c.replace("steps = 12", "steps = twelve"), "not valid TOML"),
+])
+def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, edit, message):
+    cfg = write_config(tmp_path, edit(CONFIG))
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fixedid-train: error:") and message in err and "\n" not in err
+    assert not (tmp_path / "o" / "run.json").exists()
+
+
+def test_tokenizer_too_large_for_the_code(tmp_path, capsys):
+    from tokenizers import Tokenizer, models
+    big = Tokenizer(models.WordLevel({f"w{i}": i for i in range(70000)} | {"<|endoftext|>": 70000}, unk_token="w0"))
+    big.save(str(tmp_path / "big.json"))
+    cfg = write_config(tmp_path, CONFIG.replace('tokenizer_train_bytes', f'tokenizer = "{tmp_path / "big.json"}"\n'
+                                                                          'tokenizer_train_bytes'))
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert "65536" in capsys.readouterr().err
+
+
+def test_out_dir_guards(trained, tmp_path, capsys):
+    tmp, cfg, _ = trained
+    out = tmp / "out"
+    before = (out / "canonical" / "model.safetensors").read_bytes()
+    other = write_config(tmp_path, CONFIG.replace("lr = 1e-2", "lr = 1e-3"))
+    assert run_inproc(["--config", str(other), "--out", str(out), "--quiet"]) == 2
+    assert "holds a different run (differs in train.lr)" in capsys.readouterr().err
+    assert run_inproc(["--config", str(cfg), "--out", str(out), "--quiet"]) == 2
+    assert "pass --resume" in capsys.readouterr().err
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "fresh"), "--resume", "--quiet"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "notes.txt").write_text("mine")
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "junk"), "--quiet"]) == 2
+    assert (tmp_path / "junk" / "notes.txt").read_text() == "mine"
+    assert (out / "canonical" / "model.safetensors").read_bytes() == before
+    # resuming a finished run trains nothing and changes nothing
+    assert run_inproc(["--config", str(cfg), "--out", str(out), "--resume", "--quiet"]) == 0
+    assert "already trained" in capsys.readouterr().out
+    assert (out / "canonical" / "model.safetensors").read_bytes() == before
+
+
+def test_corrupted_checkpoint_at_resume(trained, tmp_path, capsys):
+    import shutil
+    tmp, cfg, _ = trained
+    out = tmp_path / "copy"
+    shutil.copytree(tmp / "out", out)
+    opt = out / "gf2" / "optimizer.safetensors"
+    opt.write_bytes(opt.read_bytes()[:100])
+    assert run_inproc(["--config", str(cfg), "--out", str(out), "--resume", "--steps", "14", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "optimizer.safetensors" in err and "corrupted" in err and "\n" not in err
+
+
+def test_sigkill_then_resume_gives_identical_losses(tmp_path):
+    cfg = write_config(tmp_path, CONFIG.replace("steps = 12", "steps = 240").replace("save_every = 6",
+                                                                                     "save_every = 10"))
+    common = ["--config", str(cfg), "--variants", "canonical", "--quiet"]
+    ref = cli(*common, "--out", str(tmp_path / "ref"))
+    assert ref.returncode == 0, ref.stderr
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "fixedid.train", *common, "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    meta = out / "canonical" / "meta.json"
+    deadline = time.time() + 240
+    killed_at = None
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            step = json.loads(meta.read_text())["step"]
+        except (OSError, ValueError, KeyError):
+            step = 0
+        if step >= 20:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed_at = step
+            break
+        time.sleep(0.01)
+    proc.wait()
+    assert killed_at is not None and proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    logged = metrics(out / "canonical" / "metrics.jsonl")
+    assert max(logged) < 240
+    res = cli(*common, "--out", str(out), "--resume")
+    assert res.returncode == 0, res.stderr
+    a, b = metrics(tmp_path / "ref" / "canonical" / "metrics.jsonl"), metrics(out / "canonical" / "metrics.jsonl")
+    assert sorted(a) == sorted(b) == list(range(1, 241))
+    assert a == b  # bit-identical per-step losses, before and after the kill
+    ra, rb = load_checkpoint(tmp_path / "ref" / "canonical"), load_checkpoint(out / "canonical")
+    for k, t in ra.state_dict().items():
+        assert torch.equal(t, rb.state_dict()[k])
+
+
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_torchrun_two_gloo_ranks_equal_one_process(tmp_path, parallel):
+    cfg = write_config(tmp_path, CONFIG.replace("[train]", f'[train]\nparallel = "{parallel}"'))
+    common = ["--config", str(cfg), "--variants", "gf2", "--quiet"]
+    single = cli(*common, "--out", str(tmp_path / "one"))
+    assert single.returncode == 0, single.stderr
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          "-m", "fixedid.train", *common, "--out", str(tmp_path / "two")],
+                         capture_output=True, text=True, env=env, timeout=400)
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    a, b = metrics(tmp_path / "one" / "gf2" / "metrics.jsonl"), metrics(tmp_path / "two" / "gf2" / "metrics.jsonl")
+    assert sorted(a) == sorted(b) == list(range(1, 13))
+    for step in a:
+        assert a[step] == pytest.approx(b[step], rel=1e-4, abs=1e-5), step
+    va = metrics(tmp_path / "one" / "gf2" / "metrics.jsonl", "val_loss")
+    vb = metrics(tmp_path / "two" / "gf2" / "metrics.jsonl", "val_loss")
+    assert va == pytest.approx(vb, rel=1e-4)
+    ma, mb = load_checkpoint(tmp_path / "one" / "gf2"), load_checkpoint(tmp_path / "two" / "gf2")
+    for k, t in ma.state_dict().items():
+        torch.testing.assert_close(t, mb.state_dict()[k], rtol=1e-3, atol=1e-4)
+
+
+def test_weight_decay_groups():
+    from fixedid.train.optim import make_optimizer
+
+    cfg = TrainConfig.load("tiny")
+    default = cfg.replace_train(embed_weight_decay=None).train
+    learned = FixedIdLM(cfg.model_config("learned", 64))
+    groups = make_optimizer(learned, default).param_groups
+    assert [g["weight_decay"] for g in groups] == [default.weight_decay, 0.0]
+    assert any(p is learned.embed.W_E for p in groups[0]["params"])  # decayed with the other matrices
+    assert cfg.train.embed_weight_decay == 0.0  # the tiny recipe gives the table a group of its own
+    groups = make_optimizer(learned, cfg.train).param_groups
+    assert [g["weight_decay"] for g in groups] == [cfg.train.weight_decay, 0.0, 0.0]
+    assert groups[2]["params"] == [learned.embed.W_E] and all(p is not learned.embed.W_E for p in groups[0]["params"])
+    fixed = make_optimizer(FixedIdLM(cfg.model_config("gf2", 64)), cfg.train).param_groups
+    assert len(fixed) == 2  # no table, no third group
+    with pytest.raises(ConfigError, match="embed_weight_decay"):
+        cfg.replace_train(embed_weight_decay=-1.0)
+
+
+def test_learning_rate_schedule_with_and_without_a_stable_phase():
+    from fixedid.train.optim import lr_at
+
+    t = TrainConfig.load("tiny").replace_train(steps=100, lr=1.0, warmup_steps=10, min_lr_ratio=0.1,
+                                               decay_start=0).train
+    cosine = [lr_at(s, t) for s in range(100)]
+    assert cosine[0] == 0.1 and cosine[9] == 1.0 and cosine[10] == 1.0 and cosine[11] < 1.0
+    assert all(a >= b for a, b in zip(cosine[9:], cosine[10:])) and abs(cosine[99] - 0.1) < 1e-3
+    wsd = TrainConfig.load("tiny").replace_train(steps=100, lr=1.0, warmup_steps=10, min_lr_ratio=0.1,
+                                                 decay_start=60).train
+    assert [lr_at(s, wsd) for s in range(60)] == cosine[:10] + [1.0] * 50  # warm-up, then stable until step 60
+    assert lr_at(61, wsd) < 1.0 and lr_at(80, wsd) == pytest.approx(0.55) and lr_at(100, wsd) == 0.1
+    with pytest.raises(ConfigError, match="decay_start 100 must come before the end of the decay"):
+        TrainConfig.load("tiny").replace_train(steps=100, decay_start=100)
+
+
+def test_parameter_matched_variant_trains_beside_the_others(tmp_path, capsys):
+    from analysis import load
+    from fixedid import FixedIdLM
+    from fixedid.config import trainable_params
+
+    cfg = write_config(tmp_path, CONFIG.replace("steps = 12", "steps = 4").replace("keep = [4]", "keep = []"))
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run", "--variants",
+                       "learned,canonical-matched"]) == 0
+    text = capsys.readouterr().out
+    assert "canonical-matched:" in text and "matched by width (d_ff 64 -> " in text and "learned variant's" in text
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--quiet", "--variants",
+                       "learned,canonical-matched"]) == 0
+    learned, matched = load(tmp_path / "o" / "learned"), load(tmp_path / "o" / "canonical-matched")
+    assert matched.cfg.interface == "canonical" and matched.cfg.d_ff > learned.cfg.d_ff
+    n_l, n_m = (trainable_params(m.cfg) for m in (learned, matched))
+    assert abs(n_m - n_l) <= 0.005 * n_l
+    # backbone-matched where shapes allow: at initialisation the attention weights are the same draws
+    fresh = [FixedIdLM(m.cfg) for m in (learned, matched)]
+    assert torch.equal(fresh[0].blocks[0].attn.q_proj.weight, fresh[1].blocks[0].attn.q_proj.weight)
+    bad = write_config(tmp_path, CONFIG.replace('preset = "tiny"', 'preset = "tiny"\nmatch_params = "depth"'),
+                       name="depth.toml")
+    assert run_inproc(["--config", str(bad), "--out", str(tmp_path / "d"), "--quiet", "--variants",
+                       "canonical-matched"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot land within 0.5%" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("config, learned", [("tiny", None), ("small", None), ("paper-1.7b", "1,812,039,680")])
+def test_dry_run_accounts_for_the_matched_variant(config, learned, tmp_path, capsys):
+    assert run_inproc(["--config", config, "--out", str(tmp_path / "o"), "--dry-run", "--variants",
+                       "learned,canonical,canonical-matched"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if "matched by width" in ln)
+    pct = float(line.rsplit("(", 1)[1].rstrip("%)"))
+    assert abs(pct) <= 0.5 and "canonical-matched: total" in text
+    if learned:
+        assert f"learned variant's {learned}" in line and "d_ff 8192 -> 8875" in line
+    assert not (tmp_path / "o").exists()
