@@ -73,14 +73,7 @@ def _metric(metric, logits, clean_last, answer, wrong):
     return last.gather(1, answer[:, None])[:, 0] - last.gather(1, wrong[:, None])[:, 0]
 
 
-@torch.no_grad()
-def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_pre", metric: str = "kl",
-                  n_pairs: int = 16, seed: int = 0, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
-    """Patch the clean activation of ``site`` at every (layer, position) into the run with bit ``k`` flipped at
-    ``pos``, for every bit of ``bits`` (default all); see the module docstring. ``data``: a built-in task name
-    (``n_pairs`` prompts, ``seed``), a :class:`PairBatch` (clean prompts) or token ids ``[n, pos]``. ``pos``
-    defaults to the first position where a task's clean and corrupt prompts differ (required for token ids);
-    negative positions count from the end."""
+def _check_map_args(model, site: str, metric: str) -> None:
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() before patching")
     if not model.cfg.has_code:
@@ -90,44 +83,33 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
         raise AnalysisError(f"bit x layer maps patch one position at a time; site must be one of {list(MAP_SITES)}")
     if metric not in MAP_METRICS:
         raise AnalysisError(f"unknown metric {metric!r}; use one of {list(MAP_METRICS)}")
-    tokens, answer, wrong, batch = _data(model, data, n_pairs, seed)
-    if metric == "logit_diff" and answer is None:
-        raise AnalysisError("metric 'logit_diff' needs prompt pairs (a task or a PairBatch); use 'kl' on token ids")
-    n, T = tokens.shape
-    if pos is None:
-        if batch is None:
-            raise AnalysisError("give pos (the position whose bits are flipped) for token ids")
-        pos = engine.first_difference(batch.clean[..., None], batch.corrupt[..., None])
-        pos = min(pos, T - 1)
-    p = _pos(pos, T)
-    bits = list(range(model.cfg.n_bits)) if bits is None else nonempty(bits, "bits")
+
+
+def _flipped_runs(model, tokens, p: int, bits, names, max_batch: int):
+    """The runs with each bit of ``bits`` flipped at position ``p`` (bit-major rows: bit j is rows j*n..(j+1)*n-1):
+    their caches of ``names`` and of the keys and values, and their final-position logits."""
+    n, L = tokens.shape[0], model.cfg.n_layers
     masks = torch.stack([_bit_mask(model, b) for b in bits])  # [B, d]
-    B, L = len(bits), model.cfg.n_layers
-    s = engine.site(site)
-    names = set(s.cache_names(range(L))) | {f"blocks.{i}.hook_resid_pre" for i in range(L)}
-    clean_logits, clean_cache = engine.cache_run(model, tokens, names)
-    clean_last = clean_logits[:, -1].float()
     a, b = _bit_values(model)
-    x0 = model.input_code(tokens)
-    x_flip = x0.repeat(B, 1, 1)  # bit-major rows: bit j is rows j*n..(j+1)*n-1
+    x_flip = model.input_code(tokens).repeat(len(bits), 1, 1)
     part = x_flip[:, p]
     m = masks.repeat_interleave(n, 0)
     x_flip[:, p] = part + m * ((a + b) - 2 * part)
     want = names | set(engine.kv_names(L))
     flip_cache, last = {}, []
-    for idx in _row_chunks(B * n, max_batch):  # final-position logits only: the metric reads nothing else
+    for idx in _row_chunks(len(bits) * n, max_batch):  # final-position logits only: the metric reads nothing else
         resid, c = engine.cache_run(model, x_flip[idx], want, start_at_layer=0, stop_at_layer=L)
         last.append(model.unembed(model.ln_final(resid[:, -1:])))
         for k, v in c.items():
             flip_cache.setdefault(k, []).append(v)
-    flip_cache = {k: torch.cat(v) for k, v in flip_cache.items()}
-    flip_logits = torch.cat(last)
-    ans = None if answer is None else answer.repeat(B)
-    wr = None if wrong is None else wrong.repeat(B)
-    flipped = _metric(metric, flip_logits, clean_last.repeat(B, 1), ans, wr).view(B, n)
-    clean_metric = torch.zeros(n) if metric == "kl" else _metric(metric, clean_logits, clean_last, answer, wrong)
-    values = torch.empty(L, T, B, n)
-    values[:, :p] = flipped.cpu()[None, None]  # positions before p: exact no-ops
+    return {k: torch.cat(v) for k, v in flip_cache.items()}, torch.cat(last)
+
+
+def _patch_sweep(model, s, clean_cache, flip_cache, clean_last, ans, wr, metric, values, p, B, n, max_batch,
+                 progress):
+    """Fill ``values[layer, q, j]`` (``q >= p``): the metric with the clean ``s`` activation at (layer, q) patched
+    into the run with bit j flipped, batched by start position and staged by layer."""
+    L, T = values.shape[:2]
     bar = tqdm(total=L * (T - p) * B, desc="bit x layer map", unit="patch", disable=not progress, leave=False)
     entries = [(layer, j, q) for layer in range(L) for q in range(p, T) for j in range(B)]
     srcs = {layer: s.read(clean_cache, layer) for layer in range(L)}
@@ -149,9 +131,11 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
             values[layer, q, j] = v[i]
         bar.update(len(group))
     bar.close()
-    mean_v = values.mean(-1)  # [L, T, B]
-    mean_flip = flipped.mean(-1).cpu()  # [B]
-    mean_clean = float(clean_metric.mean())
+
+
+def _restored(mean_v, mean_flip, mean_clean: float, metric: str, bits, p: int):
+    """The fraction of the flip's effect a patch removes; NaN (with a warning) for bits whose flip barely moves the
+    output."""
     if metric == "kl":
         weak = mean_flip < MIN_FLIP_KL
         restored = 1 - mean_v / mean_flip
@@ -162,7 +146,48 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
     if weak.any():
         names_weak = [bits[i] for i in np.flatnonzero(weak.numpy())]
         warnings.warn(f"flipping bit(s) {names_weak} at position {p} barely moves the output ({metric}); their "
-                      "'restored' values are NaN", AnalysisWarning, stacklevel=3)
+                      "'restored' values are NaN", AnalysisWarning, stacklevel=4)
+    return restored
+
+
+@torch.no_grad()
+def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_pre", metric: str = "kl",
+                  n_pairs: int = 16, seed: int = 0, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
+    """Patch the clean activation of ``site`` at every (layer, position) into the run with bit ``k`` flipped at
+    ``pos``, for every bit of ``bits`` (default all); see the module docstring. ``data``: a built-in task name
+    (``n_pairs`` prompts, ``seed``), a :class:`PairBatch` (clean prompts) or token ids ``[n, pos]``. ``pos``
+    defaults to the first position where a task's clean and corrupt prompts differ (required for token ids);
+    negative positions count from the end."""
+    _check_map_args(model, site, metric)
+    tokens, answer, wrong, batch = _data(model, data, n_pairs, seed)
+    if metric == "logit_diff" and answer is None:
+        raise AnalysisError("metric 'logit_diff' needs prompt pairs (a task or a PairBatch); use 'kl' on token ids")
+    n, T = tokens.shape
+    if pos is None:
+        if batch is None:
+            raise AnalysisError("give pos (the position whose bits are flipped) for token ids")
+        pos = engine.first_difference(batch.clean[..., None], batch.corrupt[..., None])
+        pos = min(pos, T - 1)
+    p = _pos(pos, T)
+    bits = list(range(model.cfg.n_bits)) if bits is None else nonempty(bits, "bits")
+    B, L = len(bits), model.cfg.n_layers
+    s = engine.site(site)
+    names = set(s.cache_names(range(L))) | {f"blocks.{i}.hook_resid_pre" for i in range(L)}
+    clean_logits, clean_cache = engine.cache_run(model, tokens, names)
+    clean_last = clean_logits[:, -1].float()
+    flip_cache, flip_logits = _flipped_runs(model, tokens, p, bits, names, max_batch)
+    ans = None if answer is None else answer.repeat(B)
+    wr = None if wrong is None else wrong.repeat(B)
+    flipped = _metric(metric, flip_logits, clean_last.repeat(B, 1), ans, wr).view(B, n)
+    clean_metric = torch.zeros(n) if metric == "kl" else _metric(metric, clean_logits, clean_last, answer, wrong)
+    values = torch.empty(L, T, B, n)
+    values[:, :p] = flipped.cpu()[None, None]  # positions before p: exact no-ops
+    _patch_sweep(model, s, clean_cache, flip_cache, clean_last, ans, wr, metric, values, p, B, n, max_batch,
+                 progress)
+    mean_v = values.mean(-1)  # [L, T, B]
+    mean_flip = flipped.mean(-1).cpu()  # [B]
+    mean_clean = float(clean_metric.mean())
+    restored = _restored(mean_v, mean_flip, mean_clean, metric, bits, p)
     li, qi, bi = np.meshgrid(np.arange(L), np.arange(T), np.arange(B), indexing="ij")
     df = pd.DataFrame({"bit": np.asarray(bits)[bi.ravel()], "layer": li.ravel(), "pos": qi.ravel(),
                        "value": mean_v.numpy().ravel(), "flipped": mean_flip.numpy()[bi.ravel()],

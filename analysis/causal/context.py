@@ -25,7 +25,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from analysis.engine.effects import check_eval, intervals
+from analysis.engine.effects import check_eval
+from analysis.stats import t_intervals
 from analysis.errors import AnalysisError
 
 DEFAULT_KS = (1, 2, 4, 8, 16, 32)
@@ -74,7 +75,7 @@ def context_curve(model, data=None, *, ks=DEFAULT_KS, positions: int = 32, token
             hits.append(torch.cat(hit_flat).view(N, positions).mean(1))
         row = {"k": np.nan if k is None else k}
         for name, parts in (("loss", losses), ("accuracy", hits)):
-            m, lo, hi = intervals(torch.cat(parts).numpy()[None, :])
+            m, lo, hi = t_intervals(torch.cat(parts).numpy()[None, :])
             row.update({name: float(m[0]), f"{name}_lo": float(lo[0]), f"{name}_hi": float(hi[0])})
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -146,7 +147,7 @@ def segmentation_cost(model, texts, *, max_words: int = 2000) -> pd.DataFrame:
                             "tokenizer (a word-level tokenizer has none); use a BPE checkpoint")
     df = pd.DataFrame(rows)
     df["extra_nats"] = df.split_nats - df.default_nats
-    m, lo, hi = intervals(df.extra_nats.to_numpy()[None, :])
+    m, lo, hi = t_intervals(df.extra_nats.to_numpy()[None, :])
     df.attrs.update(n_words=len(df), extra_nats=float(m[0]), extra_nats_lo=float(lo[0]), extra_nats_hi=float(hi[0]))
     return df
 

@@ -30,7 +30,7 @@ import torch
 
 from analysis.readouts.activations import collect
 from analysis.corpus import DEFAULT_TOKENS, corpus_tokens
-from analysis.engine.effects import intervals
+from analysis.stats import t_intervals
 from analysis.errors import AnalysisError
 from analysis.readouts.probes import fit_probes, split_by_sequence, targets
 
@@ -153,7 +153,7 @@ def erasure(model, concept: str, hook: str, data=None, *, tokens: int = DEFAULT_
         finally:
             if handle is not None:
                 handle.remove()
-        m, lo, hi = intervals((loss - base_loss)[None])
+        m, lo, hi = t_intervals((loss - base_loss)[None])
         keep = t.labels[test] >= 0
         vals, counts = np.unique(t.labels[~test & (t.labels >= 0)], return_counts=True)
         majority = float((t.labels[test][keep] == vals[counts.argmax()]).mean())

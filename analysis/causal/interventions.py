@@ -39,8 +39,7 @@ from tqdm.auto import tqdm
 
 from analysis import engine
 from analysis.corpus import DEFAULT_TOKENS
-from analysis.engine.effects import (InterventionResult, Measurer, check_eval, chunks, confidence, nonempty, position, result,
-                      rows_per_forward, target)
+from analysis.engine.effects import InterventionResult, Measurer, check_eval, chunks, nonempty, position, result, rows_per_forward, target
 from analysis.errors import AnalysisError
 
 KINDS = ("bitflip", "midpoint", "swap", "noise")
@@ -198,5 +197,4 @@ def input_intervention(model, kind: str, data=None, *, task: str | None = None, 
     return result(model, [e.ids for e in edits], values, tgt, attrs)
 
 
-__all__ = ["KINDS", "DEFAULT_SCALES", "InterventionResult", "input_intervention", "input_edits", "input_rms",
-           "confidence"]
+__all__ = ["KINDS", "DEFAULT_SCALES", "InterventionResult", "input_intervention", "input_edits", "input_rms"]

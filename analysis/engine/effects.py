@@ -17,6 +17,7 @@ import torch
 
 from analysis.corpus import corpus_tokens
 from analysis.errors import AnalysisError
+from analysis.stats import t_intervals
 from analysis.pairs import PairBatch
 from analysis.tasks import task_pairs
 
@@ -41,27 +42,6 @@ class InterventionResult:
 
     def __repr__(self):
         return f"InterventionResult({len(self.summary)} edits x {self.attrs['n_items']} items)\n{self.summary!r}"
-
-
-def confidence(values, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and the Student-t interval of the mean of the finite values (NaN bounds for fewer than two)."""
-    m, lo, hi = intervals(np.asarray(values, dtype=float)[None], level)
-    return float(m[0]), float(lo[0]), float(hi[0])
-
-
-def intervals(values: np.ndarray, level: float = 0.95):
-    """Row-wise :func:`confidence` of a ``[rows, items]`` array: (mean, low, high), each ``[rows]``."""
-    from scipy import stats
-
-    v = np.asarray(values, dtype=float)
-    ok = np.isfinite(v)
-    n = ok.sum(1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(ok, v, 0).sum(1) / n
-        var = np.where(ok, (v - mean[:, None]) ** 2, 0).sum(1) / (n - 1)
-        half = stats.t.ppf(0.5 + level / 2, np.maximum(n - 1, 1)) * np.sqrt(var / n)
-    half = np.where(n >= 2, half, np.nan)
-    return mean, mean - half, mean + half
 
 
 # ------------------------------------------------------------------------------------------------------- data
@@ -194,7 +174,7 @@ def result(model, ids: list[dict], values: dict[str, np.ndarray], tgt: Target, a
     summary["n"] = np.isfinite(values[tgt.measures[0]]).sum(1)
     for me in tgt.measures:
         items[me] = values[me].reshape(-1)
-        summary[me], summary[f"{me}_lo"], summary[f"{me}_hi"] = intervals(values[me])
+        summary[me], summary[f"{me}_lo"], summary[f"{me}_hi"] = t_intervals(values[me])
     attrs.update(n_items=int(n), n_pos=int(tgt.tokens.shape[1]), measures=list(tgt.measures),
                  data="pairs" if tgt.pairs else "corpus", n_tokens=int(tgt.tokens.numel()),
                  interface=model.cfg.interface)

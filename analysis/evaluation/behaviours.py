@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
 from fixedid.data import SyntheticLanguage
 
 from analysis.errors import AnalysisError
+from analysis.stats import t_interval, wilson
 from analysis.tasks import language_seed
 
 TASKS = SyntheticLanguage.TASKS
@@ -126,21 +126,9 @@ def summarize(scores: pd.DataFrame) -> pd.DataFrame:
         key = key if isinstance(key, tuple) else (key,)
         k, m = int(g.correct.sum()), len(g)
         lo, hi = wilson(k, m)
-        d = g.logit_diff.to_numpy()
-        half = stats.t.ppf(0.975, m - 1) * d.std(ddof=1) / np.sqrt(m) if m > 1 else float("nan")
-        rows.append((*key, m, k / m, lo, hi, d.mean(), d.mean() - half, d.mean() + half))
+        rows.append((*key, m, k / m, lo, hi, *t_interval(g.logit_diff.to_numpy())))
     return pd.DataFrame(rows, columns=keys + ["n_pairs", "accuracy", "accuracy_low", "accuracy_high", "logit_diff",
                                               "logit_diff_low", "logit_diff_high"])
-
-
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The Wilson score 95% interval of a proportion ``k / n``."""
-    if n == 0:
-        return float("nan"), float("nan")
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(centre - half), float(centre + half)
 
 
 def _context(model) -> int:
@@ -198,4 +186,4 @@ class NGramLM:
 
 
 __all__ = ["TASKS", "fitting_pairs", "PairGroup", "prepare_pairs", "score_pairs", "pair_scores", "behaviour_table",
-           "summarize", "wilson", "NGramLM"]
+           "summarize", "NGramLM"]

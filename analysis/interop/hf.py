@@ -82,11 +82,11 @@ def llama_config(model, eot: int | None = None):
                        eos_token_id=eot, fixedid=_provenance(model))
 
 
-@torch.no_grad()
 def _device(model) -> torch.device:
     return next(model.parameters()).device
 
 
+@torch.no_grad()
 def export_hf(model, out) -> Path:
     """Write ``model`` (a :class:`fixedid.FixedIdLM`, loaded or trained, or a checkpoint directory) as a
     ``transformers`` Llama directory ``out`` (built under a temporary name and renamed into place). Returns ``out``."""

@@ -25,7 +25,7 @@ import torch
 
 from fixedid.codes import ids_to_bits
 
-from analysis.engine.effects import confidence
+from analysis.stats import t_interval
 from analysis.errors import AnalysisError
 from analysis.readouts.similarity import linear_cka
 
@@ -90,7 +90,7 @@ def head_geometry(model, reference=None, *, alpha: float = 1.0, splits: int = 5,
         kk = min(k, V - 2)
         a, b = _nearest(W, kk), _nearest(E, kk)
         overlap = np.array([len(set(x) & set(y)) / kk for x, y in zip(a, b)])
-        m, lo, hi = confidence(overlap)
+        m, lo, hi = t_interval(overlap)
         rows.append({"measure": "nn_overlap", "basis": f"W_U vs learned W_E, k={kk}", "value": m, "lo": lo,
                      "hi": hi})
         rows.append({"measure": "nn_overlap_chance", "basis": f"k={kk}", "value": kk / (V - 1)})

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from analysis.engine.effects import intervals
+from analysis.stats import t_intervals
 from analysis.engine.staged import cache_run
 
 
@@ -54,7 +54,7 @@ def logit_lens(model, data=None, *, tokens: int = 16384, max_batch: int = 32, pr
     for depth, h in enumerate(hooks):
         row = {"depth": depth, "hook": h}
         for k, parts in per_seq[h].items():
-            m, lo, hi = intervals(np.concatenate(parts)[None, :])
+            m, lo, hi = t_intervals(np.concatenate(parts)[None, :])
             row.update({k: float(m[0]), f"{k}_lo": float(lo[0]), f"{k}_hi": float(hi[0])})
         rows.append(row)
     df = pd.DataFrame(rows)

@@ -78,14 +78,8 @@ def _own_inverse_rows(meta) -> np.ndarray | None:
     return GF2Code.from_json(meta["recoding"]).inverse().matrix.astype(np.uint8)
 
 
-def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int = 8, seed: int = 0) -> list[Target]:
-    """The probe targets of ``families`` for an :class:`~analysis.readouts.activations.Activations` (see the module
-    docstring); ``xor_pairs`` random pairs of varying canonical bits."""
-    meta, tok = acts.meta, acts.tokens
-    unknown = [f for f in families if f not in TARGET_FAMILIES]
-    if unknown:
-        raise AnalysisError(f"unknown probe target(s) {unknown}; use {', '.join(TARGET_FAMILIES)}")
-    ids = tok["id"].to_numpy()
+def _bit_targets(meta, ids: np.ndarray, families, xor_pairs: int, seed: int) -> list[Target]:
+    """The model's own code bits, the id's canonical bits and XORs of pairs of varying canonical bits."""
     n_bits = meta["n_bits"]
     inv = _own_inverse_rows(meta)
     canon = ids_to_bits(ids, n_bits)  # [N, n_bits], LSB first
@@ -114,6 +108,13 @@ def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int =
             i, k = pairs[a]
             out.append(Target(f"xor:{i},{k}", (canon[:, i] ^ canon[:, k]).astype(np.int64), "class",
                               None if inv is None else weight(inv[i] ^ inv[k])))
+    return out
+
+
+def _token_targets(tok: pd.DataFrame, families, top_k: int) -> list[Target]:
+    """The token and the previous token among the ``top_k`` most frequent, position and frequency bucket."""
+    ids = tok["id"].to_numpy()
+    out: list[Target] = []
     if "token" in families or "prev_token" in families:
         top = pd.Series(ids).value_counts().index[:top_k].to_numpy()
         lookup = {t: c for c, t in enumerate(top)}
@@ -127,6 +128,12 @@ def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int =
         out.append(Target("position", tok["pos"].to_numpy(dtype=float), "scalar"))
     if "freq_bucket" in families:
         out.append(Target("freq_bucket", tok["freq_bucket"].to_numpy(dtype=np.int64), "class"))
+    return out
+
+
+def _label_targets(tok: pd.DataFrame, families) -> list[Target]:
+    """The built-in language's latent labels (on the checkpoint's own validation data only)."""
+    out: list[Target] = []
     for name, skip in LABEL_TARGETS.items():
         if name not in families:
             continue
@@ -147,6 +154,17 @@ def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int =
         out.append(Target("fact_entity", np.where(is_entity, tok["entity"].to_numpy(), -1).astype(np.int64),
                           "class"))
     return out
+
+
+def targets(acts, families=TARGET_FAMILIES, *, top_k: int = 32, xor_pairs: int = 8, seed: int = 0) -> list[Target]:
+    """The probe targets of ``families`` for an :class:`~analysis.readouts.activations.Activations` (see the module
+    docstring); ``xor_pairs`` random pairs of varying canonical bits."""
+    unknown = [f for f in families if f not in TARGET_FAMILIES]
+    if unknown:
+        raise AnalysisError(f"unknown probe target(s) {unknown}; use {', '.join(TARGET_FAMILIES)}")
+    tok = acts.tokens
+    return (_bit_targets(acts.meta, tok["id"].to_numpy(), families, xor_pairs, seed)
+            + _token_targets(tok, families, top_k) + _label_targets(tok, families))
 
 
 def control_labels(target: Target, ids: np.ndarray, seed: int = 0) -> np.ndarray:

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from fixedid.atomic import write_text_atomic
 
 from analysis.errors import AnalysisError
+from analysis.stats import paired_difference, t_interval
 
 KEYS = ["analysis", "metric", "key"]
 #: Metrics that live in [0, 1]: their intervals are clipped to it in the figures and the report (the CSVs keep
@@ -41,23 +41,12 @@ def _clip(metric: str, lo, hi):
 MEASUREMENT_COLUMNS = ["analysis", "metric", "key", "variant", "seed", "step", "value"]
 
 
-def _interval(values: np.ndarray) -> tuple[float, float, float]:
-    values = values[np.isfinite(values)]
-    if len(values) == 0:
-        return np.nan, np.nan, np.nan
-    m = float(values.mean())
-    if len(values) < 2:
-        return m, np.nan, np.nan
-    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
-    return m, m - half, m + half
-
-
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     df = df.assign(_o=df.variant.map({v: i for i, v in enumerate(variant_order(df.variant))})).sort_values(
         ["_o", "step"], kind="stable").drop(columns="_o")
     for k, g in df.groupby(KEYS + ["variant", "step"], sort=False):
-        m, lo, hi = _interval(g.value.to_numpy(float))
+        m, lo, hi = t_interval(g.value.to_numpy(float))
         rows.append(dict(zip(KEYS + ["variant", "step"], k), n=int(g.value.notna().sum()), mean=m, lo=lo, hi=hi,
                          seeds=",".join(map(str, sorted(g.seed)))))
     return pd.DataFrame(rows)
@@ -70,12 +59,9 @@ def compare(df: pd.DataFrame) -> pd.DataFrame:
         variants = variant_order(g.variant)
         for i, b in enumerate(variants):  # a - b with b the earlier variant: canonical - learned, gf2 - canonical
             for a in variants[i + 1:]:
-                d = (wide[a] - wide[b]).dropna().to_numpy(float)
-                if len(d) == 0:
-                    continue
-                m, lo, hi = _interval(d)
-                rows.append(dict(zip(KEYS + ["step"], k), a=a, b=b, n=len(d), diff=m, lo=lo, hi=hi,
-                                 exceeds=bool(len(d) >= 2 and np.isfinite(lo) and (lo > 0 or hi < 0))))
+                pd_ = paired_difference(wide[a].to_numpy(float), wide[b].to_numpy(float))
+                if pd_["n"]:
+                    rows.append(dict(zip(KEYS + ["step"], k), a=a, b=b, **pd_))
     return pd.DataFrame(rows, columns=KEYS + ["step", "a", "b", "n", "diff", "lo", "hi", "exceeds"])
 
 
@@ -120,7 +106,7 @@ def forest(df: pd.DataFrame, panels: list[tuple[str, str, str]], *, title: str, 
                 if not len(vals):
                     continue
                 y = i + (j - (len(vs) - 1) / 2) * width
-                m, lo, hi = _interval(vals)
+                m, lo, hi = t_interval(vals)
                 lo, hi = _clip(metric, lo, hi)
                 if np.isfinite(lo):
                     ax.plot([lo, hi], [y, y], color=colours[v], linewidth=2, zorder=3)
@@ -157,7 +143,7 @@ def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, t
         g = d[d.group == group]
         hooks = list(dict.fromkeys(g.hook))
         for v in variant_order(g.variant):
-            stat = [_interval(g[(g.variant == v) & (g.hook == h) & (g.metric == metric)].value.to_numpy(float))
+            stat = [t_interval(g[(g.variant == v) & (g.hook == h) & (g.metric == metric)].value.to_numpy(float))
                     for h in hooks]
             m, lo, hi = (np.array(x) for x in zip(*stat))
             if metric in BOUNDED:
@@ -197,7 +183,7 @@ def training_figure(df: pd.DataFrame):
         for v in variant_order(d.variant):
             g = d[d.variant == v]
             xs = sorted(g.step.unique())
-            m, lo, hi = (np.array(x) for x in zip(*[_interval(g[g.step == s].value.to_numpy(float)) for s in xs]))
+            m, lo, hi = (np.array(x) for x in zip(*[t_interval(g[g.step == s].value.to_numpy(float)) for s in xs]))
             if metric in BOUNDED:
                 lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
             ax.plot(xs, m, marker="o", markersize=3, color=colours[v], label=v)

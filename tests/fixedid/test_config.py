@@ -121,3 +121,18 @@ def test_depth_matching_adds_whole_layers_where_they_fit():
         ModelConfig.preset("tiny", match_params="height")
     with pytest.raises(ConfigError, match="do not set it by hand"):
         ModelConfig.preset("tiny", matched_from={"d_ff": 1})
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small", "gpt2-small", "paper-1.7b", "prior-1024"])
+@pytest.mark.parametrize("changes", [dict(interface="learned"), dict(interface="canonical"),
+                                     dict(interface="gf2", output="code"), dict(interface="frozen_random"),
+                                     dict(interface="learned", n_kv_heads=2, bias=True)])
+def test_trainable_params_from_the_shape_equal_the_models_own_count(preset, changes):
+    import torch
+
+    from fixedid.config import trainable_params
+
+    cfg = ModelConfig.preset(preset, **changes)
+    with torch.device("meta"):
+        counted = FixedIdLM(cfg, init=False).param_counts()["trainable"]
+    assert trainable_params(cfg) == counted

@@ -9,7 +9,7 @@ from analysis import AnalysisError
 from analysis.causal.bitmap import bit_layer_map
 from analysis.cli.main import main
 from analysis.causal.ablation import ablation
-from analysis.engine.effects import confidence
+from analysis.stats import t_interval
 from analysis.causal.interventions import input_intervention, input_rms
 from analysis.causal.recoding import column_offset, corpus_loss, recoded
 from analysis.tasks import task_pairs
@@ -183,9 +183,9 @@ def test_prompt_measures_and_intervals(model):
                                base_ld, **TOL)
     s = r.summary.iloc[0]
     assert s.delta_logit_diff_lo <= s.delta_logit_diff <= s.delta_logit_diff_hi and s.n == 12
-    m, lo, hi = confidence(np.array([2.0, 2.0, 2.0]))
+    m, lo, hi = t_interval(np.array([2.0, 2.0, 2.0]))
     assert m == lo == hi == 2.0
-    m, lo, hi = confidence(np.array([0.0, 1.0, 2.0, 3.0]))
+    m, lo, hi = t_interval(np.array([0.0, 1.0, 2.0, 3.0]))
     assert m == 1.5 and lo < 1.5 < hi and abs((hi - lo) / 2 - 3.182446 * np.std([0, 1, 2, 3], ddof=1) / 2) < 1e-5
 
 

@@ -5,10 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from scipy import stats
 
 from analysis import AnalysisError
-from analysis.evaluation.behaviours import NGramLM, TASKS, behaviour_table, pair_scores, summarize, wilson
+from analysis.evaluation.behaviours import NGramLM, TASKS, behaviour_table, pair_scores, summarize
 from fixedid import FixedIdLM, ModelConfig
 from fixedid.train.prepare import prepare_data
 from fixedid.train.config import TrainConfig
@@ -72,9 +71,3 @@ def test_pair_scores_match_the_model_and_aggregate_with_intervals(demo_data):
             r.logit_diff_high
     with pytest.raises(AnalysisError, match="unknown task"):
         pair_scores(model, "sarcasm")
-
-
-def test_wilson_interval_matches_scipy():
-    for k, n in ((0, 10), (7, 10), (60, 64), (64, 64)):
-        ci = stats.binomtest(k, n).proportion_ci(method="wilson")
-        assert wilson(k, n) == pytest.approx((ci.low, ci.high), abs=1e-9)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis import AnalysisError  # importing analysis registers the model "fixedid" with lm-eval
+from analysis import AnalysisError
 from analysis.evaluation.lmeval import BUILTIN_TASKS, TASKS_DIR, FixedIdEvalLM, task_docs, task_manager
 
 from tests._helpers import tiny_checkpoint
@@ -96,7 +96,8 @@ def test_simple_evaluate_finds_the_model_and_the_builtin_tasks(ckpt):
     import lm_eval
 
     out = lm_eval.simple_evaluate(model="fixedid", model_args=f"pretrained={ckpt.ckpt_dir}",
-                                  tasks=["fixedid_ioi", "fixedid_lastword"], limit=8, task_manager=task_manager(),
+                                  tasks=["fixedid_ioi", "fixedid_lastword"], limit=8,
+                                  task_manager=task_manager(),  # first use of the adapter: registers "fixedid"
                                   verbosity="ERROR")
     assert 0 <= out["results"]["fixedid_ioi"]["acc,none"] <= 1
     assert out["results"]["fixedid_lastword"]["perplexity,none"] > 1
