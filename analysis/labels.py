@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis.corpus import validation_source
 from analysis.errors import AnalysisError
+from analysis.tasks import language_seed
 
 LABEL_COLUMNS = ("pos_tag", "number", "entity", "depth", "ioi_role")
 
@@ -24,24 +25,16 @@ LABEL_COLUMNS = ("pos_tag", "number", "entity", "depth", "ioi_role")
 def _labelled_docs(model):
     """Yield ``(text, [(start, end, WordLabel)])`` for the documents of the checkpoint's validation stream."""
     from fixedid.data.corpus import synthetic_language
-    from fixedid.data.synthetic import SENTENCES_PER_DOC, WordLabel
+    from fixedid.data.synthetic import SENTENCES_PER_DOC, WordLabel, render_spans
 
-    source, split, mix = validation_source(model)
-    lang_seed = int(source.split(":", 1)[1]) if ":" in source else 0
+    _, split, mix = validation_source(model)
     # the stream seed of fixedid.data.corpus for a non-train split (seed 0)
     doc_seed = int.from_bytes(hashlib.sha256(f"{split}:0".encode()).digest()[:4], "little")
-    lang = synthetic_language(lang_seed, mix)
+    lang = synthetic_language(language_seed(model), mix)
     for doc in lang._stream(doc_seed, *SENTENCES_PER_DOC):
-        text, spans = "", []
-        for sentence in doc:
-            for t in sentence:
-                w = WordLabel(*t)
-                attach = w.pos == "PUNCT" and w.word in (",", ".") and text
-                if text and not attach:
-                    text += " "
-                spans.append((len(text), len(text) + len(w.word), w))
-                text += w.word
-        yield text, spans
+        words = [WordLabel(*t) for sentence in doc for t in sentence]
+        text, spans = render_spans([w.word for w in words])  # the text of SyntheticLanguage.documents
+        yield text, [(a, b, w) for (a, b), w in zip(spans, words)]
 
 
 def validation_labels(model, n_tokens: int) -> pd.DataFrame:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fixedid.data import SyntheticLanguage
+from fixedid.data import SyntheticLanguage, synthetic_seed
+from fixedid.errors import DataError
 
 from analysis.errors import AnalysisError
 from analysis.pairs import PairBatch, make_pairs
@@ -18,9 +19,11 @@ from analysis.pairs import PairBatch, make_pairs
 def language_seed(model) -> int:
     """The world seed of the synthetic language a checkpoint was trained on (0 when it is not recorded)."""
     source = (getattr(model, "meta", None) or {}).get("train_config", {}).get("data", {}).get("source", "synthetic")
-    if source.startswith("synthetic:"):
-        return int(source.split(":", 1)[1])
-    return 0
+    try:
+        seed = synthetic_seed(source)
+    except DataError as e:  # analysis reports its own error type (a ValueError, as this raised before)
+        raise AnalysisError(str(e)) from None
+    return 0 if seed is None else seed
 
 
 def task_pairs(model, task: str, n: int = 16, *, seed: int = 0) -> PairBatch:

@@ -1,1 +1,5 @@
-"""TODO."""
+"""The study over seeds: train, measure every kept checkpoint with every registered analysis (:mod:`.pipeline`), aggregate with intervals and paired differences and draw (:mod:`.report`)."""
+
+from analysis.study.pipeline import ANALYSES, measure, register, run_study
+
+__all__ = ["ANALYSES", "measure", "register", "run_study"]

@@ -6,24 +6,36 @@ For each seed (``[train] seed``: initialisation and data order) the three varian
 ``OUT/runs/seed<S>``, and for each further GF(2) recoding of ``--gf2-seeds`` (``[model] gf2_seed``; the first listed
 is the ``gf2`` variant itself) a ``gf2-r<R>`` variant into ``OUT/runs/seed<S>-gf2r<R>``: several *trained*
 recodings, since "not tied to one binary assignment" is a claim about training. Every checkpoint - the final one and
-the snapshots ``[train] keep`` asks for - is measured (:data:`ANALYSES`: behaviours, loss, probes and the logit lens at every kept step; lm-eval, IOI patching
-flow, bit flips and noise, recoding, erasure, head geometry and context use at the end), one CSV per (seed, variant,
-step, analysis)
-under ``OUT/measurements``, each written whole or not at all. A run is restartable at any point: a finished training
-or measurement is never redone, an interrupted training resumes from its last checkpoint. Then
-:mod:`analysis.study.report` aggregates over seeds (Student-t 95% intervals; paired per-seed differences between
-variants), draws the figures and writes ``OUT/report.md``.
+the snapshots ``[train] keep`` asks for - is measured (:data:`ANALYSES`: behaviours, loss, probes and the logit
+lens at every kept step; lm-eval, IOI patching flow, bit flips and noise, recoding, erasure, head geometry and context
+use at the end), one CSV per (seed, variant, step, analysis) under ``OUT/measurements``, each written whole or not at
+all. A run is restartable at any point: a finished training or measurement is never redone, an interrupted training
+resumes from its last checkpoint. Then :mod:`analysis.study.report` aggregates over seeds (Student-t 95% intervals;
+paired per-seed differences between variants), draws the figures and writes ``OUT/report.md``.
 
 Measurements are long-format rows ``analysis, metric, key, value`` (``key``: a task, a target group at a hook point,
 a layer...). The similarity between the fixed-code variants of a seed is recorded under the variant name
 ``canonical vs gf2``.
+
+To add an analysis, write one function ``fn(model, reference=None)`` that returns its rows (``_rows(name, items)``
+with ``items`` ``(metric, key, value)`` triples) and register it with its name and when it runs::
+
+    @register("my_analysis", when="final")  # "all": every kept snapshot and the final checkpoint
+    def _my_analysis(model, reference=None) -> pd.DataFrame:
+        ...
+
+That one entry in :data:`ANALYSES` is all: :func:`measure` looks it up and :func:`measure_all` runs it and writes
+``OUT/measurements/seed<S>/<variant>/step<N>/my_analysis.csv``. ``register(..., reference=True)`` passes the learned
+variant of the same seed as ``reference``. Keep heavy imports inside the function.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -33,9 +45,6 @@ from fixedid.train.config import TrainConfig
 from analysis.errors import AnalysisError
 
 BASE_VARIANTS = ("learned", "canonical", "gf2")
-#: Which analyses run at which checkpoints: "all" (every kept snapshot and the final one) or "final".
-ANALYSES = {"behaviours": "all", "loss": "all", "probes": "all", "lens": "all", "eval": "final", "patching": "final",
-            "interventions": "final", "recoding": "final", "erasure": "final", "head": "final", "context": "final"}
 TOKENS = 4096  # validation tokens per corpus-level measurement
 N_PAIRS = 32  # task pairs per pair-level measurement
 
@@ -98,6 +107,36 @@ def checkpoints_of(variant_dir: Path, cfg: TrainConfig) -> dict[int, Path]:
 
 
 # ------------------------------------------------------------------------------------------------ measurements
+@dataclass(frozen=True)
+class Analysis:
+    """One entry of :data:`ANALYSES`: ``fn(model, reference)`` measures one checkpoint as long-format rows;
+    ``when``: "all" (every kept snapshot and the final checkpoint) or "final"; ``reference``: whether ``fn`` is
+    given the learned variant of the same seed (otherwise ``reference`` is None)."""
+
+    name: str
+    when: str
+    fn: Callable[..., pd.DataFrame]
+    reference: bool = False
+
+
+#: The study's analyses by name, in the order they run; filled by :func:`register`.
+ANALYSES: dict[str, Analysis] = {}
+
+
+def register(name: str, when: str, *, reference: bool = False):
+    """Decorator: ``@register("loss", when="all")`` adds ``fn(model, reference) -> rows`` to :data:`ANALYSES`."""
+    if when not in ("all", "final"):
+        raise AnalysisError(f"analysis {name!r}: when={when!r} must be 'all' or 'final'")
+    if name in ANALYSES:
+        raise AnalysisError(f"analysis {name!r} is registered twice")
+
+    def add(fn):
+        ANALYSES[name] = Analysis(name, when, fn, reference)
+        return fn
+
+    return add
+
+
 def _rows(analysis: str, items) -> pd.DataFrame:
     return pd.DataFrame([{"analysis": analysis, "metric": m, "key": str(k), "value": float(v)} for m, k, v in items],
                         columns=["analysis", "metric", "key", "value"])
@@ -105,111 +144,150 @@ def _rows(analysis: str, items) -> pd.DataFrame:
 
 def measure(analysis: str, model, reference=None) -> pd.DataFrame:
     """One analysis of one checkpoint as long-format rows (see the module docstring); ``reference``: the learned
-    variant of the same seed, for the head's comparison with its input table."""
+    variant of the same seed, for the analyses registered with ``reference=True`` (the head's comparison with its
+    input table)."""
+    entry = ANALYSES.get(analysis)
+    if entry is None:
+        raise AnalysisError(f"unknown analysis {analysis!r}; use {list(ANALYSES)}")
+    return entry.fn(model, reference)
+
+
+# The analyses, in the order they run. ``model.cfg.has_code``: a fixed-code variant, for the bit-level analyses
+# (flips, transvections, erasure of a code bit).
+@register("behaviours", when="all")
+def _behaviours(model, reference=None) -> pd.DataFrame:
+    from analysis.evaluation.behaviours import behaviour_table
+
+    t = behaviour_table(model, n=64)
+    return _rows("behaviours", [(m, r.task, getattr(r, m)) for r in t.itertuples() for m in ("accuracy",
+                                                                                              "logit_diff")])
+
+
+@register("loss", when="all")
+def _loss(model, reference=None) -> pd.DataFrame:
     import torch
 
     from analysis.corpus import corpus_tokens
 
-    fixed = model.cfg.has_code  # the bit-level analyses (flips, transvections, erasure of a code bit)
-    if analysis == "behaviours":
-        from analysis.evaluation.behaviours import behaviour_table
+    x = corpus_tokens(model, tokens=TOKENS)
+    with torch.no_grad():
+        losses = [float(model(x[i:i + 32], return_type="loss")) * len(x[i:i + 32]) for i in range(0, len(x), 32)]
+    return _rows("loss", [("val_loss", "validation", sum(losses) / len(x))])
 
-        t = behaviour_table(model, n=64)
-        return _rows(analysis, [(m, r.task, getattr(r, m)) for r in t.itertuples() for m in ("accuracy",
-                                                                                              "logit_diff")])
-    if analysis == "loss":
-        x = corpus_tokens(model, tokens=TOKENS)
-        with torch.no_grad():
-            losses = [float(model(x[i:i + 32], return_type="loss")) * len(x[i:i + 32]) for i in range(0, len(x), 32)]
-        return _rows(analysis, [("val_loss", "validation", sum(losses) / len(x))])
-    if analysis == "eval":
-        from analysis.evaluation.lmeval import evaluate_table
 
-        t = evaluate_table(model, limit=100)
-        return _rows(analysis, [(r.metric, r.task, r.value) for r in t.itertuples()])
-    if analysis == "patching":
-        import warnings
+@register("probes", when="all")
+def _probes(model, reference=None) -> pd.DataFrame:
+    from analysis.readouts.activations import collect
+    from analysis.readouts.probes import probe_table
 
-        from analysis.errors import AnalysisWarning
-        from analysis.causal.flow import information_flow
-        from analysis.causal.patching import MIN_GAP, activation_patching
-        from analysis.tasks import task_pairs
+    df = probe_table(collect(model, tokens=TOKENS), ("canonical_bits", "number", "ioi_role"), shuffled=False)
+    df = df[df.status == "fitted"].assign(group=df.target.str.split(":").str[0])
+    by = df.groupby(["group", "hook"], sort=False)[["score", "control", "majority"]].mean()
+    return _rows("probes", [(m, f"{g}@{h}", r[m]) for (g, h), r in by.iterrows()
+                            for m in ("score", "control", "majority")])
 
-        with warnings.catch_warnings():  # a small gap is recorded below and its flow left out
-            warnings.simplefilter("ignore", AnalysisWarning)
-            df = activation_patching(model, task_pairs(model, "ioi", 16), metric="normalized_logit_diff")
-        gap = df.attrs["raw_clean"] - df.attrs["raw_corrupt"]
-        items = [("clean_corrupt_gap", "ioi", gap)]
-        if abs(gap) >= MIN_GAP:
-            f = information_flow(df).to_frame()
-            items += [(m, f"layer {int(r.layer)}", getattr(r, m)) for r in f.itertuples() for m in ("source",
-                                                                                                     "final")]
-        return _rows(analysis, items)
-    if analysis == "interventions":
-        from analysis.causal.interventions import input_intervention
 
-        x = corpus_tokens(model, tokens=TOKENS)
-        items = []
-        if fixed:
-            s = input_intervention(model, "bitflip", x).summary
-            varying = (model.embed.code != model.embed.code[:1]).any(0).cpu().numpy()[s.bit.to_numpy(dtype=int)]
-            items += [("bitflip_delta_loss", "mean over varying bits", s.delta_loss.to_numpy()[varying].mean()),
-                      ("bitflip_delta_loss", "largest bit", s.delta_loss.max())]
-        n = input_intervention(model, "noise", x, scales=(0.5,)).summary
-        items.append(("noise_delta_loss", "scale 0.5", n.delta_loss.iloc[0]))
-        return _rows(analysis, items)
-    if analysis == "recoding":
-        from analysis.causal.recoding import recoding_sweep
+@register("lens", when="all")
+def _lens(model, reference=None) -> pd.DataFrame:
+    from analysis.readouts.lens import logit_lens
 
-        x = corpus_tokens(model, tokens=TOKENS)
-        items = []
-        runs = [("token-permutation", [32])] + ([("transvection", [1, 4])] if fixed else [])
-        for family, ks in runs:
-            df = recoding_sweep(model, family, ks, draws=2, data=x, tasks=("ioi",), n_pairs=N_PAIRS)
-            for k, g in df[df.k > 0].groupby("k"):
-                items.append(("delta_loss", f"{family} k={k}", g.delta_loss.mean()))
-        return _rows(analysis, items)
-    if analysis == "probes":
-        from analysis.readouts.activations import collect
-        from analysis.readouts.probes import probe_table
+    df = logit_lens(model, tokens=TOKENS)
+    return _rows("lens", [(m, f"lens@{r.hook}", getattr(r, m)) for r in df.itertuples() for m in ("accuracy", "kl")])
 
-        df = probe_table(collect(model, tokens=TOKENS), ("canonical_bits", "number", "ioi_role"), shuffled=False)
-        df = df[df.status == "fitted"].assign(group=df.target.str.split(":").str[0])
-        by = df.groupby(["group", "hook"], sort=False)[["score", "control", "majority"]].mean()
-        return _rows(analysis, [(m, f"{g}@{h}", r[m]) for (g, h), r in by.iterrows()
-                                for m in ("score", "control", "majority")])
-    if analysis == "lens":
-        from analysis.readouts.lens import logit_lens
 
-        df = logit_lens(model, tokens=TOKENS)
-        return _rows(analysis, [(m, f"lens@{r.hook}", getattr(r, m)) for r in df.itertuples()
-                                for m in ("accuracy", "kl")])
-    if analysis == "head":
-        from analysis.readouts.head import head_geometry
+@register("eval", when="final")
+def _eval(model, reference=None) -> pd.DataFrame:
+    from analysis.evaluation.lmeval import evaluate_table
 
-        df = head_geometry(model, reference)
-        return _rows(analysis, [(r.measure, r.basis, r.value) for r in df.itertuples()])
-    if analysis == "context":
-        from analysis.causal.context import component_shares, context_curve
+    t = evaluate_table(model, limit=100)
+    return _rows("eval", [(r.metric, r.task, r.value) for r in t.itertuples()])
 
-        x = corpus_tokens(model, tokens=TOKENS)
-        curve = context_curve(model, x, ks=(1, 4, 16), positions=min(32, x.shape[1] // 2))
-        shares = component_shares(model, x)
-        return _rows(analysis, [("loss", "whole window" if r.k != r.k else f"k={int(r.k)}", r.loss)
-                                for r in curve.itertuples()]
-                     + [("ablation_share", f"{r.component} L{int(r.layer)}", r.share) for r in shares.itertuples()])
-    if analysis == "erasure":
-        if not fixed or model.cfg.n_layers < 2:
-            return _rows(analysis, [])
-        from analysis.causal.erasure import erasure
 
-        df = erasure(model, "canonical_bit:2", "blocks.1.hook_resid_pre", tokens=TOKENS, placebo_draws=2,
-                     tasks=("ioi",), n_pairs=N_PAIRS)
-        return _rows(analysis, [("delta_loss", "LEACE", df[df.condition == "leace"].delta_loss.mean()),
-                                ("delta_loss", "placebo", df[df.condition == "placebo"].delta_loss.mean()),
-                                ("probe", "after LEACE", df[df.condition == "leace"].probe.mean()),
-                                ("probe", "before", df[df.condition == "none"].probe.mean())])
-    raise AnalysisError(f"unknown analysis {analysis!r}; use {list(ANALYSES)}")
+@register("patching", when="final")
+def _patching(model, reference=None) -> pd.DataFrame:
+    import warnings
+
+    from analysis.errors import AnalysisWarning
+    from analysis.causal.flow import information_flow
+    from analysis.causal.patching import MIN_GAP, activation_patching
+    from analysis.tasks import task_pairs
+
+    with warnings.catch_warnings():  # a small gap is recorded below and its flow left out
+        warnings.simplefilter("ignore", AnalysisWarning)
+        df = activation_patching(model, task_pairs(model, "ioi", 16), metric="normalized_logit_diff")
+    gap = df.attrs["raw_clean"] - df.attrs["raw_corrupt"]
+    items = [("clean_corrupt_gap", "ioi", gap)]
+    if abs(gap) >= MIN_GAP:
+        f = information_flow(df).to_frame()
+        items += [(m, f"layer {int(r.layer)}", getattr(r, m)) for r in f.itertuples() for m in ("source", "final")]
+    return _rows("patching", items)
+
+
+@register("interventions", when="final")
+def _interventions(model, reference=None) -> pd.DataFrame:
+    from analysis.corpus import corpus_tokens
+    from analysis.causal.interventions import input_intervention
+
+    x = corpus_tokens(model, tokens=TOKENS)
+    items = []
+    if model.cfg.has_code:
+        s = input_intervention(model, "bitflip", x).summary
+        varying = (model.embed.code != model.embed.code[:1]).any(0).cpu().numpy()[s.bit.to_numpy(dtype=int)]
+        items += [("bitflip_delta_loss", "mean over varying bits", s.delta_loss.to_numpy()[varying].mean()),
+                  ("bitflip_delta_loss", "largest bit", s.delta_loss.max())]
+    n = input_intervention(model, "noise", x, scales=(0.5,)).summary
+    items.append(("noise_delta_loss", "scale 0.5", n.delta_loss.iloc[0]))
+    return _rows("interventions", items)
+
+
+@register("recoding", when="final")
+def _recoding(model, reference=None) -> pd.DataFrame:
+    from analysis.corpus import corpus_tokens
+    from analysis.causal.recoding import recoding_sweep
+
+    x = corpus_tokens(model, tokens=TOKENS)
+    items = []
+    runs = [("token-permutation", [32])] + ([("transvection", [1, 4])] if model.cfg.has_code else [])
+    for family, ks in runs:
+        df = recoding_sweep(model, family, ks, draws=2, data=x, tasks=("ioi",), n_pairs=N_PAIRS)
+        for k, g in df[df.k > 0].groupby("k"):
+            items.append(("delta_loss", f"{family} k={k}", g.delta_loss.mean()))
+    return _rows("recoding", items)
+
+
+@register("erasure", when="final")
+def _erasure(model, reference=None) -> pd.DataFrame:
+    if not model.cfg.has_code or model.cfg.n_layers < 2:
+        return _rows("erasure", [])
+    from analysis.causal.erasure import erasure
+
+    df = erasure(model, "canonical_bit:2", "blocks.1.hook_resid_pre", tokens=TOKENS, placebo_draws=2,
+                 tasks=("ioi",), n_pairs=N_PAIRS)
+    return _rows("erasure", [("delta_loss", "LEACE", df[df.condition == "leace"].delta_loss.mean()),
+                             ("delta_loss", "placebo", df[df.condition == "placebo"].delta_loss.mean()),
+                             ("probe", "after LEACE", df[df.condition == "leace"].probe.mean()),
+                             ("probe", "before", df[df.condition == "none"].probe.mean())])
+
+
+@register("head", when="final", reference=True)
+def _head(model, reference=None) -> pd.DataFrame:
+    from analysis.readouts.head import head_geometry
+
+    df = head_geometry(model, reference)
+    return _rows("head", [(r.measure, r.basis, r.value) for r in df.itertuples()])
+
+
+@register("context", when="final")
+def _context(model, reference=None) -> pd.DataFrame:
+    from analysis.corpus import corpus_tokens
+    from analysis.causal.context import component_shares, context_curve
+
+    x = corpus_tokens(model, tokens=TOKENS)
+    curve = context_curve(model, x, ks=(1, 4, 16), positions=min(32, x.shape[1] // 2))
+    shares = component_shares(model, x)
+    return _rows("context", [("loss", "whole window" if r.k != r.k else f"k={int(r.k)}", r.loss)
+                             for r in curve.itertuples()]
+                 + [("ablation_share", f"{r.component} L{int(r.layer)}", r.share) for r in shares.itertuples()])
 
 
 def _write(df: pd.DataFrame, path: Path) -> None:
@@ -229,8 +307,8 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False
     todo = []
     for (seed, variant), vdir in ckpts.items():
         for step, cdir in checkpoints_of(vdir, cfg).items():
-            for analysis, when in ANALYSES.items():
-                if when == "all" or step == cfg.train.steps:
+            for analysis, entry in ANALYSES.items():
+                if entry.when == "all" or step == cfg.train.steps:
                     path = out / "measurements" / f"seed{seed}" / variant / f"step{step}" / f"{analysis}.csv"
                     if not path.exists():
                         todo.append((seed, variant, step, cdir, analysis, path))
@@ -240,7 +318,7 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False
             loaded.clear()
             loaded[cdir] = load(cdir)
         reference = None
-        if analysis == "head" and (seed, "learned") in ckpts:
+        if ANALYSES[analysis].reference and (seed, "learned") in ckpts:
             reference = loaded[cdir] if variant == "learned" else load(ckpts[(seed, "learned")])
         _write(measure(analysis, loaded[cdir], reference), path)
     for seed in sorted({s for s, _ in ckpts}):
@@ -325,5 +403,5 @@ def main(argv=None) -> None:
     run_main("study", go)
 
 
-__all__ = ["ANALYSES", "parse_seeds", "train_all", "measure", "measure_all", "collect_measurements", "run_study",
-           "main"]
+__all__ = ["ANALYSES", "Analysis", "register", "parse_seeds", "train_all", "measure", "measure_all",
+           "collect_measurements", "run_study", "main"]

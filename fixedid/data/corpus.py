@@ -4,9 +4,10 @@ A *source* is one of
 
 ``"synthetic"`` or ``"synthetic:<seed>"``
     The built-in synthetic language (:class:`fixedid.data.synthetic.SyntheticLanguage`), seeded by ``<seed>``
-    (default 0). It never needs the network and is an infinite stream unless ``limit_docs`` is given. The
-    ``split`` picks a disjoint stream: ``"train"`` uses document seed ``seed``, any other split a seed derived
-    from ``(split, seed)``, so ``"validation"`` never repeats the training documents' stream.
+    (default 0; :func:`synthetic_seed` reads it). It never needs the network and is an infinite stream unless
+    ``limit_docs`` is given. The ``split`` picks a disjoint stream: ``"train"`` uses document seed ``seed``, any
+    other split a seed derived from ``(split, seed)``, so ``"validation"`` never repeats the training documents'
+    stream.
 a local path
     * ``*.txt`` - one document per paragraph: paragraphs are separated by one or more blank lines (lines that
       are empty or only whitespace); the newlines inside a paragraph are kept, the trailing one is not. A file
@@ -35,7 +36,7 @@ from typing import Any, Iterable, Iterator
 
 from ..errors import DataError
 
-__all__ = ["iter_texts", "LOCAL_SUFFIXES"]
+__all__ = ["iter_texts", "synthetic_seed", "LOCAL_SUFFIXES"]
 
 #: File name endings read as local sources.
 LOCAL_SUFFIXES = (".txt", ".jsonl", ".json", ".parquet")
@@ -63,8 +64,9 @@ def iter_texts(
                         "(txt/jsonl/parquet), a Hugging Face dataset name or 'synthetic'")
     if limit_docs is not None and (not isinstance(limit_docs, int) or limit_docs < 0):
         raise DataError(f"limit_docs must be a non-negative integer or None, got {limit_docs!r}")
-    if source == "synthetic" or source.startswith("synthetic:"):
-        docs = _synthetic(source, split=split, limit_docs=limit_docs, seed=seed, mix=synthetic_mix)
+    lang_seed = synthetic_seed(source)
+    if lang_seed is not None:
+        docs = _synthetic(lang_seed, split=split, limit_docs=limit_docs, seed=seed, mix=synthetic_mix)
     else:
         path = Path(source).expanduser()
         if path.exists():
@@ -80,15 +82,21 @@ def iter_texts(
 # --------------------------------------------------------------------------------------------------------- synthetic
 
 
-def _synthetic(source: str, *, split: str, limit_docs: int | None, seed: int, mix=None) -> Iterator[str]:
-    lang_seed = 0
-    if source != "synthetic":
-        tail = source.split(":", 1)[1]
-        try:
-            lang_seed = int(tail)
-        except ValueError:
-            raise DataError(f"bad synthetic source {source!r}: the part after 'synthetic:' must be an integer "
-                            "seed, e.g. 'synthetic:3'") from None
+def synthetic_seed(source: str) -> int | None:
+    """The world seed of a built-in-language source: 0 for ``"synthetic"``, ``N`` for ``"synthetic:N"``, ``None``
+    for any other source (a path or a hub dataset). :class:`DataError` if ``N`` is not an integer."""
+    if source == "synthetic":
+        return 0
+    if not source.startswith("synthetic:"):
+        return None
+    try:
+        return int(source.split(":", 1)[1])
+    except ValueError:
+        raise DataError(f"bad synthetic source {source!r}: the part after 'synthetic:' must be an integer "
+                        "seed, e.g. 'synthetic:3'") from None
+
+
+def _synthetic(lang_seed: int, *, split: str, limit_docs: int | None, seed: int, mix=None) -> Iterator[str]:
     if split == "train":
         doc_seed = seed
     else:  # a stable stream per split, independent of Python's hash randomisation

@@ -32,10 +32,11 @@ plateau whose length falls steeply with the share of tokens that copying predict
 the default mixture makes about a third of the tokens predictable by copying; with the old mixture (8% lists,
 no retelling) no tiny model formed induction within 1,000 steps.
 
-Rendering: words are joined by single spaces, ``,`` and ``.`` attach to the preceding word; sentences in a
-document are joined by one space. Words are lowercase ASCII except names, entities, cities and the
-capitalised sentence starts ``The``, ``When``, ``After``. No word contains punctuation, so every word is one
-whitespace/punctuation-delimited unit and :attr:`SyntheticLanguage.vocabulary` lists them all.
+Rendering (:func:`render`, the one place the rule is written): words are joined by single spaces, ``,`` and
+``.`` attach to the preceding word; sentences in a document are joined by one space. Words are lowercase ASCII
+except names, entities, cities and the capitalised sentence starts ``The``, ``When``, ``After``. No word contains
+punctuation, so every word is one whitespace/punctuation-delimited unit and :attr:`SyntheticLanguage.vocabulary`
+lists them all.
 
 Labels (:class:`WordLabel`): ``pos`` is one of :data:`POS_TAGS`; ``number`` is "sg"/"pl" for nouns, names,
 pronouns, entities, cities and agreeing verbs, "none" otherwise (past-tense verbs do not agree); ``entity``
@@ -51,7 +52,7 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from ..errors import DataError
 from .lexicon import (ADJS, ANIMATE, ANIM_ADJS, ATTR_PREPS, CODAS, FEMALE, FIXED_WORDS, FOODS, GIVE, JOBS, LOC_PREPS,
@@ -98,9 +99,28 @@ class PromptPair:
     wrong: str
 
 
+def render(words: Sequence[str]) -> str:
+    """The text of ``words`` (a sentence or a whole document): joined by single spaces, each ``,`` and ``.``
+    attached to the word before it. Every text of the language (documents, :meth:`SyntheticLanguage.sentence_text`,
+    task prompts, :mod:`analysis.labels`) is rendered here."""
+    return " ".join(words).replace(" ,", ",").replace(" .", ".")
+
+
+def render_spans(words: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    """``render(words)`` and the ``(start, end)`` character span of each word in that text (in order)."""
+    text = render(words)
+    spans, pos = [], 0
+    for w in words:  # the gap before a word is one space or nothing: whatever render put there
+        if text.startswith(" ", pos):
+            pos += 1
+        spans.append((pos, pos + len(w)))
+        pos += len(w)
+    return text, spans
+
+
 def _render(toks) -> str:
-    """Render internal token tuples exactly as :meth:`SyntheticLanguage.sentence_text` does."""
-    return " ".join([t[0] for t in toks]).replace(" ,", ",").replace(" .", ".")
+    """:func:`render` of internal token tuples (word first)."""
+    return render([t[0] for t in toks])
 
 
 def _check_int(value, what: str, minimum: int | None = None) -> int:
@@ -364,7 +384,8 @@ class SyntheticLanguage:
         for count, doc in enumerate(self._stream(seed, lo, hi)):
             if n is not None and count >= n:
                 return
-            yield " ".join([_render(s) for s in doc])
+            # no sentence starts with punctuation, so this is the rendered sentences joined by one space
+            yield render([t[0] for sentence in doc for t in sentence])
 
     def text(self, n_bytes: int, *, seed: int = 0) -> str:
         """Documents of ``documents(seed=seed)`` joined by "\\n", stopping once at least ``n_bytes`` long.
@@ -399,18 +420,13 @@ class SyntheticLanguage:
                 count += 1
 
     def sentence_text(self, words: list[WordLabel]) -> str:
-        """Render a labelled sentence exactly as :meth:`documents` does (PUNCT attaches to the previous word)."""
+        """Render a labelled sentence exactly as :meth:`documents` does (with :func:`render`)."""
         if not words:
             raise DataError("sentence_text needs a non-empty list of WordLabel")
-        out: list[str] = []
         for w in words:
             if not isinstance(w, WordLabel):
                 raise DataError(f"sentence_text expects WordLabel items, got {type(w).__name__}")
-            if w.pos == "PUNCT" and out:
-                out[-1] += w.word
-            else:
-                out.append(w.word)
-        return " ".join(out)
+        return render([w.word for w in words])
 
     # ------------------------------------------------------------------------------------- tasks
     def task_pairs(self, task: str, n: int, *, seed: int = 0) -> list[PromptPair]:

@@ -167,7 +167,7 @@ def test_attribution_leaves_no_parameter_gradients_and_honours_max_batch(model):
 
 
 def test_baselines_in_attrs_and_summary_ranks_from_the_patched_run(model):
-    from analysis.cli.main import summarize
+    from analysis.cli.patching import summarize
 
     noise = activation_patching(model, PAIRS, site="resid_pre", mode="noise")
     a = noise.attrs

@@ -12,24 +12,16 @@ import numpy as np
 import pytest
 
 from fixedid.errors import DataError
-from fixedid.data.corpus import iter_texts
+from fixedid.data.corpus import iter_texts, synthetic_seed
 from fixedid.data.shards import FORMAT, TokenShards, batch_at, build_shards, load_manifest
+from fixedid.data.synthetic import SyntheticLanguage
 from fixedid.data.tokenizer import (check_vocab_fits, eot_id, load_tokenizer, tokenizer_hash, train_bpe,
                                     train_words)
 
-try:
-    from fixedid.data.synthetic import SyntheticLanguage
-except ImportError:  # pragma: no cover - the synthetic language is written separately
-    SyntheticLanguage = None
-
 
 def _docs(n: int, seed: int = 0) -> list[str]:
-    """Small English-ish documents: the synthetic language if present, else a tiny random word soup."""
-    if SyntheticLanguage is not None:
-        return list(SyntheticLanguage(0).documents(n, seed=seed))
-    rng = np.random.default_rng(seed)
-    words = "the a cat dog sat on mat and ran to park Mary John gave ball is are big small".split()
-    return [" ".join(rng.choice(words, size=rng.integers(5, 40))) + "." for _ in range(n)]
+    """Small English-ish documents of the synthetic language."""
+    return list(SyntheticLanguage(0).documents(n, seed=seed))
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +172,6 @@ def test_bad_local_sources(tmp_path):
         iter_texts(str(tmp_path / "empty"))
 
 
-@pytest.mark.skipif(SyntheticLanguage is None, reason="fixedid.data.synthetic not available")
 def test_synthetic_source():
     a = list(iter_texts("synthetic", limit_docs=5))
     assert a == list(iter_texts("synthetic:0", limit_docs=5)) == list(SyntheticLanguage(0).documents(5))
@@ -188,6 +179,11 @@ def test_synthetic_source():
     assert a != list(iter_texts("synthetic:1", limit_docs=5))
     with pytest.raises(DataError, match="integer"):
         iter_texts("synthetic:abc")
+    sources = ("synthetic", "synthetic:3", "synthetic:-2", "wikitext", "synthetics", "data/synthetic:1.txt")
+    assert [synthetic_seed(s) for s in sources] == [0, 3, -2, None, None, None]
+    for bad in ("synthetic:", "synthetic:1.5", "synthetic:x"):
+        with pytest.raises(DataError, match="must be an integer seed"):
+            synthetic_seed(bad)
 
 
 def test_hub_dataset_offline_fails_fast(monkeypatch, tmp_path):

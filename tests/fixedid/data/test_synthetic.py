@@ -194,6 +194,19 @@ def test_sentence_text_attaches_punctuation(lang):
     assert lang.sentence_text(words) == "When Mary, John."
 
 
+def test_render_spans_locate_every_word(lang):
+    from fixedid.data.synthetic import render, render_spans
+
+    assert render(["When", "Mary", ",", "John", "."]) == "When Mary, John."
+    labelled = list(lang.labelled_sentences(300, seed=4))
+    words = [w.word for s in labelled for w in s]
+    text, spans = render_spans(words)
+    assert text == " ".join(lang.sentence_text(s) for s in labelled)
+    assert " ".join(lang.documents(100, seed=4)).startswith(text)
+    assert len(spans) == len(words) and [text[a:b] for a, b in spans] == words
+    assert all(a < b <= c for (a, b), (c, _) in zip(spans, spans[1:]))
+
+
 # ----------------------------------------------------------------------------------------- tasks
 def diff_positions(a, b):
     wa, wb = a.split(), b.split()
@@ -263,7 +276,7 @@ def test_facts_pairs(lang):
 
 def test_induction_pairs(lang):
     for p in lang.task_pairs("induction", 100):
-        clean, corrupt = p.clean.split(), p.corrupt.split()
+        clean = p.clean.split()
         assert clean[:3] == ["The", "words", "are"] and clean.count("The") == 2
         second = clean.index("The", 1)
         span = [w.rstrip(".") for w in clean[3:second]]

@@ -11,7 +11,8 @@ import time
 import pytest
 import torch
 
-import fixedid.train as train_mod
+import fixedid.train.loop as train_mod
+from fixedid.train import main
 from fixedid import FixedIdLM, load_checkpoint
 from fixedid.errors import ConfigError
 from fixedid.train.config import TrainConfig
@@ -60,7 +61,7 @@ def cli(*args, env_extra=None, timeout=300):
 
 def run_inproc(args, capsys=None):
     with pytest.raises(SystemExit) as e:
-        train_mod.main(list(args))
+        main(list(args))
     return e.value.code
 
 
