@@ -42,7 +42,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -196,74 +196,23 @@ def build_shards(texts: Iterable[str], tokenizer, out_dir: str | os.PathLike, *,
     with the same tokenizer. A tokenizer with truncation or padding enabled is used (and hashed) without them.
     Returns the new manifest (all splits).
     """
-    if not isinstance(split, str) or not split or Path(split).name != split or split.startswith("."):
-        raise DataError(f"split name {split!r} must be a plain non-empty name such as 'train' or 'validation'")
-    for name, val, lo in (("shard_tokens", shard_tokens, 1), ("batch_docs", batch_docs, 1)):
-        if not isinstance(val, int) or val < lo:
-            raise DataError(f"{name} must be a positive integer, got {val!r}")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise DataError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+    _check_build_args(split, max_tokens, shard_tokens, batch_docs)
     check_vocab_fits(tokenizer, 16)
     eot = eot_id(tokenizer)
-    if tokenizer.truncation is not None or tokenizer.padding is not None:  # work on a copy without them
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_str(tokenizer.to_str())
-        tokenizer.no_truncation()
-        tokenizer.no_padding()
+    tokenizer = _without_truncation_or_padding(tokenizer)
     tok_sha = tokenizer_hash(tokenizer)  # of the tokenizer as used: without truncation/padding settings
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    old = load_manifest(out) if (out / MANIFEST).exists() else Manifest(FORMAT, {})
-    for name, info in old.splits.items():
-        if name != split and info.tokenizer_sha256 != tok_sha:
-            raise DataError(f"{str(out)!r} already holds split {name!r} made with another tokenizer "
-                            f"(sha256 {info.tokenizer_sha256[:12]}... vs {tok_sha[:12]}...); use another out_dir")
+    old = _other_splits_manifest(out, split, tok_sha)
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_tokens, unit="tok", unit_scale=True, desc=f"tokenizing {split}")
-    # encode_batch_fast (tokenizers >= 0.20) skips the character offsets: same ids, ~25% faster
-    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
     writer = _ShardWriter(out, split, shard_tokens)
-    n_tokens = n_docs = 0
     try:
-        it = iter(texts)
-        while max_tokens is None or n_tokens < max_tokens:
-            batch = []
-            for t in it:
-                if not isinstance(t, str):
-                    raise DataError(f"document {n_docs + len(batch)} is a {type(t).__name__}, not a string")
-                batch.append(t)
-                if len(batch) == batch_docs:
-                    break
-            if not batch:
-                break
-            encs = encode(batch, add_special_tokens=False)
-            lens = np.fromiter((len(e.ids) + 1 for e in encs), dtype=np.int64, count=len(encs))
-            ids = np.empty(int(lens.sum()), dtype=np.int64)
-            ends = np.cumsum(lens)
-            pos = 0
-            for e, end in zip(encs, ends):
-                ids[pos:end - 1] = e.ids
-                ids[end - 1] = eot
-                pos = end
-            if max_tokens is not None and n_tokens + ids.size > max_tokens:
-                keep = max_tokens - n_tokens
-                n_docs += int(np.searchsorted(ends, keep, side="left")) + 1  # docs touched, the last one cut
-                ids = ids[:keep]
-            else:
-                n_docs += len(batch)
-            if ids.size and (ids.min() < 0 or ids.max() >= 2 ** 16):
-                raise DataError(f"token id {int(ids.max())} does not fit in uint16 (ids must be < 65536); "
-                                "use a tokenizer with at most 65536 tokens")
-            writer.write(ids.astype(_DTYPE))
-            n_tokens += ids.size
-            if bar is not None:
-                bar.update(ids.size)
+        n_tokens, n_docs = _tokenize_into(writer, texts, tokenizer, eot, max_tokens, batch_docs, bar)
         if n_tokens == 0:
             raise DataError(f"source {source!r} (split {split!r}) produced no text; check the source and split")
         shards = writer.commit()
@@ -278,11 +227,104 @@ def build_shards(texts: Iterable[str], tokenizer, out_dir: str | os.PathLike, *,
                      eot_id=eot, dtype="uint16", n_tokens=n_tokens, n_docs=n_docs, shards=tuple(shards))
     manifest = Manifest(FORMAT, {**old.splits, split: info})
     write_text_atomic(out / MANIFEST, json.dumps(manifest.to_json(), indent=1) + "\n")
+    _remove_stale_shards(out, split, shards)
+    return manifest
+
+
+def _check_build_args(split, max_tokens, shard_tokens, batch_docs) -> None:
+    if not isinstance(split, str) or not split or Path(split).name != split or split.startswith("."):
+        raise DataError(f"split name {split!r} must be a plain non-empty name such as 'train' or 'validation'")
+    for name, val, lo in (("shard_tokens", shard_tokens, 1), ("batch_docs", batch_docs, 1)):
+        if not isinstance(val, int) or val < lo:
+            raise DataError(f"{name} must be a positive integer, got {val!r}")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise DataError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+
+
+def _without_truncation_or_padding(tokenizer):
+    """``tokenizer`` itself, or a copy without them if it truncates or pads (the original is left as it is)."""
+    if tokenizer.truncation is None and tokenizer.padding is None:
+        return tokenizer
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(tokenizer.to_str())
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def _other_splits_manifest(out: Path, split: str, tok_sha: str) -> Manifest:
+    """The manifest already in ``out`` (an empty one if none), checked: its splits other than ``split`` must have
+    been made with the tokenizer of hash ``tok_sha``."""
+    old = load_manifest(out) if (out / MANIFEST).exists() else Manifest(FORMAT, {})
+    for name, info in old.splits.items():
+        if name != split and info.tokenizer_sha256 != tok_sha:
+            raise DataError(f"{str(out)!r} already holds split {name!r} made with another tokenizer "
+                            f"(sha256 {info.tokenizer_sha256[:12]}... vs {tok_sha[:12]}...); use another out_dir")
+    return old
+
+
+def _tokenize_into(writer: _ShardWriter, texts: Iterable[str], tokenizer, eot: int, max_tokens: int | None,
+                   batch_docs: int, bar) -> tuple[int, int]:
+    """Encode ``texts`` a batch at a time and write the token stream (each document followed by ``eot``, cut at
+    ``max_tokens``) to ``writer``; return ``(n_tokens, n_docs)``, a cut last document counted."""
+    # encode_batch_fast (tokenizers >= 0.20) skips the character offsets: same ids, ~25% faster
+    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+    n_tokens = n_docs = 0
+    it = iter(texts)
+    while max_tokens is None or n_tokens < max_tokens:
+        batch = _next_batch(it, batch_docs, n_docs)
+        if not batch:
+            break
+        ids, ends = _encode_batch(encode, batch, eot)
+        if max_tokens is not None and n_tokens + ids.size > max_tokens:
+            keep = max_tokens - n_tokens
+            n_docs += int(np.searchsorted(ends, keep, side="left")) + 1  # docs touched, the last one cut
+            ids = ids[:keep]
+        else:
+            n_docs += len(batch)
+        if ids.size and (ids.min() < 0 or ids.max() >= 2 ** 16):
+            raise DataError(f"token id {int(ids.max())} does not fit in uint16 (ids must be < 65536); "
+                            "use a tokenizer with at most 65536 tokens")
+        writer.write(ids.astype(_DTYPE))
+        n_tokens += ids.size
+        if bar is not None:
+            bar.update(ids.size)
+    return n_tokens, n_docs
+
+
+def _next_batch(it: Iterator, batch_docs: int, n_docs: int) -> list[str]:
+    """Up to ``batch_docs`` next documents of ``it`` (``n_docs`` already read, for the error message)."""
+    batch = []
+    for t in it:
+        if not isinstance(t, str):
+            raise DataError(f"document {n_docs + len(batch)} is a {type(t).__name__}, not a string")
+        batch.append(t)
+        if len(batch) == batch_docs:
+            break
+    return batch
+
+
+def _encode_batch(encode, batch: list[str], eot: int) -> tuple[np.ndarray, np.ndarray]:
+    """The int64 ids of ``batch``, each document followed by ``eot``, and the end offset of each document."""
+    encs = encode(batch, add_special_tokens=False)
+    lens = np.fromiter((len(e.ids) + 1 for e in encs), dtype=np.int64, count=len(encs))
+    ids = np.empty(int(lens.sum()), dtype=np.int64)
+    ends = np.cumsum(lens)
+    pos = 0
+    for e, end in zip(encs, ends):
+        ids[pos:end - 1] = e.ids
+        ids[end - 1] = eot
+        pos = end
+    return ids, ends
+
+
+def _remove_stale_shards(out: Path, split: str, shards: list[ShardInfo]) -> None:
+    """Delete the shards of an older, longer build of ``split`` that the new manifest no longer lists."""
     keep = {s.file for s in shards}
-    for f in out.glob(f"{split}_*.bin"):  # shards of an older, longer build of this split
+    for f in out.glob(f"{split}_*.bin"):
         if f.name not in keep and f.name[len(split) + 1:-4].isdigit():
             f.unlink()
-    return manifest
 
 
 # ----------------------------------------------------------------------------------------------------------- reading

@@ -15,6 +15,7 @@ process batch of the same config.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import time
@@ -34,7 +35,7 @@ from ..model import FixedIdLM
 from .distributed import Dist, full_state, grad_sync, load_optimizer, setup_dist, wrap
 from .optim import deserialize_optimizer_state, lr_at, make_optimizer, serialize_optimizer_state
 from .prepare import PreparedData, prepare_data
-from .config import TrainConfig
+from .config import OptimConfig, TrainConfig
 
 PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
 
@@ -175,13 +176,28 @@ def evaluate(model, data: PreparedData, cfg: TrainConfig, ctx: int, micro: int, 
     return d.mean(sum(losses) / len(losses))
 
 
-def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData, d: Dist, *, resume: bool,
-                  quiet: bool) -> dict:
+@dataclasses.dataclass
+class _Variant:
+    """One variant set up for training: its model, optimizer, first step and micro-batching."""
+    raw: FixedIdLM  # the plain model (checkpoints, parameter counts, gradient clipping)
+    model: torch.nn.Module  # ``raw`` wrapped for DDP/FSDP and, with ``[train] compile``, compiled
+    opt: torch.optim.Optimizer
+    start: int  # the first step to train: 0, or the step of the checkpoint resumed from
+    micro: int  # rows per forward pass on each rank
+    accum: int  # gradient-accumulation micro-batches per step on each rank
+
+    @property
+    def ctx(self) -> int:
+        return self.raw.cfg.context
+
+
+def _setup_variant(cfg: TrainConfig, variant: str, vdir: Path, data: PreparedData, d: Dist, *,
+                   resume: bool) -> _Variant:
+    """Build the variant's model and optimizer on ``d``'s device; with ``resume`` and a checkpoint in ``vdir``,
+    restore them (and the RNG) and cut its metrics and timing logs back to the checkpoint's step."""
     t = cfg.train
     vocab = data.tokenizer.get_vocab_size(with_added_tokens=True)
     raw = FixedIdLM(cfg.model_config(variant, vocab))
-    ctx = raw.cfg.context
-    vdir = out / variant
     start, named_opt = 0, None
     if resume and (vdir / "meta.json").exists():
         start, named_opt = restore_state(raw, vdir)
@@ -203,71 +219,116 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
     if t.batch_size % (micro * d.world):
         raise ConfigError(f"batch_size {t.batch_size} is not a multiple of micro_batch_size {micro} x {d.world} "
                           "ranks; adjust one of them")
-    accum = t.batch_size // (micro * d.world)
-    tokens_per_step = t.batch_size * ctx
-    bar = tqdm(total=t.steps, initial=start, desc=f"{variant:>9}", unit="step", disable=quiet or not d.main,
+    return _Variant(raw, model, opt, start, micro, t.batch_size // (micro * d.world))
+
+
+def _train_step(v: _Variant, data: PreparedData, t: OptimConfig, step: int,
+                d: Dist) -> tuple[float, float, torch.Tensor]:
+    """One optimizer step at step ``step``'s learning rate, gradients accumulated over ``v.accum`` micro-batches;
+    returns ``(lr, sum of the micro-batch losses, gradient norm before clipping)``."""
+    lr = lr_at(step, t)
+    for g in v.opt.param_groups:
+        g["lr"] = lr
+    loss_sum = 0.0
+    for m in range(v.accum):
+        x, y = batch_at(data.train, step, v.micro, v.ctx, seed=t.seed, rank=d.rank * v.accum + m,
+                        world_size=d.world * v.accum)
+        with grad_sync(v.model, d, enabled=m == v.accum - 1):
+            with autocast_ctx(t.dtype, d.device):
+                loss = v.model(x.to(d.device), return_type="loss", targets=y.to(d.device))
+            (loss / v.accum).backward()
+        loss_sum += loss.detach().item()
+    grad_norm = torch.nn.utils.clip_grad_norm_(v.raw.parameters(), t.grad_clip if t.grad_clip > 0 else math.inf)
+    v.opt.step()
+    v.opt.zero_grad(set_to_none=True)
+    return lr, loss_sum, grad_norm
+
+
+class _StepLog:
+    """A variant's ``metrics.jsonl`` (a pure function of the config and the machine's math) and ``timing.jsonl``
+    (wall-clock throughput, which varies run to run), appended to by the main rank only; and the throughput
+    since the last logged step."""
+
+    def __init__(self, vdir: Path, main: bool, tokens_per_step: int):
+        self.vdir, self.tokens_per_step = vdir, tokens_per_step
+        self.metrics = (vdir / "metrics.jsonl") if main else None
+        self.timing = (vdir / "timing.jsonl") if main else None
+        self.t_log, self.steps = time.perf_counter(), 0
+
+    def step_done(self) -> None:
+        self.steps += 1
+
+    def train(self, done: int, loss: float, lr: float, grad_norm) -> float:
+        """Log the training record of step ``done``; return the tokens per second since the last one."""
+        now = time.perf_counter()
+        tok_s = self.tokens_per_step * self.steps / (now - self.t_log)
+        self.t_log, self.steps = now, 0
+        if self.metrics:
+            self.vdir.mkdir(parents=True, exist_ok=True)
+            with open(self.metrics, "a") as f:
+                f.write(json.dumps({"step": done, "loss": loss, "lr": lr, "grad_norm": float(grad_norm),
+                                    "tokens": done * self.tokens_per_step}) + "\n")
+            with open(self.timing, "a") as f:
+                f.write(json.dumps({"step": done, "tok_per_s": tok_s}) + "\n")
+        return tok_s
+
+    def val(self, done: int, val_loss: float) -> None:
+        if self.metrics:
+            with open(self.metrics, "a") as f:
+                f.write(json.dumps({"step": done, "val_loss": val_loss}) + "\n")
+
+
+def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData, d: Dist, *, resume: bool,
+                  quiet: bool) -> dict:
+    """Train (or, with ``resume``, continue) one variant into ``out/<variant>``: log, evaluate and checkpoint on
+    ``[train]``'s schedule; return its summary (see :func:`_summary`)."""
+    t = cfg.train
+    vdir = out / variant
+    v = _setup_variant(cfg, variant, vdir, data, d, resume=resume)
+    tokens_per_step = t.batch_size * v.ctx
+    bar = tqdm(total=t.steps, initial=v.start, desc=f"{variant:>9}", unit="step", disable=quiet or not d.main,
                dynamic_ncols=True, leave=True)
-    metrics = (vdir / "metrics.jsonl") if d.main else None  # a pure function of the config and the machine's math
-    timing = (vdir / "timing.jsonl") if d.main else None  # wall-clock throughput, which varies run to run
+    log = _StepLog(vdir, d.main, tokens_per_step)
     last = {"loss": float("nan"), "val_loss": float("nan")}
-    t_run, t_log, steps_log = time.perf_counter(), time.perf_counter(), 0
-    model.train()
-    for step in range(start, t.steps):
-        lr = lr_at(step, t)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        loss_sum = 0.0
-        for m in range(accum):
-            x, y = batch_at(data.train, step, micro, ctx, seed=t.seed, rank=d.rank * accum + m,
-                            world_size=d.world * accum)
-            with grad_sync(model, d, enabled=m == accum - 1):
-                with autocast_ctx(t.dtype, d.device):
-                    loss = model(x.to(d.device), return_type="loss", targets=y.to(d.device))
-                (loss / accum).backward()
-            loss_sum += loss.detach().item()
-        grad_norm = torch.nn.utils.clip_grad_norm_(raw.parameters(), t.grad_clip if t.grad_clip > 0 else math.inf)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        done, steps_log = step + 1, steps_log + 1
+    t_run = time.perf_counter()
+    v.model.train()
+    for step in range(v.start, t.steps):
+        lr, loss_sum, grad_norm = _train_step(v, data, t, step, d)
+        done = step + 1
+        log.step_done()
         bar.update(1)
         final = done == t.steps
         if done % t.log_every == 0 or final:
-            loss_val = d.mean(loss_sum / accum)
-            now = time.perf_counter()
-            tok_s = tokens_per_step * steps_log / (now - t_log)
-            t_log, steps_log = now, 0
-            last["loss"] = loss_val
-            bar.set_postfix(loss=f"{loss_val:.3f}", tok_s=f"{tok_s:,.0f}")
-            if metrics:
-                vdir.mkdir(parents=True, exist_ok=True)
-                with open(metrics, "a") as f:
-                    f.write(json.dumps({"step": done, "loss": loss_val, "lr": lr, "grad_norm": float(grad_norm),
-                                        "tokens": done * tokens_per_step}) + "\n")
-                with open(timing, "a") as f:
-                    f.write(json.dumps({"step": done, "tok_per_s": tok_s}) + "\n")
+            last["loss"] = d.mean(loss_sum / v.accum)
+            tok_s = log.train(done, last["loss"], lr, grad_norm)
+            bar.set_postfix(loss=f"{last['loss']:.3f}", tok_s=f"{tok_s:,.0f}")
         if done % t.eval_every == 0 or final or done in t.keep:
-            last["val_loss"] = evaluate(model, data, cfg, ctx, micro, d)
-            if metrics:
-                with open(metrics, "a") as f:
-                    f.write(json.dumps({"step": done, "val_loss": last["val_loss"]}) + "\n")
+            last["val_loss"] = evaluate(v.model, data, cfg, v.ctx, v.micro, d)
+            log.val(done, last["val_loss"])
         resume_point, kept = done % t.save_every == 0 or final, done in t.keep
         if resume_point or kept:
-            save_state(raw, opt, vdir, data, cfg, done, d, {"val_loss": last["val_loss"], "loss": last["loss"]},
+            save_state(v.raw, v.opt, vdir, data, cfg, done, d, {"val_loss": last["val_loss"], "loss": last["loss"]},
                        resume=resume_point, keep=kept)
     bar.close()
-    elapsed = time.perf_counter() - t_run
-    trained = t.steps - start
+    return _summary(variant, v, cfg, data, d, last, time.perf_counter() - t_run)
+
+
+def _summary(variant: str, v: _Variant, cfg: TrainConfig, data: PreparedData, d: Dist, last: dict,
+             elapsed: float) -> dict:
+    """The summary of a trained variant: the last losses, throughput over the steps trained in this call and,
+    on a known CUDA device, the model FLOPs utilisation."""
+    t = cfg.train
+    trained = t.steps - v.start
     summary = {"variant": variant, "steps": t.steps, "trained_steps": trained, "loss": last["loss"],
                "val_loss": last["val_loss"], "unigram_loss": data.unigram_loss,
-               "tok_per_s": trained * tokens_per_step / elapsed if trained else float("nan"),
-               "params": raw.param_counts()["trainable"]}
+               "tok_per_s": trained * t.batch_size * v.ctx / elapsed if trained else float("nan"),
+               "params": v.raw.param_counts()["trainable"]}
     if d.device.type == "cuda" and trained:
         name = torch.cuda.get_device_name(d.device)
-        peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+        peak = next((val for k, val in PEAK_BF16_FLOPS.items() if k in name), None)
         if peak:
-            summary["mfu"] = summary["tok_per_s"] * flops_per_token(raw) / (peak * d.world)
+            summary["mfu"] = summary["tok_per_s"] * flops_per_token(v.raw) / (peak * d.world)
     return summary
-
 
 
 def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, resume: bool = False,
