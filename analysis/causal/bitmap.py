@@ -33,8 +33,7 @@ from tqdm.auto import tqdm
 
 from analysis import engine
 from analysis.errors import AnalysisError, AnalysisWarning
-from analysis.engine.effects import nonempty
-from analysis.engine.effects import position as _pos
+from analysis.engine.effects import nonempty, position as _pos
 from analysis.causal.interventions import _bit_mask, _bit_values
 from analysis.pairs import PairBatch
 from analysis.causal.patching import MIN_GAP

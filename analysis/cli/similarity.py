@@ -29,10 +29,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     import pandas as pd
 
-    from analysis.figures.style import save_figure
+    from analysis.figures.style import save_figure, short_hook
     from analysis.outputs import write_csv
     from analysis.figures.similarity import cka_figure
-    from analysis.figures.style import short_hook
     from analysis.loading import load
     from analysis.readouts.similarity import cka_matrix, random_init_twin
 

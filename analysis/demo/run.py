@@ -33,12 +33,11 @@ from analysis.demo.bitflip import TOKENS, bitflip_reading, bitflip_tables
 from analysis.demo.probes import probe_reading, probe_tables
 from analysis.demo.recoding import recoding_reading, recoding_table
 from analysis.figures.recoding import recoding_plot
-from analysis.figures.style import save_figure
+from analysis.figures.style import save_figure, variant_colours
 from analysis.figures.patching import side_by_side
 from analysis.outputs import write_csv
 from analysis.figures.interventions import bit_layer_figure, effect_plot
 from analysis.figures.probes import probe_figure
-from analysis.figures.style import variant_colours
 from analysis.causal.flow import information_flow
 from analysis.loading import load
 from analysis.causal.patching import MIN_GAP, activation_patching

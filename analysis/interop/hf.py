@@ -177,6 +177,11 @@ def _read_state(path: Path) -> dict:
     return state
 
 
+def _rope(conf: dict) -> dict:
+    """The RoPE settings of a Llama config: transformers 5's ``rope_parameters``, else the flat ``rope_theta``."""
+    return conf.get("rope_parameters") or {"rope_theta": conf.get("rope_theta", 10000.0)}
+
+
 def _hf_config(path: Path) -> dict:
     """``config.json`` of a Llama directory, refused in one line unless it maps onto fixedid's layout."""
     if not is_hf_dir(path):
@@ -192,7 +197,7 @@ def _hf_config(path: Path) -> dict:
                             "fixedid's attention and SwiGLU")
     if conf.get("attention_bias", False) != conf.get("mlp_bias", False):
         raise AnalysisError(f"{path}: attention_bias and mlp_bias differ; fixedid has one bias switch for both")
-    rope = conf.get("rope_parameters") or {"rope_theta": conf.get("rope_theta", 10000.0)}
+    rope = _rope(conf)
     if rope.get("rope_type", "default") != "default":
         raise AnalysisError(f"{path}: rope_type {rope.get('rope_type')!r} is not plain RoPE")
     return conf
@@ -201,7 +206,7 @@ def _hf_config(path: Path) -> dict:
 def _model_config(path: Path, conf: dict) -> ModelConfig:
     """The recorded fixedid config (checked against the Llama shape), or a learned-interface config of that shape."""
     heads = conf["num_attention_heads"]
-    rope = conf.get("rope_parameters") or {"rope_theta": conf.get("rope_theta", 10000.0)}
+    rope = _rope(conf)
     shape = dict(vocab_size=conf["vocab_size"], d_model=conf["hidden_size"], n_layers=conf["num_hidden_layers"],
                  n_heads=heads, n_kv_heads=conf.get("num_key_value_heads", heads), d_ff=conf["intermediate_size"],
                  context=conf["max_position_embeddings"], norm_eps=conf["rms_norm_eps"],

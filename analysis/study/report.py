@@ -38,6 +38,8 @@ def variant_order(variants) -> list[str]:
 
 def _clip(metric: str, lo, hi):
     return (max(lo, 0.0), min(hi, 1.0)) if metric in BOUNDED and np.isfinite(lo) else (lo, hi)
+
+
 MEASUREMENT_COLUMNS = ["analysis", "metric", "key", "variant", "seed", "step", "value"]
 
 
@@ -129,8 +131,7 @@ def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, t
     """Lines over hook points (keys ``group@hook``, one panel per group): mean and 95% band per variant, per-seed
     dots, and the mean of ``control`` dashed."""
     from analysis.figures.probes import GROUP_LABELS
-    from analysis.figures.style import short_hook
-    from analysis.figures.style import subplots, variant_colours
+    from analysis.figures.style import short_hook, subplots, variant_colours
 
     d = df[(df.analysis == analysis) & (df.step == df[df.analysis == analysis].step.max())]
     if d.empty:
