@@ -102,3 +102,20 @@ def test_command_lines(exported, tmp_path, capsys):
         main(["export-hf", "--ckpt", str(model.ckpt_dir), "--out", str(tmp_path / "hf")])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "not empty" in err and "\n" not in err
+
+
+def test_export_takes_what_a_user_holds(tmp_path):
+    # a FixedIdLM straight from fixedid (no .device, no tokenizer), a checkpoint directory, and nothing else
+    from fixedid import FixedIdLM, ModelConfig, save_checkpoint
+
+    raw = FixedIdLM(ModelConfig.preset("tiny", interface="gf2", vocab_size=300, d_model=64, n_layers=1, n_heads=4,
+                                       d_ff=64, context=16, init_std=0.2)).eval()
+    x = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = raw(x)
+        assert torch.allclose(import_hf(export_hf(raw, tmp_path / "from_model"))(x), want, atol=1e-5)
+        save_checkpoint(raw, tmp_path / "ckpt")
+        assert torch.allclose(import_hf(export_hf(tmp_path / "ckpt", tmp_path / "from_dir"))(x), want, atol=1e-5)
+    with pytest.raises(AnalysisError, match="needs a fixedid model or a checkpoint directory"):
+        export_hf(42, tmp_path / "nothing")
+    assert not (tmp_path / "nothing").exists()
