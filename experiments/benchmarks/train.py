@@ -25,7 +25,8 @@ from fixedid import FixedIdLM
 from fixedid.data import batch_at
 from fixedid.train.optim import make_optimizer
 from fixedid.train.prepare import prepare_data
-from fixedid.train import Dist, autocast_ctx, train_variant
+from fixedid.train.distributed import Dist
+from fixedid.train.loop import autocast_ctx, train_variant
 from fixedid.train.config import TrainConfig
 
 
