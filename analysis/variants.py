@@ -53,9 +53,11 @@ def cache_root(arg: str | None) -> Path:
 
 def ensure_variants(config: str | TrainConfig, cache: Path, *, quiet: bool = False) -> Path:
     """The three trained variants of ``config`` (a TrainConfig, a TOML path or a packaged config name) in
-    ``cache/demo-<fingerprint>``: reused when complete, resumed when a training was interrupted, else trained."""
+    ``cache/demo-<key>`` (:meth:`~fixedid.train.TrainConfig.trained_key`: everything that changes what is trained,
+    ``steps`` and the kept snapshots included): reused when complete, resumed when a training was interrupted, else
+    trained."""
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.load(config)
-    run_dir = cache / f"demo-{cfg.fingerprint()[:12]}"
+    run_dir = cache / f"demo-{cfg.trained_key()[:12]}"
     if train.run_complete(run_dir, cfg, VARIANTS):
         if not quiet:
             print(f"using the cached variants in {run_dir}")

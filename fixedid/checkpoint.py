@@ -9,8 +9,14 @@ Layout of ``path/``::
     meta.json          {"format": "fixedid-checkpoint/1", "code_table_sha256", "files": {name: sha256},
                         "versions": {...}, "param_counts": {...}, plus whatever the caller adds (step, ...)}
 
-Saving builds the directory under a temporary name beside ``path`` and renames it into place; files in an existing
-``path`` that the old checkpoint did not record (a trainer's ``metrics.jsonl``, say) are carried over. Every file of
+Saving builds the directory under a temporary name beside ``path``. Over an existing ``path``, the entries the old
+checkpoint did not record (a trainer's ``metrics.jsonl``, its kept snapshots in ``steps/``) are first hard-linked
+into the new directory (copied where links are impossible), then the two directories are exchanged in one atomic
+step (Linux ``renameat2(RENAME_EXCHANGE)``, macOS ``renamex_np(RENAME_SWAP)``) and the old one is removed: a kill
+at any instant leaves ``path`` a complete checkpoint, old or new, with its metrics and snapshots inside. Where no
+atomic exchange exists, the old directory is renamed aside and the new one into place, and a kill between the two
+renames leaves ``path`` missing with both copies beside it under hidden names (the trainer's ``--resume`` refuses
+to go on and names them). Every file of
 a checkpoint, extra files included, is hashed in ``meta.json`` and verified on load. Loading refuses, with
 :class:`~fixedid.errors.CheckpointError`, anything missing, truncated, corrupted (sha256), of another shape or
 dtype, of an unknown format or config field, or whose recomputed code table differs from the recorded hash.
@@ -19,10 +25,13 @@ Nothing is ever unpickled.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import json
 import os
 import shutil
+import sys
 import uuid
 from pathlib import Path
 
@@ -95,6 +104,9 @@ def save_checkpoint(model: FixedIdLM, path, tokenizer=None, *, extra_files: dict
         raise CheckpointError(f"metadata keys {sorted(reserved)} are reserved by the checkpoint format")
     extra = _json_safe(meta)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if (path / "meta.json").is_file():  # what a save killed after its exchange left beside a complete checkpoint
+        for stale in path.parent.glob(f".{path.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = temp_name(path)
     tmp.mkdir()
     try:
@@ -117,24 +129,79 @@ def save_checkpoint(model: FixedIdLM, path, tokenizer=None, *, extra_files: dict
     return path
 
 
+#: Called with the name of each step of a save (``"written"``, ``"carried"``, ``"swapped"``, ``"moved-aside"``,
+#: ``"done"``): the tests' fault injection, which kills the process there. None otherwise.
+_fault_hook = None
+
+
+def _step(name: str) -> None:
+    if _fault_hook is not None:
+        _fault_hook(name)
+
+
 def _swap_into_place(tmp: Path, path: Path) -> None:
+    _step("written")
     if not path.exists():
         os.rename(tmp, path)
         fsync_dir(path.parent)
+        _step("done")
         return
     try:
         recorded = set(json.loads((path / "meta.json").read_text()).get("files", {}))
     except (OSError, ValueError, AttributeError):
         recorded = set()
     recorded |= set(CHECKPOINT_FILES)
-    old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
-    os.rename(path, old)
-    os.rename(tmp, path)
-    fsync_dir(path.parent)
-    for entry in old.iterdir():
+    for entry in sorted(path.iterdir()):
         if entry.name not in recorded:
-            os.rename(entry, path / entry.name)
-    shutil.rmtree(old, ignore_errors=True)
+            _link_tree(entry, tmp / entry.name)
+    fsync_dir(tmp)
+    _step("carried")
+    if exchange_paths(tmp, path):  # tmp now holds the old checkpoint
+        fsync_dir(path.parent)
+        _step("swapped")
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(path, old)
+        _step("moved-aside")
+        os.rename(tmp, path)
+        fsync_dir(path.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    _step("done")
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """``dst`` as a copy of ``src`` whose files are hard links to ``src``'s (copies where the file system refuses)."""
+    if src.is_dir() and not src.is_symlink():
+        dst.mkdir()
+        for entry in src.iterdir():
+            _link_tree(entry, dst / entry.name)
+        return
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def exchange_paths(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one atomic step; False where this system or file system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover - no C library to call (Windows)
+        return False
+    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
+        at_fdcwd, rename_exchange = -100, 2
+        rc = libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):  # pragma: no cover - not run on Linux CI
+        rc = libc.renamex_np(os.fsencode(a), os.fsencode(b), 2)  # RENAME_SWAP
+    else:  # pragma: no cover
+        return False
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False  # the kernel or the file system has no exchange
+    raise OSError(err, os.strerror(err), str(b))
 
 
 def _read_json(path: Path, what: str) -> dict:

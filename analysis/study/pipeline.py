@@ -101,7 +101,7 @@ def checkpoints_of(variant_dir: Path, cfg: TrainConfig) -> dict[int, Path]:
     """``{step: checkpoint dir}``: the kept snapshots and the final checkpoint."""
     from fixedid import train
 
-    out = {k: train.kept_dir(variant_dir, k) for k in cfg.train.keep if k < cfg.train.steps}
+    out = {k: train.kept_dir(variant_dir, k) for k in cfg.train.snapshot_steps}
     out[cfg.train.steps] = variant_dir
     return dict(sorted(out.items()))
 
@@ -377,7 +377,7 @@ def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=BASE_VARIANTS, qui
     df = collect_measurements(out)
     df = df[df.seed.isin(seeds)]
     return write_results(df, out, meta={"seeds": seeds, "gf2_seeds": gf2_seeds, "steps": cfg.train.steps,
-                                        "keep": [k for k in cfg.train.keep if k < cfg.train.steps]})
+                                        "keep": cfg.train.snapshot_steps})
 
 
 def main(argv=None) -> None:

@@ -36,7 +36,7 @@ def main() -> None:
     p.add_argument("--csv", help="also write the per-pair scores here")
     args = p.parse_args()
     base = TrainConfig.load(args.config)
-    margin = [k for k in base.train.keep if k < base.train.steps]
+    margin = base.train.snapshot_steps
     steps = sorted(set(margin[-1:] + [base.train.steps]))
     frames, timing = [], {}
     for seed in (int(s) for s in args.seeds.split(",")):

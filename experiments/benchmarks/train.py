@@ -63,8 +63,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     base = TrainConfig.load(args.config)
     n = args.steps
-    cfg = base.replace_train(steps=n, save_every=n, eval_every=n, log_every=10, warmup_steps=min(
-        base.train.warmup_steps, n - 1))
+    cfg = base.replace_train(steps=n, save_every=n, eval_every=n, log_every=10, keep=[])
     with tempfile.TemporaryDirectory() as work:
         data = prepare_data(cfg.data, Path(work) / "data", n_bits=cfg.model_config("canonical", 2).n_bits)
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.config}: {n} steps x "

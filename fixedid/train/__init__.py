@@ -2,7 +2,7 @@
 torchrun (:mod:`.distributed`), the loop (:mod:`.loop`) and the ``fixedid-train`` command (:mod:`.cli`)."""
 
 from .config import DataConfig, OptimConfig, TrainConfig
-from .loop import kept_dir, run_complete, train
+from .loop import check_resumable, kept_dir, run_complete, train
 from .cli import main
 
-__all__ = ["TrainConfig", "DataConfig", "OptimConfig", "train", "kept_dir", "run_complete", "main"]
+__all__ = ["TrainConfig", "DataConfig", "OptimConfig", "train", "check_resumable", "kept_dir", "run_complete", "main"]

@@ -77,6 +77,9 @@ def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
     tokens = t.steps * t.batch_size * m.cfg.context
     print(f"token budget: {t.steps:,} steps x {t.batch_size} sequences x {m.cfg.context} tokens = {tokens:,} "
           f"tokens per variant ({tokens / c['trainable']:.2f} tokens per trainable parameter of {v})")
+    constant = f", constant to step {t.decay_begin:,}" if t.decay_start else ""
+    print(f"schedule: warm-up {t.warmup:,} steps{constant}, cosine to {t.lr * t.min_lr_ratio:g} at step "
+          f"{t.decay_end:,}; snapshots at {t.snapshot_steps or 'none'}")
 
 
 def run(args) -> int:

@@ -62,17 +62,22 @@ class OptimConfig:
     table; gradients clipped to ``grad_clip`` (0: off). ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto``
     (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and, unless ``[model]``
     sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``: ``ddp`` or ``fsdp``
-    (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in ``<variant>/steps/<step>``
-    (model and tokenizer, no optimizer state), for analyses across training."""
+    (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in ``<variant>/steps/<step:07d>``
+    (model and tokenizer, no optimizer state), for analyses across training.
+
+    The schedule's points (``warmup_steps``, ``decay_start``, ``decay_steps`` and each ``keep`` entry) are an
+    integer (a step) or a float in [0, 1] (that fraction of ``steps``, rounded; the packaged configs use fractions,
+    so ``--steps`` shortens a run and keeps its shape): :meth:`step_of` resolves one, :attr:`kept_steps` the
+    snapshots. A point past ``steps`` is refused."""
 
     steps: int = 1000
     batch_size: int = 32
     micro_batch_size: int = 0
     lr: float = 3e-3
     min_lr_ratio: float = 0.1
-    warmup_steps: int = 50
-    decay_steps: int = 0
-    decay_start: int = 0
+    warmup_steps: int | float = 50
+    decay_steps: int | float = 0
+    decay_start: int | float = 0
     weight_decay: float = 0.1
     embed_weight_decay: float | None = None
     beta1: float = 0.9
@@ -87,6 +92,33 @@ class OptimConfig:
     save_every: int = 500
     log_every: int = 10
     keep: list = field(default_factory=list)
+
+    def step_of(self, point: int | float) -> int:
+        """A schedule point as a step: an integer is a step, a float in [0, 1] that fraction of ``steps``."""
+        return round(point * self.steps) if isinstance(point, float) else point
+
+    @property
+    def warmup(self) -> int:
+        return self.step_of(self.warmup_steps)
+
+    @property
+    def decay_begin(self) -> int:
+        """The step the cosine decay starts from (after warm-up; 0 when ``decay_start`` is 0)."""
+        return self.step_of(self.decay_start)
+
+    @property
+    def decay_end(self) -> int:
+        return self.step_of(self.decay_steps) or self.steps
+
+    @property
+    def kept_steps(self) -> list[int]:
+        """The steps ``keep`` asks snapshots of, resolved and sorted (a fraction is at least step 1)."""
+        return sorted({max(1, self.step_of(k)) for k in self.keep})
+
+    @property
+    def snapshot_steps(self) -> list[int]:
+        """The kept steps before the last one (the last step is the final checkpoint itself)."""
+        return [k for k in self.kept_steps if k < self.steps]
 
 
 @dataclass
@@ -119,21 +151,27 @@ class TrainConfig:
             v = getattr(t, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"[train] {k} must be a positive integer, got {v!r}")
-        for k in ("micro_batch_size", "warmup_steps", "decay_steps", "decay_start", "seed"):
+        for k in ("micro_batch_size", "seed"):
             v = getattr(t, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"[train] {k} must be a non-negative integer, got {v!r}")
-        if t.decay_start and t.decay_start >= (t.decay_steps or t.steps):
-            raise ConfigError(f"[train] decay_start {t.decay_start} must come before the end of the decay "
-                              f"({t.decay_steps or t.steps}); lower it or set decay_start = 0")
-        if not isinstance(t.keep, list) or any(not isinstance(k, int) or isinstance(k, bool) or k < 1
-                                                for k in t.keep):
-            raise ConfigError(f"[train] keep must be a list of positive step numbers, got {t.keep!r}")
+        for k in ("warmup_steps", "decay_steps", "decay_start"):
+            _check_point(f"[train] {k}", getattr(t, k), t.steps)
+        if t.decay_start and t.decay_begin >= t.decay_end:
+            raise ConfigError(f"[train] decay_start {t.decay_start} (step {t.decay_begin}) must come before the end "
+                              f"of the decay (step {t.decay_end}); lower it or set decay_start = 0")
+        if not isinstance(t.keep, list):
+            raise ConfigError(f"[train] keep must be a list of steps or fractions of steps, got {t.keep!r}")
+        for k in t.keep:
+            _check_point("[train] keep entry", k, t.steps)
+        _check_types(t)
         if t.embed_weight_decay is not None and (not isinstance(t.embed_weight_decay, (int, float))
                                                  or t.embed_weight_decay < 0):
             raise ConfigError(f"[train] embed_weight_decay must be >= 0, got {t.embed_weight_decay!r}")
         if not t.lr > 0 or not 0 <= t.min_lr_ratio <= 1 or t.weight_decay < 0 or t.grad_clip < 0:
             raise ConfigError("[train] needs lr > 0, 0 <= min_lr_ratio <= 1, weight_decay >= 0 and grad_clip >= 0")
+        if not (0 <= t.beta1 < 1 and 0 <= t.beta2 < 1):
+            raise ConfigError(f"[train] beta1 and beta2 must be in [0, 1), got {t.beta1!r} and {t.beta2!r}")
         if t.dtype not in DTYPES:
             raise ConfigError(f"[train] dtype {t.dtype!r} is not one of {DTYPES}")
         if t.parallel not in PARALLEL:
@@ -177,6 +215,17 @@ class TrainConfig:
     def fingerprint(self) -> str:
         d = self.to_dict()
         for k in SCHEDULE_ONLY:
+            d["train"].pop(k)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+    def trained_key(self) -> str:
+        """sha256 of everything that changes what a run trains and keeps: the fingerprint's keys with the schedule's
+        points resolved to steps, plus ``steps`` and the kept snapshots (a cache of trained runs is keyed on it)."""
+        d = self.to_dict()
+        t = self.train
+        d["train"].update(warmup_steps=t.warmup, decay_start=t.decay_begin, decay_steps=t.decay_end,
+                          keep=t.kept_steps)
+        for k in ("save_every", "eval_every", "log_every", "compile"):
             d["train"].pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
@@ -234,6 +283,31 @@ def packaged_configs() -> list[str]:
     """Names of the training configs shipped inside the package (``experiments/configs/`` links to them)."""
     return sorted(p.name.removesuffix(".toml") for p in resources.files("fixedid").joinpath("configs").iterdir()
                   if p.name.endswith(".toml"))
+
+
+def _check_point(what: str, v, steps: int) -> None:
+    """A schedule point: an integer step in [0, steps] or a float fraction in [0, 1]."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ConfigError(f"{what} must be a step (an integer) or a fraction of steps (a float in [0, 1]), got {v!r}")
+    if isinstance(v, float) and not 0 <= v <= 1:
+        raise ConfigError(f"{what} {v!r} is a float, so a fraction of steps, and must be in [0, 1]; write an integer "
+                          "for a step")
+    if isinstance(v, int) and not 0 <= v <= steps:
+        raise ConfigError(f"{what} {v} is not a step of this run (0 to steps = {steps}); lower it or give a fraction "
+                          "of steps (a float in [0, 1]) so it follows --steps")
+
+
+def _check_types(t: OptimConfig) -> None:
+    """Every float key is a real number, every flag a boolean (TOML's ``lr = "3e-3"`` is a string)."""
+    for k in ("lr", "min_lr_ratio", "weight_decay", "beta1", "beta2", "grad_clip"):
+        v = getattr(t, k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(f"[train] {k} must be a number, got {v!r}")
+    if not isinstance(t.compile, bool):
+        raise ConfigError(f"[train] compile must be true or false, got {t.compile!r}")
+    for k in ("dtype", "parallel"):
+        if not isinstance(getattr(t, k), str):
+            raise ConfigError(f"[train] {k} must be a string, got {getattr(t, k)!r}")
 
 
 def _table(cls, d, name):

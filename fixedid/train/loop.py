@@ -75,6 +75,40 @@ def check_out_dir(out: Path, cfg: TrainConfig, resume: bool) -> None:
         raise ConfigError(f"{out} is not empty and holds no fixedid run; choose another --out")
 
 
+def check_resumable(out: Path, cfg: TrainConfig, variants) -> None:
+    """Refuse to resume a variant whose checkpoint is gone though the run had one: a save stopped between its two
+    renames (where no atomic exchange exists) leaves it under a hidden name beside the variant, and a metrics log
+    past a save point means a checkpoint was written. Without this, ``--resume`` would retrain from step 0."""
+    first_save = min(cfg.train.save_every, cfg.train.steps)
+    for v in variants:
+        vdir = out / v
+        if (vdir / "meta.json").exists():
+            continue
+        aside = sorted(p for p in out.glob(f".{v}.*-*") if (p / "meta.json").exists())
+        if aside:
+            steps = {p: json.loads((p / "meta.json").read_text()).get("step", -1) for p in aside}
+            best = max(aside, key=steps.get)
+            raise CheckpointError(f"{vdir} is missing: a save stopped half-way; its newest checkpoint (step "
+                                  f"{steps[best]}) is {best}: rename it to {vdir} and resume")
+        logged = _last_step(vdir / "metrics.jsonl")
+        if logged >= first_save:
+            raise CheckpointError(f"{vdir} has no checkpoint, but its metrics.jsonl reaches step {logged} (past the "
+                                  f"save at step {first_save}): the checkpoint was lost; restore it, or move "
+                                  f"{vdir} away to retrain the variant from step 0")
+
+
+def _last_step(path: Path) -> int:
+    if not path.exists():
+        return 0
+    last = 0
+    for line in path.read_text().splitlines():
+        try:
+            last = max(last, int(json.loads(line).get("step", 0)))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return last
+
+
 def truncate_metrics(path: Path, step: int) -> None:
     """Keep the metrics lines up to ``step`` (and drop a line torn by a kill) before a resumed run appends."""
     if not path.exists():
@@ -97,7 +131,7 @@ def truncate_metrics(path: Path, step: int) -> None:
 def save_state(raw: FixedIdLM, opt, vdir: Path, data: PreparedData, cfg: TrainConfig, step: int, d: Dist,
                extra_meta: dict, *, resume: bool = True, keep: bool = False) -> None:
     """Checkpoint the model (collective under FSDP; rank 0 writes): with ``resume``, into ``vdir`` with its
-    optimizer, RNG and step; with ``keep``, also as a model-only snapshot in ``vdir/steps/<step>``."""
+    optimizer, RNG and step; with ``keep``, also as a model-only snapshot in ``vdir/steps/<step:07d>``."""
     state_dict, named_opt = full_state(raw, opt, d)
     if d.main:
         model = raw
@@ -122,7 +156,7 @@ def save_state(raw: FixedIdLM, opt, vdir: Path, data: PreparedData, cfg: TrainCo
 
 
 def kept_dir(vdir: Path, step: int) -> Path:
-    """Where the model-only snapshot of step ``step`` (``[train] keep``) lives: ``<variant>/steps/<step>``."""
+    """Where the model-only snapshot of step ``step`` (``[train] keep``) lives: ``<variant>/steps/<step:07d>`` (``steps/0000750``)."""
     return Path(vdir) / "steps" / f"{step:07d}"
 
 
@@ -136,7 +170,7 @@ def run_complete(run_dir, cfg: TrainConfig, variants) -> bool:
                 return False
         except (OSError, ValueError):
             return False
-        if not all((kept_dir(run_dir / v, k) / "meta.json").exists() for k in cfg.train.keep if k < cfg.train.steps):
+        if not all((kept_dir(run_dir / v, k) / "meta.json").exists() for k in cfg.train.snapshot_steps):
             return False
     return True
 
@@ -291,6 +325,7 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
     log = _StepLog(vdir, d.main, tokens_per_step)
     last = {"loss": float("nan"), "val_loss": float("nan")}
     t_run = time.perf_counter()
+    kept = set(t.kept_steps)
     v.model.train()
     for step in range(v.start, t.steps):
         lr, loss_sum, grad_norm = _train_step(v, data, t, step, d)
@@ -302,13 +337,13 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
             last["loss"] = d.mean(loss_sum / v.accum)
             tok_s = log.train(done, last["loss"], lr, grad_norm)
             bar.set_postfix(loss=f"{last['loss']:.3f}", tok_s=f"{tok_s:,.0f}")
-        if done % t.eval_every == 0 or final or done in t.keep:
+        if done % t.eval_every == 0 or final or done in kept:
             last["val_loss"] = evaluate(v.model, data, cfg, v.ctx, v.micro, d)
             log.val(done, last["val_loss"])
-        resume_point, kept = done % t.save_every == 0 or final, done in t.keep
-        if resume_point or kept:
+        resume_point, snapshot = done % t.save_every == 0 or final, done in kept
+        if resume_point or snapshot:
             save_state(v.raw, v.opt, vdir, data, cfg, done, d, {"val_loss": last["val_loss"], "loss": last["loss"]},
-                       resume=resume_point, keep=kept)
+                       resume=resume_point, keep=snapshot)
     bar.close()
     return _summary(variant, v, cfg, data, d, last, time.perf_counter() - t_run)
 
@@ -342,6 +377,8 @@ def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, re
         raise ConfigError(f"variants {variants} must be distinct names from {list(VARIANTS)}")
     d = setup_dist(device, cfg.train.parallel)
     check_out_dir(out, cfg, resume)
+    if resume:
+        check_resumable(out, cfg, variants)
     d.barrier()  # every rank has checked --out before rank 0 writes anything into it
     n_bits = cfg.model_config("canonical", 2).n_bits
     if d.main:
@@ -354,4 +391,4 @@ def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, re
 
 
 
-__all__ = ["train", "train_variant", "check_out_dir", "kept_dir", "run_complete"]
+__all__ = ["train", "train_variant", "check_out_dir", "check_resumable", "kept_dir", "run_complete"]

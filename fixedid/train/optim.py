@@ -42,13 +42,13 @@ def make_optimizer(model: torch.nn.Module, t: OptimConfig) -> torch.optim.AdamW:
 
 def lr_at(step: int, t: OptimConfig) -> float:
     """Learning rate of the update with 0-based index ``step``."""
-    decay_steps = t.decay_steps or t.steps
-    if step < t.warmup_steps:
-        return t.lr * (step + 1) / t.warmup_steps
+    decay_steps, warmup = t.decay_end, t.warmup
+    if step < warmup:
+        return t.lr * (step + 1) / warmup
     floor = t.lr * t.min_lr_ratio
     if step >= decay_steps:
         return floor
-    start = max(t.warmup_steps, t.decay_start)
+    start = max(warmup, t.decay_begin)
     if step < start:
         return t.lr
     progress = (step - start) / max(1, decay_steps - start)

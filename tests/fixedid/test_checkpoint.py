@@ -152,3 +152,101 @@ def test_tokenizer_tampering(ckpt):
     reseal(ckpt, "tokenizer.json")
     with pytest.raises(CheckpointError, match="not a valid tokenizer"):
         load_checkpoint(ckpt)
+
+
+# ------------------------------------------------------------------------------------ a kill at each step of a save
+def _save_in_child(path, model, *, step, kill_at=None, exchange=True, record=None):
+    """Save in a forked process that dies (``os._exit``, no cleanup, as a SIGKILL) at the step named ``kill_at``;
+    with ``record``, append every step name the save passes to that file. Returns the child's exit status."""
+    import os
+
+    pid = os.fork()
+    if pid == 0:  # the child
+        import fixedid.checkpoint as ck
+
+        def hook(name):
+            if record is not None:
+                with open(record, "a") as f:
+                    f.write(name + "\n")
+            if name == kill_at:
+                os._exit(17)
+
+        if not exchange:
+            ck.exchange_paths = lambda a, b: False
+        ck._fault_hook = hook
+        try:
+            save_checkpoint(model, path, adopt_dir=True, step=step)
+        finally:
+            os._exit(0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _run_with_history(root):
+    """A variant directory as the trainer leaves it: checkpoint of step 1, metrics, a kept snapshot."""
+    vdir = root / "canonical"
+    save_checkpoint(make(seed=1), vdir, step=1)
+    (vdir / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+    save_checkpoint(make(seed=1), vdir / "steps" / "0000001", step=1)
+    return vdir
+
+
+def _steps_of_a_save(tmp_path, exchange):
+    vdir = _run_with_history(tmp_path / "probe")
+    record = tmp_path / f"steps-{exchange}.txt"
+    assert _save_in_child(vdir, make(seed=2), step=2, exchange=exchange, record=record) == 0
+    return record.read_text().split()
+
+
+def test_save_steps_are_the_ones_the_kill_test_walks(tmp_path):
+    assert _steps_of_a_save(tmp_path, True) == ["written", "carried", "swapped", "done"]
+    assert _steps_of_a_save(tmp_path, False) == ["written", "carried", "moved-aside", "done"]
+
+
+def test_a_kill_at_any_step_of_a_save_loses_nothing(tmp_path):
+    """With an atomic exchange (Linux), the variant directory is at every instant a complete checkpoint, old or
+    new, with its metrics and snapshots inside."""
+    for i, point in enumerate(_steps_of_a_save(tmp_path, True)):
+        vdir = _run_with_history(tmp_path / f"run{i}")
+        new = make(seed=2)
+        assert _save_in_child(vdir, new, step=2, kill_at=point) == 17
+        loaded = load_checkpoint(vdir)
+        expect = 1 if point in ("written", "carried") else 2
+        assert loaded.meta["step"] == expect, point
+        ref = make(seed=expect)
+        assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), ref.state_dict().values()))
+        assert (vdir / "metrics.jsonl").read_text() == '{"step": 1, "loss": 5.0}\n', point
+        assert load_checkpoint(vdir / "steps" / "0000001").meta["step"] == 1, point
+        # the next save cleans what the killed one left beside the variant and ends with one directory
+        save_checkpoint(make(seed=3), vdir, step=3)
+        assert [p.name for p in vdir.parent.iterdir()] == ["canonical"], point
+        assert (vdir / "metrics.jsonl").exists() and (vdir / "steps" / "0000001" / "meta.json").exists()
+
+
+def test_a_kill_between_the_fallback_renames_is_refused_at_resume(tmp_path):
+    """Without an atomic exchange, the one unsafe instant leaves the variant under a hidden name; resuming refuses
+    in one line and names it, instead of retraining from step 0."""
+    from fixedid.train import TrainConfig, check_resumable
+
+    vdir = _run_with_history(tmp_path)
+    assert _save_in_child(vdir, make(seed=2), step=2, kill_at="moved-aside", exchange=False) == 17
+    assert not vdir.exists()
+    cfg = TrainConfig.load("tiny")
+    with pytest.raises(CheckpointError, match=r"a save stopped half-way; its newest checkpoint \(step 2\)") as e:
+        check_resumable(tmp_path, cfg, ["canonical"])
+    assert "\n" not in str(e.value)
+    next(tmp_path.glob(".canonical.tmp-*")).rename(vdir)
+    check_resumable(tmp_path, cfg, ["canonical"])
+    assert load_checkpoint(vdir).meta["step"] == 2
+    assert (vdir / "metrics.jsonl").exists() and (vdir / "steps" / "0000001" / "meta.json").exists()
+
+
+def test_resume_refuses_a_variant_whose_checkpoint_is_gone(tmp_path):
+    from fixedid.train import TrainConfig, check_resumable
+
+    cfg = TrainConfig.load("tiny")  # save_every 250
+    (tmp_path / "gf2").mkdir()
+    (tmp_path / "gf2" / "metrics.jsonl").write_text('{"step": 240}\n')
+    check_resumable(tmp_path, cfg, ["gf2", "learned"])  # killed before its first save; another not yet begun
+    (tmp_path / "gf2" / "metrics.jsonl").write_text('{"step": 240}\n{"step": 260}\n')
+    with pytest.raises(CheckpointError, match="reaches step 260 .past the save at step 250."):
+        check_resumable(tmp_path, cfg, ["gf2"])

@@ -315,8 +315,42 @@ def test_learning_rate_schedule_with_and_without_a_stable_phase():
                                                  decay_start=60).train
     assert [lr_at(s, wsd) for s in range(60)] == cosine[:10] + [1.0] * 50  # warm-up, then stable until step 60
     assert lr_at(61, wsd) < 1.0 and lr_at(80, wsd) == pytest.approx(0.55) and lr_at(100, wsd) == 0.1
-    with pytest.raises(ConfigError, match="decay_start 100 must come before the end of the decay"):
+    with pytest.raises(ConfigError, match="decay_start 100 .step 100. must come before the end of the decay"):
         TrainConfig.load("tiny").replace_train(steps=100, decay_start=100)
+    fractions = TrainConfig.load("tiny").replace_train(steps=100, lr=1.0, warmup_steps=0.1, min_lr_ratio=0.1,
+                                                       decay_start=0.6).train
+    assert [lr_at(s, fractions) for s in range(101)] == [lr_at(s, wsd) for s in range(101)]
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "paper-1.7b"])
+def test_steps_shortens_every_packaged_config_and_keeps_its_shape(name, capsys):
+    full = TrainConfig.load(name).train
+    short = TrainConfig.load(name).replace_train(steps=40).train
+    # each point sits at the same fraction of the run (to a step), worked out from the packaged numbers by hand
+    expected = {"tiny": (20, 600, [750], 1, 24, [30]), "small": (200, 0, [], 2, 0, []),
+                "paper-1.7b": (2003, 0, [], 2, 0, [])}[name]
+    assert (full.warmup, full.decay_begin, full.snapshot_steps) == expected[:3]
+    assert (short.warmup, short.decay_begin, short.snapshot_steps) == expected[3:]
+    assert run_inproc(["--config", name, "--out", "unused", "--steps", "40", "--dry-run"]) == 0
+    assert "40 steps" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(keep=[5000]), r"keep entry 5000 is not a step of this run \(0 to steps = 1000\)"),
+    (dict(keep=[1.5]), r"keep entry 1.5 is a float, so a fraction of steps, and must be in \[0, 1\]"),
+    (dict(keep=["750"]), "keep entry must be a step"),
+    (dict(keep=750), "keep must be a list"),
+    (dict(warmup_steps=2000), r"warmup_steps 2000 is not a step of this run"),
+    (dict(decay_start=-0.1), r"decay_start -0.1 is a float"),
+    (dict(lr="3e-3"), r"lr must be a number, got '3e-3'"),
+    (dict(beta1=1.0), r"beta1 and beta2 must be in \[0, 1\)"),
+    (dict(beta2="0.99"), r"beta2 must be a number"),
+    (dict(compile="yes"), r"compile must be true or false"),
+    (dict(dtype=16), r"dtype must be a string, got 16"),
+])
+def test_every_train_key_is_type_and_range_checked(change, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig.load("tiny").replace_train(**change)
 
 
 def test_parameter_matched_variant_trains_beside_the_others(tmp_path, capsys):
@@ -357,3 +391,29 @@ def test_dry_run_accounts_for_the_matched_variant(config, learned, tmp_path, cap
     if learned:
         assert f"learned variant's {learned}" in line and "d_ff 8192 -> 8875" in line
     assert not (tmp_path / "o").exists()
+
+
+def test_the_trained_key_covers_steps_and_snapshots_but_not_logging():
+    base = TrainConfig.load("tiny")
+    key = base.trained_key()
+    assert base.replace_train(steps=400).trained_key() != key  # a shorter run is another model
+    assert base.replace_train(keep=[0.5]).trained_key() != key  # other snapshots
+    assert base.replace_train(log_every=5, eval_every=50, save_every=100).trained_key() == key
+    # the same schedule written as steps or as fractions trains the same thing
+    assert base.replace_train(warmup_steps=20, decay_start=600, keep=[750]).trained_key() == key
+
+
+def test_the_demo_cache_is_keyed_on_what_is_trained(tmp_path, monkeypatch):
+    from analysis import variants
+
+    seen = []
+
+    def fake_train(cfg, run_dir, *a, **k):
+        seen.append(run_dir.name)
+        raise KeyboardInterrupt  # stop before any training
+
+    monkeypatch.setattr(variants.train, "train", fake_train)
+    for steps in (1000, 400):
+        with pytest.raises(KeyboardInterrupt):
+            variants.ensure_variants(TrainConfig.load("tiny").replace_train(steps=steps), tmp_path, quiet=True)
+    assert len(set(seen)) == 2 and all(name.startswith("demo-") for name in seen)
