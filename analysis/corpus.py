@@ -104,8 +104,8 @@ def _read_docs(path: Path):
         raise AnalysisError(f"--data {path} must end in .txt, .jsonl or .npy")
 
     def docs():
-        with path.open() as f:
-            for i, line in enumerate(f, 1):
+        with path.open(encoding="utf-8") as f:
+            for i, line in enumerate(_utf8_lines(f, path), 1):
                 if not line.strip():
                     continue
                 if path.suffix == ".txt":
@@ -116,6 +116,14 @@ def _read_docs(path: Path):
                 except (ValueError, KeyError, TypeError):
                     raise AnalysisError(f"{path} line {i} is not a JSON object with a 'text' field") from None
     return docs()
+
+
+def _utf8_lines(f, path: Path):
+    try:
+        yield from f
+    except UnicodeDecodeError as e:
+        raise AnalysisError(f"--data {path} is not UTF-8 text ({e.reason}); save it as "
+                            "UTF-8") from None
 
 
 def _load_npy(path: Path) -> torch.Tensor:

@@ -108,9 +108,11 @@ def read_pairs_jsonl(path) -> list[dict]:
     """Pairs from a JSONL file, one ``{"clean", "corrupt", "answer", "wrong"}`` object per line."""
     path = Path(path)
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise AnalysisError(f"cannot read pairs file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise AnalysisError(f"pairs file {path} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     out = []
     for n, line in enumerate(lines, 1):
         if not line.strip():

@@ -42,6 +42,7 @@ from safetensors.torch import load_file, save_file
 from .atomic import atomic_path, fsync_dir, temp_name, write_bytes_atomic, write_text_atomic
 from .codes import table_sha256
 from .config import ModelConfig
+from .device import resolve_device
 from .errors import CheckpointError, ConfigError
 from .model import FixedIdLM
 
@@ -261,6 +262,7 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu",
     if not (isinstance(model_class, type) and issubclass(model_class, FixedIdLM)):
         raise TypeError(f"model_class must be FixedIdLM or a subclass, got {model_class!r}")
     path = Path(path)
+    device = resolve_device(device)
     meta = read_meta(path)
     cfg = load_config(path)
     try:

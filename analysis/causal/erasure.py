@@ -24,6 +24,8 @@ nor that a nonlinear encoding of the concept is not used. LEACE removes linear i
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import torch
@@ -84,10 +86,29 @@ class Placebo:
         d = x - self.mean
         return x - (d @ self.q) @ self.q.T
 
+    def to(self, device) -> "Placebo":
+        moved = Placebo.__new__(Placebo)
+        moved.mean, moved.q = self.mean.to(device), self.q.to(device)
+        return moved
+
+
+def _on(fn, device):
+    """An eraser or placebo fitted on the CPU, with its tensors on ``device`` (where the model's activations are)."""
+    if isinstance(fn, Placebo):
+        return fn.to(device)
+    return dataclasses.replace(fn, **{k: None if v is None else v.to(device)
+                                     for k, v in (("proj_left", fn.proj_left), ("proj_right", fn.proj_right),
+                                                  ("bias", fn.bias))})
+
 
 def _hooked(model, hook: str, fn):
     mod = model.mod_dict[hook]
-    return mod.register_forward_hook(lambda m, i, out: fn(out.double()).to(out.dtype))
+    fn = _on(fn, model.unembed.weight.device)
+
+    def edit(module, inputs, out):  # a per-head hook [batch, pos, head, d_head] is erased as its concatenated heads
+        return fn(out.reshape(*out.shape[:2], -1).double()).to(out.dtype).reshape(out.shape)
+
+    return mod.register_forward_hook(edit)
 
 
 @torch.no_grad()

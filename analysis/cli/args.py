@@ -27,6 +27,12 @@ def checkpoint_dirs(values) -> list[Path]:
     return paths
 
 
+def check_out(path) -> None:
+    """Refuse an ``--out`` that exists and is not a directory, before anything is computed or written."""
+    if path is not None and Path(path).exists() and not Path(path).is_dir():
+        raise AnalysisError(f"--out {path} is a file, not a directory; give a directory (it is created if missing)")
+
+
 def variant_names(paths) -> list[str]:
     """A label per checkpoint: its directory name, or the whole path where two names collide."""
     return [p.name if len({q.name for q in paths}) == len(paths) else str(p) for p in paths]

@@ -24,6 +24,7 @@ from fixedid.clitools import ArgumentParser, run_main
 
 from analysis.cli import (context, demo, erasure, evaluation, export_hf, figures, head, import_hf, interventions, lens,
                           patching, probes, recoding, similarity)
+from analysis.cli.args import check_out
 
 #: Every verb and the module that holds its ``HELP``, ``add_args(parser)`` and ``run(args) -> exit status``.
 VERBS = {"patching": patching, "recoding": recoding, "interventions": interventions, "probes": probes,
@@ -41,4 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    run_main("fixedid-analyze", lambda: VERBS[args.command].run(args))
+    run_main("fixedid-analyze", lambda: run(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    check_out(getattr(args, "out", None))
+    return VERBS[args.command].run(args)

@@ -26,7 +26,9 @@ from pathlib import Path
 import torch
 
 from fixedid import FixedIdLM, ModelConfig, load_checkpoint
+from fixedid.atomic import write_text_atomic
 from fixedid.codes import table_sha256
+from fixedid.device import resolve_device
 
 from analysis.errors import AnalysisError
 
@@ -115,6 +117,11 @@ def export_hf(model, out) -> Path:
     try:
         with _quiet_transformers():
             hf.save_pretrained(tmp, safe_serialization=True)
+        # transformers 5 writes the base only inside rope_parameters; readers of the flat key (transformers 4,
+        # serving stacks) would silently fall back to 10,000, so it is written flat as well
+        conf = json.loads((tmp / "config.json").read_text())
+        conf["rope_theta"] = model.cfg.rope_theta
+        write_text_atomic(tmp / "config.json", json.dumps(conf, indent=2, sort_keys=True))
         if model.tokenizer is not None:
             eos = model.tokenizer.id_to_token(eot)
             PreTrainedTokenizerFast(tokenizer_object=model.tokenizer, eos_token=eos, bos_token=eos,
@@ -162,6 +169,7 @@ def is_hf_dir(path) -> bool:
 
 
 def _read_state(path: Path) -> dict:
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     index = path / "model.safetensors.index.json"
@@ -173,13 +181,22 @@ def _read_state(path: Path) -> dict:
         raise AnalysisError(f"{path} has no model.safetensors (export with safe serialization)")
     state = {}
     for f in files:
-        state.update(load_file(str(path / f)))
+        try:
+            state.update(load_file(str(path / f)))
+        except (SafetensorError, OSError, ValueError) as e:
+            raise AnalysisError(f"{path / f} cannot be read as safetensors ({e}); the file is truncated or "
+                                "corrupted") from None
     return state
 
 
 def _rope(conf: dict) -> dict:
-    """The RoPE settings of a Llama config: transformers 5's ``rope_parameters``, else the flat ``rope_theta``."""
-    return conf.get("rope_parameters") or {"rope_theta": conf.get("rope_theta", 10000.0)}
+    """The RoPE settings of a Llama config: transformers 5's ``rope_parameters``, else the flat ``rope_theta``
+    (refused where the two disagree)."""
+    rope = conf.get("rope_parameters") or {"rope_theta": conf.get("rope_theta", 10000.0)}
+    if "rope_theta" in conf and float(conf["rope_theta"]) != float(rope.get("rope_theta", conf["rope_theta"])):
+        raise AnalysisError(f"config.json gives rope_theta {conf['rope_theta']} but rope_parameters "
+                            f"{rope.get('rope_theta')}; fix the one that is wrong")
+    return rope
 
 
 def _hf_config(path: Path) -> dict:
@@ -190,6 +207,13 @@ def _hf_config(path: Path) -> dict:
     if conf.get("model_type") != "llama":
         raise AnalysisError(f"{path} holds a {conf.get('model_type')!r} model; only the Llama layout (RMSNorm, "
                             "SwiGLU, RoPE) maps onto fixedid")
+    needed = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+              "max_position_embeddings", "rms_norm_eps")
+    bad = [k for k in needed if isinstance(conf.get(k), bool) or not isinstance(conf.get(k), (int, float))
+           or conf[k] <= 0]
+    if bad:
+        raise AnalysisError(f"{path}/config.json lacks (or has a non-positive) {', '.join(bad)}; a Llama config "
+                            "names every dimension of the model")
     heads = conf["num_attention_heads"]
     head_dim = conf.get("head_dim") or conf["hidden_size"] // heads
     if head_dim * heads != conf["hidden_size"] or conf.get("hidden_act", "silu") != "silu":
@@ -266,7 +290,7 @@ def import_hf(path, *, device="cpu", model_class: type = FixedIdLM):
     code table); without it, a learned-interface model of the same shape."""
     path = Path(path)
     conf = _hf_config(path)
-    model = model_class(_model_config(path, conf), init=False).to(device)
+    model = model_class(_model_config(path, conf), init=False).to(resolve_device(device))
     state = _read_state(path)
     _copy_backbone(model, path, state, bool(conf.get("tie_word_embeddings")))
     _set_input(model, path, state["model.embed_tokens.weight"].float(), conf.get("fixedid"))

@@ -143,6 +143,12 @@ def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=N
 
 def _widths(model, hooks, one) -> dict[str, int]:
     _, cache = engine.cache_run(model, one.to(model.unembed.weight.device), hooks)
+    for h in hooks:
+        shape = tuple(cache[h].shape)
+        if len(shape) < 3 or shape[:2] != tuple(one.shape) or h.endswith(("hook_pattern", "hook_attn_scores")):
+            raise AnalysisError(f"hook point {h} is not one vector per token (its activation is {list(shape)} for "
+                                f"one sequence of {one.shape[1]}); use a residual, attn_out, mlp_out or a per-head "
+                                "z/q/k/v/result hook")
     return {h: int(np.prod(cache[h].shape[2:])) for h in hooks}
 
 

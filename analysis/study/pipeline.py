@@ -50,7 +50,8 @@ N_PAIRS = 32  # task pairs per pair-level measurement
 
 
 def parse_seeds(text: str, what: str = "--seeds") -> list[int]:
-    """``"0,1,2"`` or ``"0-2"`` (or a mix, ``"0-2,5"``) -> sorted distinct non-negative integers."""
+    """``"0,1,2"`` or ``"0-2"`` (or a mix, ``"0-2,5"``) -> distinct non-negative integers in the order given (the
+    first of ``--gf2-seeds`` is the gf2 variant's recoding, so ``3,0`` is not ``0,3``)."""
     seeds = []
     for part in str(text).split(","):
         part = part.strip()
@@ -59,7 +60,7 @@ def parse_seeds(text: str, what: str = "--seeds") -> list[int]:
             raise AnalysisError(f"{what} {text!r} does not parse: give integers like 0,1,2 or a range like 0-2")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         seeds += range(lo, hi + 1)
-    return sorted(set(seeds))
+    return list(dict.fromkeys(seeds))
 
 
 # --------------------------------------------------------------------------------------------------- training

@@ -37,7 +37,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, help="override [train] seed")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint of each variant")
     p.add_argument("--dry-run", action="store_true", help="print the parameter accounting and token budget, exit")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N (under torchrun "
+                   "each rank takes the GPU of its LOCAL_RANK)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p.parse_args(argv)
 

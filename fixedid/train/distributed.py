@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..device import resolve_device
 from .optim import load_named_optimizer_state, named_optimizer_state
 
 
@@ -47,9 +48,10 @@ class Dist:
 def setup_dist(device_arg: str, parallel: str = "ddp") -> Dist:
     """Read torchrun's environment (none: one process) and start the process group (nccl on CUDA, gloo on CPU)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    want_cuda = device_arg == "cuda" or (device_arg == "auto" and torch.cuda.is_available())
+    device = resolve_device(device_arg)
+    want_cuda = device.type == "cuda"
     if world == 1:
-        return Dist(device=torch.device("cuda" if want_cuda else "cpu"), parallel=parallel)
+        return Dist(device=device, parallel=parallel)
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if want_cuda:
         torch.cuda.set_device(local)

@@ -58,6 +58,8 @@ def flops_per_token(model: FixedIdLM) -> float:
 
 def check_out_dir(out: Path, cfg: TrainConfig, resume: bool) -> None:
     """Refuse, before anything is written, an --out that holds something else (or, without --resume, anything)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory; give a directory (it is created if missing)")
     run_file = out / "run.json"
     if run_file.exists():
         try:

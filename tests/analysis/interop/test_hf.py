@@ -14,7 +14,8 @@ from tests._helpers import tiny_checkpoint
 
 @pytest.fixture(scope="module", params=["learned", "canonical", "gf2", "gqa-bias"])
 def exported(request, tmp_path_factory, tokenizer):
-    changes = {"n_kv_heads": 2, "bias": True} if request.param == "gqa-bias" else {}
+    # a non-default RoPE base (paper-1.7b uses 130,000): the logits test fails if transformers reads another base
+    changes = {"n_kv_heads": 2, "bias": True, "rope_theta": 130_000.0} if request.param == "gqa-bias" else {}
     interface = "gf2" if request.param == "gqa-bias" else request.param
     model = tiny_checkpoint(tmp_path_factory, tokenizer, interface, **changes)
     if changes:
@@ -119,3 +120,9 @@ def test_export_takes_what_a_user_holds(tmp_path):
     with pytest.raises(AnalysisError, match="needs a fixedid model or a checkpoint directory"):
         export_hf(42, tmp_path / "nothing")
     assert not (tmp_path / "nothing").exists()
+
+
+def test_the_rope_base_is_written_for_every_reader(exported):
+    model, out = exported
+    conf = json.loads((out / "config.json").read_text())
+    assert conf["rope_theta"] == conf["rope_parameters"]["rope_theta"] == model.cfg.rope_theta

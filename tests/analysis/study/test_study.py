@@ -17,6 +17,7 @@ from tests.test_notebooks import CONFIG
 
 def test_seed_lists_parse_or_fail_clearly():
     assert parse_seeds("0,1,2") == [0, 1, 2] and parse_seeds("0-2,5") == [0, 1, 2, 5] and parse_seeds(" 3 ") == [3]
+    assert parse_seeds("3,0,3") == [3, 0]  # the order given: the first GF(2) seed is the gf2 variant's
     for bad in ("", "a,b", "1-", "3-1", "-1", "0,,1"):
         with pytest.raises(AnalysisError, match="does not parse"):
             parse_seeds(bad)
