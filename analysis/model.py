@@ -66,7 +66,9 @@ class HookedFixedIdLM(FixedIdLM):
             tokens = tokens[None]
         eot = None
         if stop_at_eot and self.tokenizer is not None:
-            eot = self.tokenizer.token_to_id("<|endoftext|>")
+            from fixedid.data.tokenizer import EOT_TOKENS
+
+            eot = next((i for i in map(self.tokenizer.token_to_id, EOT_TOKENS) if i is not None), None)
         for _ in range(max_new_tokens):
             nxt = self(tokens[:, -self.cfg.context:])[:, -1].argmax(-1, keepdim=True)
             tokens = torch.cat([tokens, nxt], dim=1)

@@ -7,6 +7,7 @@ the most common token length is kept (patching compares prompts position by posi
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 
 from fixedid.data import SyntheticLanguage, synthetic_seed
@@ -27,20 +28,29 @@ def language_seed(model) -> int:
 
 
 def task_pairs(model, task: str, n: int = 16, *, seed: int = 0) -> PairBatch:
-    """``n`` pairs of a built-in task (``ioi``, ``agreement``, ``facts``, ``induction``) as a :class:`PairBatch`."""
+    """``n`` pairs of a built-in task (``ioi``, ``agreement``, ``facts``, ``induction``) as a :class:`PairBatch`.
+
+    The pairs of one batch share a token length, so candidates are drawn (4, then 16, then 64 times ``n``) until one
+    length has ``n``; where none does, the largest group is returned with a warning that names how many."""
     lang = SyntheticLanguage(language_seed(model))
     if task not in lang.TASKS:
         raise AnalysisError(f"unknown task {task!r}; use one of {list(lang.TASKS)}")
     if n < 1:
         raise AnalysisError(f"the number of pairs must be positive, got {n}")
-    by_len: dict[int, list] = defaultdict(list)
-    for p in lang.task_pairs(task, 4 * n, seed=seed):
-        try:
-            one = make_pairs(model, p)
-        except AnalysisError:
-            continue
-        by_len[one.n_pos].append(p)
+    for factor in (4, 16, 64):
+        by_len: dict[int, list] = defaultdict(list)
+        for p in lang.task_pairs(task, factor * n, seed=seed):
+            try:
+                one = make_pairs(model, p)
+            except AnalysisError:
+                continue
+            by_len[one.n_pos].append(p)
+        if by_len and max(map(len, by_len.values())) >= n:
+            break
     if not by_len:
         raise AnalysisError(f"no {task} pair fits this model's tokenizer (answers must be single tokens)")
     best = max(by_len.values(), key=len)
+    if len(best) < n:
+        warnings.warn(f"{task}: only {len(best)} pairs of one token length fit this tokenizer, fewer than the {n} "
+                      "asked for", stacklevel=2)
     return make_pairs(model, best[:n])

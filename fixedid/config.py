@@ -1,6 +1,6 @@
 """Model configuration: one dataclass for all three input interfaces, with presets and a strict JSON round trip.
 
-The open choices of the study (PAPER.md, "Open choices") are fields with documented defaults:
+The open choices of the study (docs/study.md, "Choices the papers leave open") are fields with documented defaults:
 
 - ``bit_order``: ``"msb"`` (default) or ``"lsb"`` - a coordinate permutation of the code;
 - ``value_map``: ``"pm1"`` = {-1,+1} (default) or ``"01"`` = {0,1}, times ``code_scale``; not equivalent under a
@@ -280,8 +280,8 @@ def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(ModelConfig)]
 
 
-#: Named shapes. ``tiny`` trains in minutes on 2 CPU cores; ``small`` has ~17M parameters; ``paper-1.7b`` is the
-#: SmolLM2-1.7B shape inferred in PAPER.md (its parameter arithmetic matches the paper exactly); ``prior-1024`` is
+#: Named shapes. ``tiny`` trains in minutes on 2 CPU cores; ``small`` has ~17M trainable parameters as the learned variant (~14M fixed-code); ``paper-1.7b`` is the
+#: SmolLM2-1.7B shape inferred in docs/study.md (its parameter arithmetic matches the paper exactly); ``prior-1024`` is
 #: the predecessor paper's model (vocab 65,536, d 1024, 32 layers, GELU).
 PRESETS: dict[str, dict] = {
     "tiny": dict(vocab_size=2048, d_model=128, n_layers=4, n_heads=4, d_ff=384, context=128),

@@ -43,7 +43,7 @@ from analysis.errors import AnalysisError
 TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
 #: The built-in tasks shipped as lm-eval tasks.
 BUILTIN_TASKS = ("fixedid_ioi", "fixedid_agreement", "fixedid_facts", "fixedid_lastword")
-#: The study's benchmarks (0-shot) and its canonical variant's figures (shared/PAPER.md), for side-by-side reports.
+#: The study's benchmarks (0-shot) and its canonical variant's figures (docs/study.md), for side-by-side reports.
 STUDY_FIGURES = {"hellaswag": ("acc_norm", 52.40), "piqa": ("acc", 70.51), "lambada_openai": ("acc", 42.75)}
 N_TASK_DOCS = 200
 

@@ -7,13 +7,19 @@ step and at the snapshot the config keeps at 75% of training. Prints a table var
 mean logit difference answer - wrong) per checkpoint, the training time per seed, and whether the targets hold:
 every variant and seed at >= 90% on ioi, agreement and induction, at 75% of training and at the end.
 
+With the defaults it also writes the summary table (variant, seed, step, task, accuracy, logit difference) to
+``experiments/benchmarks/results/behaviours.csv`` and renders it into README.md between the ``behaviours``
+markers, so the README's numbers are this script's (``tests/test_readme.py`` checks the two agree).
+
 Usage: python experiments/benchmarks/behaviours.py [--config tiny] [--seeds 0,1,2] [--n 64] [--csv out.csv]
+       [--no-readme]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import pandas as pd
 
@@ -25,6 +31,50 @@ from fixedid.train.config import TrainConfig
 
 TARGET_TASKS = ("ioi", "agreement", "induction")
 TARGET = 0.9
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "experiments" / "benchmarks" / "results" / "behaviours.csv"
+BEGIN, END = "<!-- behaviours: begin -->", "<!-- behaviours: end -->"
+
+
+def readme_block(table: pd.DataFrame) -> str:
+    """The README's table of held-out accuracy: per variant and task, the range over seeds at each step."""
+    steps = sorted(table.step.unique())
+    final = max(steps)
+    seeds = ", ".join(str(s) for s in sorted(table.seed.unique()))
+    at = " / ".join(f"step {s:,}" + (" (the end)" if s == final else "") for s in steps)
+    lines = [BEGIN, f"<!-- written by experiments/benchmarks/behaviours.py from {RESULTS.relative_to(ROOT)}; do "
+             "not edit by hand -->", "",
+             f"Held-out accuracy, lowest-highest over seeds {seeds} ({int(table.n_pairs.iloc[0])} pairs per task), at {at}:",
+             "", "| variant | " + " | ".join(sorted(table.task.unique(), key=_task_order)) + " |",
+             "|---|" + "---|" * table.task.nunique()]
+    for v in VARIANTS:
+        cells = []
+        for task in sorted(table.task.unique(), key=_task_order):
+            t = table[(table.variant == v) & (table.task == task)]
+            parts = []
+            for s in steps:
+                a = 100 * t[t.step == s].accuracy
+                parts.append(f"{a.min():.0f}%" if round(a.min()) == round(a.max()) else f"{a.min():.0f}-{a.max():.0f}%")
+            cells.append(" / ".join(parts))
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    return "\n".join(lines + ["", END])
+
+
+def _task_order(task: str):
+    return (("ioi", "agreement", "induction", "facts") + (task,)).index(task)
+
+
+def write_results(table: pd.DataFrame) -> None:
+    from fixedid.atomic import atomic_path, write_text_atomic
+
+    cols = ["variant", "seed", "step", "task", "n_pairs", "accuracy", "logit_diff"]
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(RESULTS) as tmp:
+        table[cols].to_csv(tmp, index=False, float_format="%.6g")
+    readme = (ROOT / "README.md").read_text()
+    head, _, rest = readme.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    write_text_atomic(ROOT / "README.md", head + readme_block(pd.read_csv(RESULTS)) + tail)
 
 
 def main() -> None:
@@ -34,6 +84,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=64, help="held-out pairs per task")
     p.add_argument("--cache", help="where the runs are cached (default: the demo's cache)")
     p.add_argument("--csv", help="also write the per-pair scores here")
+    p.add_argument("--no-readme", action="store_true", help="do not write results/behaviours.csv and README.md")
     args = p.parse_args()
     base = TrainConfig.load(args.config)
     margin = base.train.snapshot_steps
@@ -53,6 +104,8 @@ def main() -> None:
     if args.csv:
         scores.to_csv(args.csv, index=False)
     table = summarize(scores[["variant", "seed", "step", "task", "pair", "n_tokens", "logit_diff", "correct"]])
+    if not args.no_readme:
+        write_results(table)
     pd.set_option("display.width", 200)
     for step in steps:
         t = table[table.step == step]

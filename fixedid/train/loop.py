@@ -140,7 +140,7 @@ def save_state(raw: FixedIdLM, opt, vdir: Path, data: PreparedData, cfg: TrainCo
         if d.fsdp:  # rank 0 rebuilds a plain copy from the gathered full tensors
             model = FixedIdLM(raw.cfg, init=False)
             model.load_state_dict(state_dict)
-        meta = dict(step=step, tokens=step * cfg.train.batch_size * raw.cfg.context, variant=raw.cfg.interface,
+        meta = dict(step=step, tokens=step * cfg.train.batch_size * raw.cfg.context, variant=vdir.name,
                     train_config=cfg.to_dict(), tokenizer_sha256=tokenizer_hash(data.tokenizer),
                     unigram_loss=data.unigram_loss, **extra_meta)
         if keep:

@@ -215,6 +215,40 @@ def test_bit_layer_map_matches_a_naive_patching_loop(model):
     assert np.allclose(df[df.pos < p].restored, 0.0)  # the flip cannot reach earlier positions
 
 
+@pytest.mark.filterwarnings("ignore:flipping bit")  # a bit whose flip barely moves the metric: compared all the same
+@pytest.mark.parametrize("site, hook", [("resid_mid", "hook_resid_mid"), ("resid_post", "hook_resid_post"),
+                                        ("attn_out", "hook_attn_out"), ("mlp_out", "hook_mlp_out")])
+def test_bit_layer_map_of_every_site_with_the_logit_difference(model, site, hook):
+    """The other sites and the task metric, against the same naive loop: the clean prompts of a task with bit k
+    flipped at the first differing position, the clean activation of ``site`` written back at (layer, q)."""
+    batch = task_pairs(model, "ioi", 3, seed=2)
+    x, T = batch.clean, batch.clean.shape[1]
+    p, bits = 3, [2, 14]
+    df = bit_layer_map(model, batch, pos=p, bits=bits, site=site, metric="logit_diff")
+
+    def ld(logits):
+        last = logits[:, -1]
+        return (last.gather(1, batch.answer[:, None]) - last.gather(1, batch.wrong[:, None]))[:, 0].mean()
+
+    with torch.no_grad():
+        _, clean_cache = model.run_with_cache(x)
+    for bit in bits:
+        flip = lambda a, b=bit: flip_columns(model, a, b, p)  # noqa: E731
+        flipped = float(ld(naive(model, x, flip)[1]))
+        for layer in range(model.cfg.n_layers):
+            for q in (p, p + 1, T - 1):
+                name = f"blocks.{layer}.{hook}"
+
+                def patch(act, hook, q=q, name=name):
+                    act = act.clone()
+                    act[:, q] = clean_cache[name][:, q]
+                    return act
+                want = float(ld(naive(model, x, flip, hooks=[(name, patch)])[1]))
+                row = df[(df.bit == bit) & (df.layer == layer) & (df.pos == q)].iloc[0]
+                assert abs(row.value - want) < 2e-4 * max(1.0, abs(want)), (site, bit, layer, q)
+                assert abs(row.flipped - flipped) < 2e-4 * max(1.0, abs(flipped))
+
+
 def test_bad_input_is_one_clear_error(model, learned):
     x = tokens(model)
     with pytest.raises(AnalysisError, match="out of range for a 16-bit code"):

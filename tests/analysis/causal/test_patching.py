@@ -1,5 +1,7 @@
 """Activation and attribution patching: parity with TransformerLens's own functions on the bridge, and semantics."""
 
+from functools import partial
+
 import pandas as pd
 import pytest
 import torch
@@ -11,7 +13,11 @@ from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 
 from tests.analysis.test_loading import word_tokenizer
 
-tlp.tqdm = lambda it, **kw: it  # TL's sweeps print a bar per call otherwise
+
+
+@pytest.fixture(autouse=True)
+def quiet_transformer_lens(monkeypatch):
+    monkeypatch.setattr(tlp, "tqdm", lambda it, **kw: it)  # TL's sweeps print a bar per call otherwise
 
 PAIRS = [
     dict(clean="When Mary and John went to the park , John gave a ball to",
@@ -37,7 +43,11 @@ def bridge(model):
     return model.to_transformer_lens().eval()
 
 
-TL = {"resid_pre": tlp.get_act_patch_resid_pre, "attn_out": tlp.get_act_patch_attn_out,
+TL = {"resid_pre": tlp.get_act_patch_resid_pre, "resid_mid": tlp.get_act_patch_resid_mid,
+      # TransformerLens ships no resid_post sweep; its generic patcher with the resid_pre setter is one
+      "resid_post": partial(tlp.generic_activation_patch, patch_setter=tlp.layer_pos_patch_setter,
+                            activation_name="resid_post", index_axis_names=("layer", "pos")),
+      "attn_out": tlp.get_act_patch_attn_out,
       "mlp_out": tlp.get_act_patch_mlp_out, "z": tlp.get_act_patch_attn_head_out_by_pos,
       "z_all_pos": tlp.get_act_patch_attn_head_out_all_pos}
 

@@ -1,5 +1,7 @@
 """Linear and debiased CKA: identities, invariances, and the direct Gram-matrix formulas on small arrays."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -83,8 +85,18 @@ def test_layer_by_layer_matrix_and_the_random_init_twin(models):
     assert np.allclose(diag.cka, 1.0) and np.allclose(diag.debiased, 1.0) and len(df) == 9
     cross = cka_matrix(a, b, x)
     assert (cross.cka < 1.0 - 1e-6).any()
-    twin = random_init_twin(a)  # untrained checkpoints: the twin is the model itself
-    assert np.allclose(cka_matrix(a, twin, x).query("layer_a == layer_b").cka, 1.0)
+    # a "trained" copy (every weight moved): its twin is the initialisation its seed draws, not the copy itself
+    trained = copy.deepcopy(a)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    twin = random_init_twin(trained)
+    fresh = FixedIdLM(a.cfg)  # what training started from, drawn independently of random_init_twin
+    assert all(torch.equal(t, f) for t, f in zip(twin.state_dict().values(), fresh.state_dict().values()))
+    assert not torch.equal(twin.blocks[0].attn.q_proj.weight, trained.blocks[0].attn.q_proj.weight)
+    assert twin.tokenizer is trained.tokenizer and not twin.training
+    moved = cka_matrix(trained, twin, x).query("layer_a == layer_b and hook_a != 'hook_embed'")  # a fixed code: 1
+    assert (moved.cka < 1.0 - 1e-4).all()
     other = random_init_twin(a, seed=9)
     assert not torch.equal(other.blocks[0].attn.q_proj.weight, a.blocks[0].attn.q_proj.weight)
     with pytest.raises(AnalysisError, match="unknown hook"):

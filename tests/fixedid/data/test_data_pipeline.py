@@ -318,10 +318,21 @@ def test_batch_at_stateless_sharded_and_shifted(tok, tmp_path):
     x2, y2 = batch_at(TokenShards(tmp_path, "train"), 5, bs, ctx, seed=11)  # fresh object, same batch
     assert (x == x2).all() and (y == y2).all()
     assert (x[:, 1:] == y[:, :-1]).all()
-    full = ts.slice(0, len(ts))
-    starts = np.random.default_rng([11, 5]).integers(0, len(ts) - ctx, size=bs)
-    for row, s in zip(range(bs), starts):
-        assert (x[row].numpy() == full[s:s + ctx]).all() and (y[row].numpy() == full[s + 1:s + ctx + 1]).all()
+    # every row is a window of the token stream (found by search, not by the sampler's formula), y the next tokens
+    full = np.asarray(ts.slice(0, len(ts)))
+    windows = np.lib.stride_tricks.sliding_window_view(full, ctx + 1)
+
+    def starts_of(xb, yb):
+        rows = np.concatenate([xb.numpy(), yb.numpy()[:, -1:]], axis=1)
+        found = [np.flatnonzero((windows == r).all(1)) for r in rows]
+        assert all(len(f) for f in found), "a row is not a window of the stream"
+        return [int(f[0]) for f in found]
+
+    starts_of(x, y)
+    # starts cover the stream uniformly: over 300 steps, both ends are reached and the mean is near the middle
+    drawn = np.concatenate([starts_of(*batch_at(ts, s, bs, ctx, seed=11)) for s in range(300)])
+    top = len(ts) - ctx - 1
+    assert drawn.min() < 0.05 * top and drawn.max() > 0.95 * top and abs(drawn.mean() / top - 0.5) < 0.05
     assert not (batch_at(ts, 6, bs, ctx, seed=11)[0] == x).all()
     assert not (batch_at(ts, 5, bs, ctx, seed=12)[0] == x).all()
     # DDP: the ranks' rows, stacked, are the single-process batch of the same global size

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -225,36 +224,40 @@ def test_corrupted_checkpoint_at_resume(trained, tmp_path, capsys):
     assert "optimizer.safetensors" in err and "corrupted" in err and "\n" not in err
 
 
+#: Runs fixedid-train in a process that SIGKILLs itself as it is about to take update KILL_AT: a kill at a known
+#: point, between two saves, with no timing involved.
+KILL_AT = 27
+SELF_KILL = f"""
+import os, signal, sys
+import fixedid.train.loop as loop
+real = loop._train_step
+def step(v, data, t, i, d):
+    if i == {KILL_AT}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(v, data, t, i, d)
+loop._train_step = step
+from fixedid.train.cli import main
+main(sys.argv[1:])
+"""
+
+
 def test_sigkill_then_resume_gives_identical_losses(tmp_path):
-    cfg = write_config(tmp_path, CONFIG.replace("steps = 12", "steps = 240").replace("save_every = 6",
-                                                                                     "save_every = 10"))
+    cfg = write_config(tmp_path, CONFIG.replace("steps = 12", "steps = 40").replace("save_every = 6",
+                                                                                    "save_every = 10"))
     common = ["--config", str(cfg), "--variants", "canonical", "--quiet"]
     ref = cli(*common, "--out", str(tmp_path / "ref"))
     assert ref.returncode == 0, ref.stderr
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "fixedid.train", *common, "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    meta = out / "canonical" / "meta.json"
-    deadline = time.time() + 240
-    killed_at = None
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            step = json.loads(meta.read_text())["step"]
-        except (OSError, ValueError, KeyError):
-            step = 0
-        if step >= 20:
-            os.kill(proc.pid, signal.SIGKILL)
-            killed_at = step
-            break
-        time.sleep(0.01)
-    proc.wait()
-    assert killed_at is not None and proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    proc = subprocess.run([sys.executable, "-c", SELF_KILL, *common, "--out", str(out)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert json.loads((out / "canonical" / "meta.json").read_text())["step"] == 20  # the last save before the kill
     logged = metrics(out / "canonical" / "metrics.jsonl")
-    assert max(logged) < 240
+    assert max(logged) == KILL_AT  # logged past the checkpoint: the resume must cut these lines back
     res = cli(*common, "--out", str(out), "--resume")
     assert res.returncode == 0, res.stderr
     a, b = metrics(tmp_path / "ref" / "canonical" / "metrics.jsonl"), metrics(out / "canonical" / "metrics.jsonl")
-    assert sorted(a) == sorted(b) == list(range(1, 241))
+    assert sorted(a) == sorted(b) == list(range(1, 41))
     assert a == b  # bit-identical per-step losses, before and after the kill
     ra, rb = load_checkpoint(tmp_path / "ref" / "canonical"), load_checkpoint(out / "canonical")
     for k, t in ra.state_dict().items():
@@ -367,6 +370,7 @@ def test_parameter_matched_variant_trains_beside_the_others(tmp_path, capsys):
                        "learned,canonical-matched"]) == 0
     learned, matched = load(tmp_path / "o" / "learned"), load(tmp_path / "o" / "canonical-matched")
     assert matched.cfg.interface == "canonical" and matched.cfg.d_ff > learned.cfg.d_ff
+    assert matched.meta["variant"] == "canonical-matched" and learned.meta["variant"] == "learned"
     n_l, n_m = (trainable_params(m.cfg) for m in (learned, matched))
     assert abs(n_m - n_l) <= 0.005 * n_l
     # backbone-matched where shapes allow: at initialisation the attention weights are the same draws
