@@ -161,6 +161,10 @@ class ModelConfig:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "context", "n_bits"):
             v = getattr(self, name)
             need(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f"{name} must be a positive integer, got {v!r}")
+        _check_field_types(self)
+        need(self.norm_eps > 0 and self.rope_theta > 0, f"norm_eps and rope_theta must be positive, got "
+             f"{self.norm_eps!r} and {self.rope_theta!r}")
+        need(min(self.gf2_seed, self.table_seed, self.seed) >= 0, "gf2_seed, table_seed and seed must be >= 0")
         need(self.interface in INTERFACES, f"unknown interface {self.interface!r}; use one of {INTERFACES}")
         need(self.bit_order in BIT_ORDERS, f"unknown bit_order {self.bit_order!r}; use one of {BIT_ORDERS}")
         need(self.value_map in VALUE_MAPS, f"unknown value_map {self.value_map!r}; use one of {VALUE_MAPS}")
@@ -274,6 +278,25 @@ def trainable_params(cfg: ModelConfig) -> int:
     table = cfg.vocab_size * d
     return (0 if cfg.is_fixed else table) + cfg.n_layers * (2 * norm + attn + mlp) + norm + \
         (0 if cfg.output == "code" else table)
+
+
+def _check_field_types(cfg: ModelConfig) -> None:
+    """Each scalar field has its declared type (TOML and JSON can carry a string where a number belongs)."""
+    kinds = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+    for f in dataclasses.fields(cfg):
+        declared = str(f.type).replace(" ", "").split("|")
+        allowed = [k for k in declared if k in kinds]
+        if not allowed:  # lists and tables are checked where they are read
+            continue
+        v = getattr(cfg, f.name)
+        if v is None and "None" in declared:
+            continue
+        ok = any(isinstance(v, kinds[k]) and (k == "bool" or not isinstance(v, bool)) for k in allowed)
+        if not ok:
+            want = " or ".join({"int": "an integer", "float": "a number", "bool": "true or false",
+                                "str": "a string"}[k] for k in allowed)
+            raise ConfigError(f"{f.name} must be {want}" + (" (or absent)" if "None" in declared else "")
+                              + f", got {v!r}")
 
 
 def field_names() -> list[str]:

@@ -176,6 +176,9 @@ class TrainConfig:
             raise ConfigError(f"[train] dtype {t.dtype!r} is not one of {DTYPES}")
         if t.parallel not in PARALLEL:
             raise ConfigError(f"[train] parallel {t.parallel!r} is not one of {PARALLEL}")
+        for k in ("source", "text_field", "split", "val_split", "tokenizer", "shards"):
+            if not isinstance(getattr(d, k), str):
+                raise ConfigError(f"[data] {k} must be a string, got {getattr(d, k)!r}")
         if d.synthetic_mix:
             if not isinstance(d.synthetic_mix, dict) or not d.source.startswith("synthetic"):
                 raise ConfigError("[data] synthetic_mix is a table of sentence-kind weights, and only applies to "

@@ -421,3 +421,22 @@ def test_the_demo_cache_is_keyed_on_what_is_trained(tmp_path, monkeypatch):
         with pytest.raises(KeyboardInterrupt):
             variants.ensure_variants(TrainConfig.load("tiny").replace_train(steps=steps), tmp_path, quiet=True)
     assert len(set(seen)) == 2 and all(name.startswith("demo-") for name in seen)
+
+
+@pytest.mark.parametrize("table, line, message", [
+    ("model", 'init_std = "0.1"', "init_std must be a number, got '0.1'"),
+    ("model", 'rope_theta = "1e4"', "rope_theta must be a number"),
+    ("model", 'bias = "no"', "bias must be true or false"),
+    ("model", "gf2_affine = 1", "gf2_affine must be true or false, got 1"),
+    ("model", "norm_eps = -1", "norm_eps and rope_theta must be positive"),
+    ("model", "seed = -1", "seed must be >= 0"),
+    ("model", 'd_model = "64"', "d_model must be a positive integer, got '64'"),
+    ("data", "source = 5", "[data] source must be a string, got 5"),
+    ("data", "shards = 1", "[data] shards must be a string"),
+    ("data", "train_tokens = 1.5", "[data] train_tokens must be a positive integer"),
+])
+def test_every_model_and_data_key_is_type_checked(tmp_path, table, line, message):
+    path = write_config(tmp_path, f"[{table}]\n{line}\n")
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.load(path)
+    assert message in str(e.value)
