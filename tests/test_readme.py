@@ -25,7 +25,7 @@ def test_the_small_configs_parameter_counts():
     from fixedid.train import TrainConfig
 
     cfg = TrainConfig.load("small")
-    vocab = cfg.model_config("learned", 2).vocab_size  # the preset's, which [data] vocab_size bounds
+    vocab = cfg.data.vocab_size  # the tokenizer it trains has this many ids
     learned, fixed = (round(trainable_params(cfg.model_config(v, vocab)) / 1e6) for v in ("learned", "canonical"))
     claim = re.search(r"`small` \(~(\d+)M trainable parameters as the learned variant, ~(\d+)M fixed-code\)", README)
     assert (int(claim.group(1)), int(claim.group(2))) == (learned, fixed)

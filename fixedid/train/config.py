@@ -68,7 +68,8 @@ class OptimConfig:
     The schedule's points (``warmup_steps``, ``decay_start``, ``decay_steps`` and each ``keep`` entry) are an
     integer (a step) or a float in [0, 1] (that fraction of ``steps``, rounded; the packaged configs use fractions,
     so ``--steps`` shortens a run and keeps its shape): :meth:`step_of` resolves one, :attr:`kept_steps` the
-    snapshots. A point past ``steps`` is refused."""
+    snapshots. A point past ``steps`` is refused. Extending a run (``--resume --steps N``) moves fractional points
+    with the new length; the steps already trained keep the rates they had."""
 
     steps: int = 1000
     batch_size: int = 32

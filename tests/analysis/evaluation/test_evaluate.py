@@ -136,12 +136,16 @@ def test_eval_cli_writes_tidy_csv_and_refuses_bad_input(ckpt, tmp_path, capsys):
 
 
 def test_lm_eval_command_line_finds_the_model(ckpt, capsys):
+    import sys
+
     from analysis.cli.lm_eval import main
 
+    before = list(sys.argv)
     main(["run", "--model", "fixedid", "--model_args", f"pretrained={ckpt.ckpt_dir}", "--tasks", "fixedid_facts",
           "--limit", "4", "--device", "cpu"])
     out = capsys.readouterr().out
     assert "fixedid_facts" in out and "acc" in out
+    assert sys.argv == before  # lm-eval's command reads sys.argv; the wrapper gives it back
 
 
 def test_eval_refuses_a_checkpoint_without_a_tokenizer(tmp_path, capsys):
