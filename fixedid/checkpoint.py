@@ -105,8 +105,8 @@ def save_checkpoint(model: FixedIdLM, path, tokenizer=None, *, extra_files: dict
         raise CheckpointError(f"metadata keys {sorted(reserved)} are reserved by the checkpoint format")
     extra = _json_safe(meta)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if (path / "meta.json").is_file():  # what a save killed after its exchange left beside a complete checkpoint
-        for stale in path.parent.glob(f".{path.name}.tmp-*"):
+    if not any(path.parent.glob(f".{path.name}.old-*")):  # not a fallback save stopped between its renames:
+        for stale in path.parent.glob(f".{path.name}.tmp-*"):  # what an earlier, killed save left is expendable
             shutil.rmtree(stale, ignore_errors=True)
     tmp = temp_name(path)
     tmp.mkdir()

@@ -80,20 +80,21 @@ def check_out_dir(out: Path, cfg: TrainConfig, resume: bool) -> None:
 def check_resumable(out: Path, cfg: TrainConfig, variants) -> None:
     """Refuse to resume a variant whose checkpoint is gone though the run had one: a save stopped between its two
     renames (where no atomic exchange exists) leaves it under a hidden name beside the variant, and a metrics log
-    past a save point means a checkpoint was written. Without this, ``--resume`` would retrain from step 0."""
+    past the first save point means that save completed. Without this, ``--resume`` would retrain from step 0. (A
+    kill during the first save itself leaves no checkpoint and metrics up to that step: retraining is right.)"""
     first_save = min(cfg.train.save_every, cfg.train.steps)
     for v in variants:
         vdir = out / v
         if (vdir / "meta.json").exists():
             continue
         aside = sorted(p for p in out.glob(f".{v}.*-*") if (p / "meta.json").exists())
-        if aside:
+        if aside and any(out.glob(f".{v}.old-*")):
             steps = {p: json.loads((p / "meta.json").read_text()).get("step", -1) for p in aside}
             best = max(aside, key=steps.get)
             raise CheckpointError(f"{vdir} is missing: a save stopped half-way; its newest checkpoint (step "
                                   f"{steps[best]}) is {best}: rename it to {vdir} and resume")
         logged = _last_step(vdir / "metrics.jsonl")
-        if logged >= first_save:
+        if logged > first_save:
             raise CheckpointError(f"{vdir} has no checkpoint, but its metrics.jsonl reaches step {logged} (past the "
                                   f"save at step {first_save}): the checkpoint was lost; restore it, or move "
                                   f"{vdir} away to retrain the variant from step 0")

@@ -245,8 +245,24 @@ def test_resume_refuses_a_variant_whose_checkpoint_is_gone(tmp_path):
 
     cfg = TrainConfig.load("tiny")  # save_every 250
     (tmp_path / "gf2").mkdir()
-    (tmp_path / "gf2" / "metrics.jsonl").write_text('{"step": 240}\n')
-    check_resumable(tmp_path, cfg, ["gf2", "learned"])  # killed before its first save; another not yet begun
-    (tmp_path / "gf2" / "metrics.jsonl").write_text('{"step": 240}\n{"step": 260}\n')
+    (tmp_path / "gf2" / "metrics.jsonl").write_text('{"step": 240}\n{"step": 250}\n')
+    check_resumable(tmp_path, cfg, ["gf2", "learned"])  # killed during its first save; another not yet begun
+    (tmp_path / "gf2" / "metrics.jsonl").write_text('{"step": 240}\n{"step": 250}\n{"step": 260}\n')
     with pytest.raises(CheckpointError, match="reaches step 260 .past the save at step 250."):
         check_resumable(tmp_path, cfg, ["gf2"])
+
+
+def test_a_kill_during_a_variants_first_save_retrains_and_leaves_no_litter(tmp_path):
+    """The trainer logs step 250 into the variant directory before its first save at 250; a kill inside that save
+    leaves no checkpoint, so resuming starts again from step 0, and the next save removes the killed one's files."""
+    from fixedid.train import TrainConfig, check_resumable
+
+    vdir = tmp_path / "canonical"
+    vdir.mkdir()
+    (vdir / "metrics.jsonl").write_text('{"step": 250}\n')
+    assert _save_in_child(vdir, make(seed=2), step=250, kill_at="carried") == 17
+    assert not (vdir / "meta.json").exists() and list(tmp_path.glob(".canonical.tmp-*"))
+    check_resumable(tmp_path, TrainConfig.load("tiny"), ["canonical"])  # nothing lost: no refusal
+    save_checkpoint(make(seed=2), vdir, adopt_dir=True, step=250)
+    assert [p.name for p in tmp_path.iterdir()] == ["canonical"]
+    assert (vdir / "metrics.jsonl").read_text() == '{"step": 250}\n'
