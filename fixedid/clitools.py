@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from typing import Callable
 
-from .errors import FixedIdError
+from .errors import FixedIdError, FixedIdWarning
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -17,13 +18,23 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def run_main(prog: str, fn: Callable[[], int], cleanup: Callable[[], None] | None = None) -> None:
-    """Run a command; a :class:`FixedIdError` becomes one line on stderr and exit status 2, never a traceback."""
+    """Run a command; a :class:`FixedIdError` becomes one line on stderr and exit status 2, never a traceback, and
+    a :class:`FixedIdWarning` one line ``<prog>: warning: ...`` (not Python's file, line and source)."""
+    default_format = warnings.formatwarning
+
+    def one_line(message, category, filename, lineno, line=None):
+        if issubclass(category, FixedIdWarning):
+            return f"{prog}: warning: {message}\n"
+        return default_format(message, category, filename, lineno, line)
+
+    warnings.formatwarning = one_line
     try:
         code = fn()
     except FixedIdError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         code = 2
     finally:
+        warnings.formatwarning = default_format
         if cleanup is not None:
             cleanup()
     sys.exit(code)

@@ -6,6 +6,10 @@ line on stderr and exit status 2; anything else escaping is a bug.
 """
 
 
+class FixedIdWarning(UserWarning):
+    """Something a result depends on that the user should know, though nothing is wrong with the input."""
+
+
 class FixedIdError(Exception):
     """Base class of every error fixedid raises on bad input."""
 

@@ -174,6 +174,16 @@ def input_code_table(cfg: ModelConfig, *, value_map: str | None = None, scale: f
     return table
 
 
+def constant_code_bits(cfg: ModelConfig) -> list[int]:
+    """The columns of the n-bit code the model reads (0-based, in its own bit order) that are the same for every
+    token of the vocabulary: a 380-token vocabulary leaves 7 of 16 canonical bits constant, the study's 49,152
+    tokens none. Empty for interfaces without an n-bit code."""
+    if not cfg.has_code:
+        return []
+    table = input_code_table(cfg)
+    return [int(j) for j in np.flatnonzero((table == table[:1]).all(0))]
+
+
 class FixedCodeInput(nn.Module):
     """The immutable input: a ``[vocab, n_bits]`` code table in a buffer, repeated to ``d_model``.
 

@@ -31,6 +31,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from fixedid.model import constant_code_bits
+
 from analysis import engine
 from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.engine.effects import nonempty, position as _pos
@@ -192,6 +194,7 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
                        "value": mean_v.numpy().ravel(), "flipped": mean_flip.numpy()[bi.ravel()],
                        "restored": restored.numpy().ravel()})
     df = df.sort_values(["bit", "layer", "pos"], kind="stable").reset_index(drop=True)
+    df["bit_constant"] = df["bit"].isin(constant_code_bits(model.cfg))  # the bit is the same for every token
     tok = getattr(model, "tokenizer", None)
     str_tokens = [tok.decode([int(i)]) if tok is not None else str(int(i)) for i in tokens[0]]
     df.attrs.update(interface=model.cfg.interface, site=site, metric=metric, flip_pos=p, clean=mean_clean,

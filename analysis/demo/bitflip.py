@@ -23,9 +23,7 @@ def bitflip_tables(models: dict, pairs):
     for v, m in models.items():
         x = corpus_tokens(m, tokens=TOKENS)
         if m.cfg.has_code:
-            s = input_intervention(m, "bitflip", x).summary
-            constant = (m.embed.code == m.embed.code[:1]).all(0).cpu().numpy()
-            flips.append(s.assign(variant=v, constant_column=constant[s.bit.to_numpy(dtype=int)]))
+            flips.append(input_intervention(m, "bitflip", x).summary.assign(variant=v))
             with warnings.catch_warnings():  # bits whose flip moves nothing are NaN and left out of the means
                 warnings.simplefilter("ignore", AnalysisWarning)
                 maps[v] = bit_layer_map(m, pairs)
@@ -45,7 +43,7 @@ def bitflip_reading(flips: pd.DataFrame, noise: pd.DataFrame, maps: dict) -> lis
              "![loss change per flipped bit](bitflips.png)", ""]
     for v, g in flips.groupby("variant", sort=False):
         top = g.sort_values("delta_loss", ascending=False).iloc[0]
-        const, vary = g[g.constant_column], g[~g.constant_column]
+        const, vary = g[g.bit_constant.astype(bool)], g[~g.bit_constant.astype(bool)]
         s = (f"- {v}: flipping one bit costs {g.delta_loss.mean():+.2f} nats on average over the {len(g)} bits (range "
              f"{g.delta_loss.min():+.2f} to {g.delta_loss.max():+.2f}; largest: bit {int(top.bit)}, "
              f"{top.delta_loss:+.2f} [{top.delta_loss_lo:+.2f}, {top.delta_loss_hi:+.2f}])")

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from fixedid.model import constant_code_bits
+
 from analysis.corpus import corpus_tokens
 from analysis.errors import AnalysisError
 from analysis.stats import t_intervals
@@ -168,6 +170,10 @@ def result(model, ids: list[dict], values: dict[str, np.ndarray], tgt: Target, a
     for c in _INT_COLUMNS:
         per_edit[c] = per_edit[c].astype("Int64")
     per_edit["scale"] = per_edit["scale"].astype(float)
+    if per_edit["bit"].notna().any():  # a bit that no token differs in is named as such
+        constant = set(constant_code_bits(model.cfg))
+        per_edit["bit_constant"] = pd.array([pd.NA if pd.isna(b) else int(b) in constant for b in per_edit["bit"]],
+                                            dtype="boolean")
     items = per_edit.iloc[np.repeat(np.arange(E), n)].reset_index(drop=True)
     items["item"] = np.tile(np.arange(n), E)
     summary = per_edit.copy()

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import math
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -30,8 +31,8 @@ from ..checkpoint import load_checkpoint, save_checkpoint
 from ..atomic import write_text_atomic
 from ..config import VARIANTS
 from ..data import batch_at, tokenizer_hash
-from ..errors import CheckpointError, ConfigError
-from ..model import FixedIdLM
+from ..errors import CheckpointError, ConfigError, FixedIdWarning
+from ..model import FixedIdLM, constant_code_bits
 from .distributed import Dist, full_state, grad_sync, load_optimizer, setup_dist, wrap
 from .optim import deserialize_optimizer_state, lr_at, make_optimizer, serialize_optimizer_state
 from .prepare import PreparedData, prepare_data
@@ -259,6 +260,16 @@ def _setup_variant(cfg: TrainConfig, variant: str, vdir: Path, data: PreparedDat
     return _Variant(raw, model, opt, start, micro, t.batch_size // (micro * d.world))
 
 
+def warn_constant_bits(variant: str, cfg) -> None:
+    """A :class:`FixedIdWarning` when some code bits are the same for every token of the vocabulary: flipping or
+    recoding such a bit edits a column no token differs in, so bit-level comparisons between codes inherit it."""
+    bits = constant_code_bits(cfg)
+    if bits:
+        warnings.warn(f"{variant}: {len(bits)} of the {cfg.n_bits} code bits are the same for all "
+                      f"{cfg.vocab_size:,} tokens (bits {bits}); bit flips and recodings of them edit columns no "
+                      "token differs in (the study's 49,152 tokens use every bit)", FixedIdWarning, stacklevel=2)
+
+
 def _train_step(v: _Variant, data: PreparedData, t: OptimConfig, step: int,
                 d: Dist) -> tuple[float, float, torch.Tensor]:
     """One optimizer step at step ``step``'s learning rate, gradients accumulated over ``v.accum`` micro-batches;
@@ -322,6 +333,8 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
     t = cfg.train
     vdir = out / variant
     v = _setup_variant(cfg, variant, vdir, data, d, resume=resume)
+    if d.main and v.start < t.steps:
+        warn_constant_bits(variant, v.raw.cfg)
     tokens_per_step = t.batch_size * v.ctx
     bar = tqdm(total=t.steps, initial=v.start, desc=f"{variant:>9}", unit="step", disable=quiet or not d.main,
                dynamic_ncols=True, leave=True)

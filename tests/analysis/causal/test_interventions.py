@@ -324,3 +324,20 @@ def test_cli_writes_tables_and_figures_and_refuses_bad_input(model, learned, tmp
         assert e.value.code == 2 and not target.exists()
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("fixedid-analyze: error:")
+
+
+def test_tables_name_the_bits_no_token_differs_in(model):
+    """A 333-token vocabulary leaves the top 16 - bit_length(332) = 7 canonical bits (MSB first) at 0 for every
+    token; the bit-flip and bit x layer tables say which bits those are."""
+    x = tokens(model, n=2, t=8)
+    r = input_intervention(model, "bitflip", x, bits=[0, 6, 7, 15])
+    if model.cfg.interface == "canonical":
+        top = 16 - (model.cfg.vocab_size - 1).bit_length()
+        assert list(r.summary.bit_constant) == [b < top for b in (0, 6, 7, 15)]
+        assert top == 7
+    else:  # gf2 mixes the varying bits into every column (its rows are checked against the code table itself)
+        table = model.embed.code[:, : model.cfg.n_bits]
+        assert list(r.summary.bit_constant) == [bool((table[:, b] == table[0, b]).all()) for b in (0, 6, 7, 15)]
+    df = bit_layer_map(model, x, pos=2, bits=[0, 15])
+    assert df.groupby("bit").bit_constant.first().tolist() == list(r.summary.bit_constant.iloc[[0, 3]])
+    assert "bit_constant" not in input_intervention(model, "noise", x, scales=[0.5]).summary
