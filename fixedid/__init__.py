@@ -13,4 +13,5 @@ from .model import FixedIdLM  # noqa: E402
 from .checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 
 __all__ = ["__version__", "GF2Code", "canonical_code", "code_table", "PRESETS", "ModelConfig", "FixedIdLM", "save_checkpoint",
-           "load_checkpoint", "FixedIdError", "FixedIdWarning", "ConfigError", "CodeError", "CheckpointError", "DataError"]
+           "load_checkpoint", "FixedIdError", "FixedIdWarning", "ConfigError", "CodeError", "CheckpointError",
+           "DataError"]

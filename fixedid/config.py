@@ -303,9 +303,10 @@ def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(ModelConfig)]
 
 
-#: Named shapes. ``tiny`` trains in minutes on 2 CPU cores; ``small`` has ~17M trainable parameters as the learned variant (~14M fixed-code); ``paper-1.7b`` is the
-#: SmolLM2-1.7B shape inferred in docs/study.md (its parameter arithmetic matches the paper exactly); ``prior-1024`` is
-#: the predecessor paper's model (vocab 65,536, d 1024, 32 layers, GELU).
+#: Named shapes. ``tiny`` trains in minutes on 2 CPU cores; ``small`` has ~17M trainable parameters as the learned
+#: variant (~14M fixed-code); ``paper-1.7b`` is the SmolLM2-1.7B shape inferred in docs/study.md (its parameter
+#: arithmetic matches the paper exactly); ``prior-1024`` is the predecessor paper's model (vocab 65,536, d 1024, 32
+#: layers, GELU).
 PRESETS: dict[str, dict] = {
     "tiny": dict(vocab_size=2048, d_model=128, n_layers=4, n_heads=4, d_ff=384, context=128),
     "small": dict(vocab_size=8192, d_model=384, n_layers=6, n_heads=6, d_ff=1024, context=256),

@@ -37,10 +37,10 @@ Speed (on :mod:`analysis.engine.staged`). Every patch at layer ``l`` starts from
 entering block ``l`` (nothing before the patched layer is recomputed); patches of every layer, position, head and
 pair share staged batched forwards (a patch's rows join at its layer), chunked to ``max_batch`` rows to bound
 memory; one patch (all its pairs) is never split, so with more pairs than ``max_batch`` a forward holds one patch's
-rows, as many as there are pairs. Units whose clean and corrupt activations are equal are exact no-ops and are not run. With a built-in metric
-(which reads the final position only) a patch that first touches position ``q`` runs positions from about ``q`` on,
-continuing from the base run's cached keys and values, and only the final position is unembedded. Attention stays
-on the SDPA path (no site here needs the pattern).
+rows, as many as there are pairs. Units whose clean and corrupt activations are equal are exact no-ops and are not
+run. With a built-in metric (which reads the final position only) a patch that first touches position ``q`` runs
+positions from about ``q`` on, continuing from the base run's cached keys and values, and only the final position is
+unembedded. Attention stays on the SDPA path (no site here needs the pattern).
 
 What a result does NOT establish: a large effect in ``denoise`` mode shows that the patched activation carries
 information the metric needs *given the rest of the corrupted run*; it does not show that the model uses the same

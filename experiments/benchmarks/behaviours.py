@@ -44,7 +44,8 @@ def readme_block(table: pd.DataFrame) -> str:
     at = " / ".join(f"step {s:,}" + (" (the end)" if s == final else "") for s in steps)
     lines = [BEGIN, f"<!-- written by experiments/benchmarks/behaviours.py from {RESULTS.relative_to(ROOT)}; do "
              "not edit by hand -->", "",
-             f"Held-out accuracy, lowest-highest over seeds {seeds} ({int(table.n_pairs.iloc[0])} pairs per task), at {at}:",
+             f"Held-out accuracy, lowest-highest over seeds {seeds} ({int(table.n_pairs.iloc[0])} pairs per task), "
+             f"at {at}:",
              "", "| variant | " + " | ".join(sorted(table.task.unique(), key=_task_order)) + " |",
              "|---|" + "---|" * table.task.nunique()]
     for v in VARIANTS:

@@ -160,7 +160,8 @@ def save_state(raw: FixedIdLM, opt, vdir: Path, data: PreparedData, cfg: TrainCo
 
 
 def kept_dir(vdir: Path, step: int) -> Path:
-    """Where the model-only snapshot of step ``step`` (``[train] keep``) lives: ``<variant>/steps/<step:07d>`` (``steps/0000750``)."""
+    """Where the model-only snapshot of step ``step`` (``[train] keep``) lives: ``<variant>/steps/<step:07d>``
+    (``steps/0000750``)."""
     return Path(vdir) / "steps" / f"{step:07d}"
 
 

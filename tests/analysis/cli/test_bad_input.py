@@ -116,7 +116,8 @@ def files(tmp_path_factory, tokenizer):
     (hf_trunc / "model.safetensors").write_bytes(weights[: len(weights) // 3])
     paths = dict(ckpt=ckpt, learned=learned, trunc=trunc, hf_noheads=hf_noheads, hf_trunc=hf_trunc)
     contents = {"empty.txt": b"", "nonutf8.txt": b"\xff\xfe caf\xe9 \x80\n", "file": b"a file, not a directory\n",
-                "lr_string.toml": b'[train]\nlr = "3e-3"\n', "keep_late.toml": b"[train]\nsteps = 1000\nkeep = [5000]\n",
+                "lr_string.toml": b'[train]\nlr = "3e-3"\n',
+                "keep_late.toml": b"[train]\nsteps = 1000\nkeep = [5000]\n",
                 "nonutf8_toml.toml": b"[train]\nsteps = 10 # \xff\n", "badnpy.npy": b"\x93NUMPY not really"}
     for name, data in contents.items():
         (root / name).write_bytes(data)
