@@ -43,3 +43,11 @@ def test_the_behaviours_table_is_the_benchmarks_output():
     spec.loader.exec_module(bench)
     block = README[README.index(bench.BEGIN):README.index(bench.END) + len(bench.END)]
     assert block == bench.readme_block(pd.read_csv(bench.RESULTS))
+
+
+def test_the_demos_training_budget():
+    from fixedid.train import TrainConfig
+
+    cfg = TrainConfig.load("tiny")
+    per_variant = cfg.train.steps * cfg.train.batch_size * cfg.model_config("canonical", 2).context
+    assert f"training 3 x {per_variant:,} tokens: about {3 * per_variant / 1e6:.1f}M" in README
