@@ -132,69 +132,10 @@ class TrainConfig:
         self.validate()
 
     def validate(self) -> None:
-        m = dict(self.model)
-        preset = m.pop("preset", "tiny")
-        for forbidden in ("interface", "vocab_size", "matched_from"):
-            if forbidden in m:
-                raise ConfigError(f"[model] {forbidden} is set by the trainer (the variant / the tokenizer / "
-                                  "match_params); remove it from the config")
-        unknown = set(m) - set(field_names())
-        if unknown:
-            raise ConfigError(f"unknown [model] key(s) {sorted(unknown)}; known: ['preset'] + {field_names()}")
-        match = m.pop("match_params", None)
-        if match is not None and match not in MATCHES:
-            raise ConfigError(f"[model] match_params {match!r} is not one of {MATCHES}; it applies to the "
-                              "-matched variants (canonical-matched, gf2-matched)")
-        ModelConfig.preset(preset, **m)  # raises ConfigError on a bad preset or value (matching: per variant)
-        t, d = self.train, self.data
-        positive = ("steps", "batch_size", "eval_batches", "save_every", "log_every", "eval_every")
-        for k in positive:
-            v = getattr(t, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"[train] {k} must be a positive integer, got {v!r}")
-        for k in ("micro_batch_size", "seed"):
-            v = getattr(t, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ConfigError(f"[train] {k} must be a non-negative integer, got {v!r}")
-        for k in ("warmup_steps", "decay_steps", "decay_start"):
-            _check_point(f"[train] {k}", getattr(t, k), t.steps)
-        if t.decay_start and t.decay_begin >= t.decay_end:
-            raise ConfigError(f"[train] decay_start {t.decay_start} (step {t.decay_begin}) must come before the end "
-                              f"of the decay (step {t.decay_end}); lower it or set decay_start = 0")
-        if not isinstance(t.keep, list):
-            raise ConfigError(f"[train] keep must be a list of steps or fractions of steps, got {t.keep!r}")
-        for k in t.keep:
-            _check_point("[train] keep entry", k, t.steps)
-        _check_types(t)
-        if t.embed_weight_decay is not None and (not isinstance(t.embed_weight_decay, (int, float))
-                                                 or t.embed_weight_decay < 0):
-            raise ConfigError(f"[train] embed_weight_decay must be >= 0, got {t.embed_weight_decay!r}")
-        if not t.lr > 0 or not 0 <= t.min_lr_ratio <= 1 or t.weight_decay < 0 or t.grad_clip < 0:
-            raise ConfigError("[train] needs lr > 0, 0 <= min_lr_ratio <= 1, weight_decay >= 0 and grad_clip >= 0")
-        if not (0 <= t.beta1 < 1 and 0 <= t.beta2 < 1):
-            raise ConfigError(f"[train] beta1 and beta2 must be in [0, 1), got {t.beta1!r} and {t.beta2!r}")
-        if t.dtype not in DTYPES:
-            raise ConfigError(f"[train] dtype {t.dtype!r} is not one of {DTYPES}")
-        if t.parallel not in PARALLEL:
-            raise ConfigError(f"[train] parallel {t.parallel!r} is not one of {PARALLEL}")
-        for k in ("source", "text_field", "split", "val_split", "tokenizer", "shards"):
-            if not isinstance(getattr(d, k), str):
-                raise ConfigError(f"[data] {k} must be a string, got {getattr(d, k)!r}")
-        if d.synthetic_mix:
-            if not isinstance(d.synthetic_mix, dict) or not d.source.startswith("synthetic"):
-                raise ConfigError("[data] synthetic_mix is a table of sentence-kind weights, and only applies to "
-                                  "source = \"synthetic\"")
-            from ..data.corpus import synthetic_language
-            from ..errors import DataError
-
-            try:
-                synthetic_language(0, d.synthetic_mix)
-            except DataError as e:
-                raise ConfigError(f"[data] synthetic_mix: {e}") from None
-        for k in ("vocab_size", "tokenizer_train_bytes", "train_tokens", "val_tokens"):
-            v = getattr(d, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"[data] {k} must be a positive integer, got {v!r}")
+        """Every key of the three tables, by type and range; one :class:`ConfigError` naming the first bad one."""
+        _check_model_table(self.model)
+        _check_train(self.train)
+        _check_data(self.data)
 
     def model_config(self, variant: str, vocab_size: int) -> ModelConfig:
         """The variant's model config: ``[model]`` on its preset, the interface and vocabulary size, and the
@@ -287,6 +228,76 @@ def packaged_configs() -> list[str]:
     """Names of the training configs shipped inside the package (``experiments/configs/`` links to them)."""
     return sorted(p.name.removesuffix(".toml") for p in resources.files("fixedid").joinpath("configs").iterdir()
                   if p.name.endswith(".toml"))
+
+
+def _check_int(what: str, v, lowest: int) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or v < lowest:
+        kind = "a positive" if lowest == 1 else "a non-negative"
+        raise ConfigError(f"{what} must be {kind} integer, got {v!r}")
+
+
+def _check_model_table(model: dict) -> None:
+    m = dict(model)
+    preset = m.pop("preset", "tiny")
+    for forbidden in ("interface", "vocab_size", "matched_from"):
+        if forbidden in m:
+            raise ConfigError(f"[model] {forbidden} is set by the trainer (the variant / the tokenizer / "
+                              "match_params); remove it from the config")
+    unknown = set(m) - set(field_names())
+    if unknown:
+        raise ConfigError(f"unknown [model] key(s) {sorted(unknown)}; known: ['preset'] + {field_names()}")
+    match = m.pop("match_params", None)
+    if match is not None and match not in MATCHES:
+        raise ConfigError(f"[model] match_params {match!r} is not one of {MATCHES}; it applies to the "
+                          "-matched variants (canonical-matched, gf2-matched)")
+    ModelConfig.preset(preset, **m)  # raises ConfigError on a bad preset or value (matching: per variant)
+
+
+def _check_train(t: OptimConfig) -> None:
+    for k in ("steps", "batch_size", "eval_batches", "save_every", "log_every", "eval_every"):
+        _check_int(f"[train] {k}", getattr(t, k), 1)
+    for k in ("micro_batch_size", "seed"):
+        _check_int(f"[train] {k}", getattr(t, k), 0)
+    for k in ("warmup_steps", "decay_steps", "decay_start"):
+        _check_point(f"[train] {k}", getattr(t, k), t.steps)
+    if t.decay_start and t.decay_begin >= t.decay_end:
+        raise ConfigError(f"[train] decay_start {t.decay_start} (step {t.decay_begin}) must come before the end "
+                          f"of the decay (step {t.decay_end}); lower it or set decay_start = 0")
+    if not isinstance(t.keep, list):
+        raise ConfigError(f"[train] keep must be a list of steps or fractions of steps, got {t.keep!r}")
+    for k in t.keep:
+        _check_point("[train] keep entry", k, t.steps)
+    _check_types(t)
+    if t.embed_weight_decay is not None and (not isinstance(t.embed_weight_decay, (int, float))
+                                             or t.embed_weight_decay < 0):
+        raise ConfigError(f"[train] embed_weight_decay must be >= 0, got {t.embed_weight_decay!r}")
+    if not t.lr > 0 or not 0 <= t.min_lr_ratio <= 1 or t.weight_decay < 0 or t.grad_clip < 0:
+        raise ConfigError("[train] needs lr > 0, 0 <= min_lr_ratio <= 1, weight_decay >= 0 and grad_clip >= 0")
+    if not (0 <= t.beta1 < 1 and 0 <= t.beta2 < 1):
+        raise ConfigError(f"[train] beta1 and beta2 must be in [0, 1), got {t.beta1!r} and {t.beta2!r}")
+    if t.dtype not in DTYPES:
+        raise ConfigError(f"[train] dtype {t.dtype!r} is not one of {DTYPES}")
+    if t.parallel not in PARALLEL:
+        raise ConfigError(f"[train] parallel {t.parallel!r} is not one of {PARALLEL}")
+
+
+def _check_data(d: DataConfig) -> None:
+    for k in ("source", "text_field", "split", "val_split", "tokenizer", "shards"):
+        if not isinstance(getattr(d, k), str):
+            raise ConfigError(f"[data] {k} must be a string, got {getattr(d, k)!r}")
+    if d.synthetic_mix:
+        if not isinstance(d.synthetic_mix, dict) or not d.source.startswith("synthetic"):
+            raise ConfigError("[data] synthetic_mix is a table of sentence-kind weights, and only applies to "
+                              "source = \"synthetic\"")
+        from ..data.corpus import synthetic_language
+        from ..errors import DataError
+
+        try:
+            synthetic_language(0, d.synthetic_mix)
+        except DataError as e:
+            raise ConfigError(f"[data] synthetic_mix: {e}") from None
+    for k in ("vocab_size", "tokenizer_train_bytes", "train_tokens", "val_tokens"):
+        _check_int(f"[data] {k}", getattr(d, k), 1)
 
 
 def _check_point(what: str, v, steps: int) -> None:
