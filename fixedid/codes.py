@@ -276,6 +276,15 @@ def frozen_random_table(vocab_size: int, width: int, seed: int, norm: float) -> 
     return rows.astype(np.float32)
 
 
+def random_head(vocab_size: int, width: int, seed: int) -> np.ndarray:
+    """The ``[vocab_size, width]`` float32 rows of the ``output = "random"`` head: seeded Gaussian rows scaled to
+    unit norm (like the ``output = "code"`` head's rows), from a stream of their own (not the ``frozen_random``
+    input table's, so the two controls do not share rows)."""
+    rows = np.random.default_rng([int(seed), 17]).standard_normal((vocab_size, width))
+    rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    return rows.astype(np.float32)
+
+
 def code_features(code, width: int, seed: int, bandwidth: float = 0.25) -> np.ndarray:
     """A fixed, full-rank expansion of ``[vocab, n_bits]`` code rows to ``[vocab, width]``: random Fourier features
     ``cos(code @ W + b)`` with ``W ~ N(0, bandwidth)`` and ``b ~ U(0, 2 pi)`` (for {-1,+1} codes the rows' inner

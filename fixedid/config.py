@@ -19,6 +19,9 @@ norm, full model width: fixed, but neither binary nor low-rank).
 ``output = "code"`` freezes the output side too (a control, with any input interface): the head's rows are a fixed,
 full-rank expansion of each token's code (its own code, or the canonical code when the input has none) by random
 Fourier features (:func:`fixedid.codes.code_features`), unit-norm rows; see the README for what it confounds.
+``output = "random"`` freezes it with no code in it: seeded Gaussian unit-norm rows (:func:`fixedid.codes.random_head`),
+so a comparison with it is not also a comparison of codes. The trainer's ``<variant>-randomhead`` and
+``<variant>-codehead`` variants set them.
 
 ``match_params`` gives a fixed-code variant back the learned input table's parameter budget inside the backbone,
 so that "worse" is not "smaller": ``"width"`` widens every MLP (``d_ff``), ``"depth"`` adds whole layers; either must
@@ -42,21 +45,28 @@ from .errors import CodeError, ConfigError
 INTERFACES = ("learned", "canonical", "gf2", "permuted", "frozen_random")
 #: Interfaces that read an n-bit code (bit-level analyses apply); ``frozen_random`` is frozen but has no bits.
 CODED = ("canonical", "gf2", "permuted")
-#: Variant names the trainer accepts: the interfaces, and a fixed-code interface given the learned budget back
-#: (``<interface>-matched``: ``match_params`` from ``[model]``, else ``"width"``).
-VARIANTS = INTERFACES + ("canonical-matched", "gf2-matched")
+#: Variant names the trainer accepts: the interfaces; a fixed-code interface given the learned budget back
+#: (``<interface>-matched``: ``match_params`` from ``[model]``, else ``"width"``); and an interface with a frozen
+#: output head (``<interface>-randomhead``: ``output = "random"``; ``<interface>-codehead``: ``output = "code"``).
+VARIANTS = INTERFACES + ("canonical-matched", "gf2-matched", "learned-randomhead", "canonical-randomhead",
+                         "canonical-codehead")
+#: The suffix of a variant name and the [model] field it sets.
+VARIANT_SUFFIXES = {"-matched": ("match_params", True), "-randomhead": ("output", "random"),
+                    "-codehead": ("output", "code")}
 
 
-def variant_interface(variant: str) -> tuple[str, bool]:
-    """``(interface, matched)`` of a trainer variant name."""
-    if variant.endswith("-matched"):
-        return variant.removesuffix("-matched"), True
-    return variant, False
+def variant_interface(variant: str) -> tuple[str, dict]:
+    """``(interface, overrides)`` of a trainer variant name: ``"canonical-randomhead"`` ->
+    ``("canonical", {"output": "random"})``; ``match_params: True`` stands for "matched, by [model]'s rule"."""
+    for suffix, (key, value) in VARIANT_SUFFIXES.items():
+        if variant.endswith(suffix):
+            return variant.removesuffix(suffix), {key: value}
+    return variant, {}
 NORMS = ("rms", "ln")
 MLPS = ("swiglu", "gelu")
 REPEATS = ("tile", "interleave")
 MATCHES = ("width", "depth")
-OUTPUTS = ("learned", "code")
+OUTPUTS = ("learned", "code", "random")
 #: How close (relative) a parameter-matched variant must land to the learned variant's trainable count.
 MATCH_TOLERANCE = 0.005
 
@@ -84,7 +94,8 @@ class ModelConfig:
     gf2_matrix: list[list[int]] | None = None
     gf2_offset: list[int] | None = None
     table_seed: int = 0  # the id permutation of "permuted", the Gaussian table of "frozen_random"
-    output: str = "learned"  # "code": a frozen output head, a fixed full-rank expansion of each token's code
+    output: str = "learned"  # "code": a frozen output head, a fixed full-rank expansion of each token's code;
+    # "random": a frozen head of seeded Gaussian unit-norm rows
     # backbone
     norm: str = "rms"
     norm_eps: float = 1e-5
@@ -189,7 +200,7 @@ class ModelConfig:
                  f"d_model {self.d_model} is not divisible by n_bits {self.n_bits}: the fixed code is repeated to "
                  "width with no projection; pick d_model a multiple of n_bits")
         need(self.output in OUTPUTS, f"unknown output {self.output!r}; use one of {OUTPUTS}")
-        need(self.output == "learned" or self.vocab_size <= (1 << self.n_bits),
+        need(self.output != "code" or self.vocab_size <= (1 << self.n_bits),
              f"output 'code' reads each token's {self.n_bits}-bit code: vocab_size {self.vocab_size} does not fit")
         need(self.match_params is None or self.match_params in MATCHES,
              f"unknown match_params {self.match_params!r}; use one of {MATCHES} (or leave it out)")
@@ -277,7 +288,7 @@ def trainable_params(cfg: ModelConfig) -> int:
     mlp = (3 * d * f + bias * (2 * f + d)) if cfg.mlp == "swiglu" else (2 * d * f + bias * (f + d))
     table = cfg.vocab_size * d
     return (0 if cfg.is_fixed else table) + cfg.n_layers * (2 * norm + attn + mlp) + norm + \
-        (0 if cfg.output == "code" else table)
+        (0 if cfg.output != "learned" else table)
 
 
 def _check_field_types(cfg: ModelConfig) -> None:

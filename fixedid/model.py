@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from .codes import code_features, code_table, frozen_random_table, id_permutation
+from .codes import code_features, code_table, frozen_random_table, id_permutation, random_head
 from .config import ModelConfig
 from .errors import ConfigError
 
@@ -176,8 +176,8 @@ def input_code_table(cfg: ModelConfig, *, value_map: str | None = None, scale: f
 
 def constant_code_bits(cfg: ModelConfig) -> list[int]:
     """The columns of the n-bit code the model reads (0-based, in its own bit order) that are the same for every
-    token of the vocabulary: a 380-token vocabulary leaves 7 of 16 canonical bits constant, the study's 49,152
-    tokens none. Empty for interfaces without an n-bit code."""
+    token of the vocabulary: a 380-token vocabulary leaves 7 of 16 canonical bits constant (none of the tiny
+    recipe's 9), the study's 49,152 tokens none. Empty for interfaces without an n-bit code."""
     if not cfg.has_code:
         return []
     table = input_code_table(cfg)
@@ -228,11 +228,16 @@ class FrozenTableInput(nn.Module):
 
 
 class FixedOutput(nn.Module):
-    """The ``output = "code"`` control: a frozen head whose row ``t`` is a fixed full-rank expansion of token
-    ``t``'s code (:func:`fixedid.codes.code_features`), in a buffer named ``weight`` like a linear layer's."""
+    """The frozen output heads: ``output = "code"``, whose row ``t`` is a fixed full-rank expansion of token ``t``'s
+    code (:func:`fixedid.codes.code_features`), and ``output = "random"``, seeded Gaussian unit-norm rows
+    (:func:`fixedid.codes.random_head`); in a buffer named ``weight`` like a linear layer's."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        if cfg.output == "random":
+            rows = random_head(cfg.vocab_size, cfg.d_model, cfg.table_seed)
+            self.register_buffer("weight", torch.from_numpy(rows).to(torch.get_default_device()), persistent=False)
+            return
         if cfg.has_code:  # the code the input reads, as {-1, +1}
             code = input_code_table(cfg, value_map="pm1", scale=1.0)
         else:  # no n-bit code at the input: the canonical code of the id
@@ -284,7 +289,7 @@ class FixedIdLM(HookedRootModule):
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layers)])
         self.ln_final = _norm(config)
-        if config.output == "code":
+        if config.output != "learned":
             self.unembed = FixedOutput(config)
         else:
             self.unembed = nn.Linear(config.d_model, config.vocab_size, bias=False)

@@ -263,7 +263,7 @@ def _copy_backbone(model, path: Path, state: dict, tied: bool) -> None:
         if f in own:
             own[f].copy_(state[h].to(own[f].dtype))
         elif not torch.equal(state[h].float().cpu(), _tensor(model, f).float().cpu()):  # the frozen output head
-            raise AnalysisError(f"{path}: {h} is not the fixed output head its config names (output = 'code')")
+            raise AnalysisError(f"{path}: {h} is not the fixed output head its config names (output = 'code' or 'random')")
 
 
 def _set_input(model, path: Path, emb: torch.Tensor, rec: dict | None) -> None:

@@ -133,3 +133,49 @@ def cfg_train():
     from fixedid.train.config import TrainConfig
 
     return TrainConfig.load("tiny").train
+
+
+def test_random_output_head_and_the_head_control_variants(tmp_path):
+    """output = "random": frozen unit-norm Gaussian rows, with no code in them; the trainer's -randomhead and
+    -codehead variants set the output field on any interface."""
+    from analysis.interop.hf import export_hf, import_hf
+    from fixedid import ModelConfig, save_checkpoint
+    from fixedid.config import trainable_params, variant_interface
+    from fixedid.train.config import TrainConfig
+    from fixedid.train.optim import make_optimizer
+
+    cfg = ModelConfig.preset("tiny", vocab_size=300, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
+                             interface="canonical", output="random")
+    m = FixedIdLM(cfg)
+    W = m.unembed.weight
+    assert "unembed.weight" not in dict(m.named_parameters()) and m.param_counts()["output_head"] == 0
+    assert torch.allclose(W.norm(dim=1), torch.ones(300), atol=1e-5)
+    # no code in it: rows of tokens one bit apart are no more alike than any two rows (|cos| ~ 1/sqrt(64))
+    code = (m.embed.code > 0).numpy()
+    ham = (code[:, None, :] != code[None, :, :]).sum(-1)
+    sim = (W @ W.T).numpy()
+    assert abs(sim[ham == 1].mean()) < 0.05 and abs(sim[ham == 8].mean()) < 0.05
+    # the same rows whatever the input interface, other rows for another table_seed
+    assert torch.equal(FixedIdLM(cfg.replace(interface="learned")).unembed.weight, W)
+    assert not torch.equal(FixedIdLM(cfg.replace(table_seed=1)).unembed.weight, W)
+    opt = make_optimizer(m, cfg_train())
+    x = torch.randint(0, 300, (4, 32))
+    before = W.clone()
+    m.train()
+    m(x, return_type="loss").backward()
+    opt.step()
+    m.eval()
+    assert torch.equal(m.unembed.weight, before)  # frozen
+    back = load(save_checkpoint(m, tmp_path / "ck"))
+    with torch.no_grad():
+        assert torch.equal(back(x), m(x)) and torch.equal(import_hf(export_hf(back, tmp_path / "hf"))(x), m(x))
+
+    assert variant_interface("canonical-randomhead") == ("canonical", {"output": "random"})
+    assert variant_interface("canonical-codehead") == ("canonical", {"output": "code"})
+    assert variant_interface("gf2-matched") == ("gf2", {"match_params": True})
+    assert variant_interface("learned") == ("learned", {})
+    t = TrainConfig.load("tiny")
+    learned, head = t.model_config("learned", 380), t.model_config("learned-randomhead", 380)
+    assert head.output == "random" and head.interface == "learned"
+    assert trainable_params(learned) - trainable_params(head) == 380 * learned.d_model  # the head's rows
+    assert t.model_config("canonical-matched", 380).match_params == "width"

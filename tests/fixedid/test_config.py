@@ -136,6 +136,7 @@ def test_depth_matching_adds_whole_layers_where_they_fit():
 @pytest.mark.parametrize("preset", ["tiny", "small", "gpt2-small", "paper-1.7b", "prior-1024"])
 @pytest.mark.parametrize("changes", [dict(interface="learned"), dict(interface="canonical"),
                                      dict(interface="gf2", output="code"), dict(interface="frozen_random"),
+                                     dict(interface="learned", output="random"),
                                      dict(interface="learned", n_kv_heads=2, bias=True)])
 def test_trainable_params_from_the_shape_equal_the_models_own_count(preset, changes):
     import torch
