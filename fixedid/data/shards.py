@@ -185,7 +185,7 @@ class _ShardWriter:
 
 def build_shards(texts: Iterable[str], tokenizer, out_dir: str | os.PathLike, *, source: str, split: str,
                  max_tokens: int | None = None, shard_tokens: int = 2 ** 24, batch_docs: int = 256,
-                 progress: bool = False) -> Manifest:
+                 progress: bool = False, split_word_rate: float = 0.0) -> Manifest:
     """Tokenize ``texts`` into ``out_dir/<split>_NNNNN.bin`` shards and record them in ``out_dir/manifest.json``.
 
     Documents are encoded ``batch_docs`` at a time with ``tokenizer.encode_batch`` (or its offset-free twin
@@ -194,6 +194,8 @@ def build_shards(texts: Iterable[str], tokenizer, out_dir: str | os.PathLike, *,
     ends - so an infinite source needs ``max_tokens``. ``progress`` shows a tqdm bar (tokens and rate).
     A split that already exists in ``out_dir`` is replaced; the other splits are kept, and must have been made
     with the same tokenizer. A tokenizer with truncation or padding enabled is used (and hashed) without them.
+    ``split_word_rate`` > 0 writes that share of words in two pieces at a seeded random cut
+    (:mod:`fixedid.data.resegment`): the same tokenizer, so the same hash, with its words segmented more than one way.
     Returns the new manifest (all splits).
     """
     _check_build_args(split, max_tokens, shard_tokens, batch_docs)
@@ -212,7 +214,13 @@ def build_shards(texts: Iterable[str], tokenizer, out_dir: str | os.PathLike, *,
         bar = tqdm(total=max_tokens, unit="tok", unit_scale=True, desc=f"tokenizing {split}")
     writer = _ShardWriter(out, split, shard_tokens)
     try:
-        n_tokens, n_docs = _tokenize_into(writer, texts, tokenizer, eot, max_tokens, batch_docs, bar)
+        if split_word_rate:
+            from .resegment import resegmenting_encoder
+
+            encode = resegmenting_encoder(tokenizer, split_word_rate)
+        else:  # encode_batch_fast (tokenizers >= 0.20) skips the character offsets: same ids, ~25% faster
+            encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+        n_tokens, n_docs = _tokenize_into(writer, texts, encode, eot, max_tokens, batch_docs, bar)
         if n_tokens == 0:
             raise DataError(f"source {source!r} (split {split!r}) produced no text; check the source and split")
         shards = writer.commit()
@@ -264,12 +272,11 @@ def _other_splits_manifest(out: Path, split: str, tok_sha: str) -> Manifest:
     return old
 
 
-def _tokenize_into(writer: _ShardWriter, texts: Iterable[str], tokenizer, eot: int, max_tokens: int | None,
+def _tokenize_into(writer: _ShardWriter, texts: Iterable[str], encode, eot: int, max_tokens: int | None,
                    batch_docs: int, bar) -> tuple[int, int]:
-    """Encode ``texts`` a batch at a time and write the token stream (each document followed by ``eot``, cut at
-    ``max_tokens``) to ``writer``; return ``(n_tokens, n_docs)``, a cut last document counted."""
-    # encode_batch_fast (tokenizers >= 0.20) skips the character offsets: same ids, ~25% faster
-    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+    """Encode ``texts`` a batch at a time with ``encode`` (a tokenizer's ``encode_batch``) and write the token
+    stream (each document followed by ``eot``, cut at ``max_tokens``) to ``writer``; return ``(n_tokens, n_docs)``,
+    a cut last document counted."""
     n_tokens = n_docs = 0
     it = iter(texts)
     while max_tokens is None or n_tokens < max_tokens:

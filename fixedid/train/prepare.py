@@ -66,7 +66,7 @@ def _build(d: DataConfig, target: Path, n_bits: int, progress: bool) -> None:
         build_shards(val_texts, tok, tmp, source=d.source, split="validation", max_tokens=d.val_tokens,
                      progress=progress)
         manifest = build_shards(train_texts, tok, tmp, source=d.source, split="train", max_tokens=d.train_tokens,
-                                progress=progress)
+                                progress=progress, split_word_rate=d.split_word_rate)
         if manifest.split("train").n_tokens < d.train_tokens // 10:
             raise DataError(f"source {d.source!r} gave only {manifest.split('train').n_tokens} training tokens "
                             f"of the {d.train_tokens} asked for; use more data or lower train_tokens")

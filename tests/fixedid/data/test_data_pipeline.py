@@ -344,3 +344,36 @@ def test_batch_at_stateless_sharded_and_shifted(tok, tmp_path):
         batch_at(ts, 0, 1, len(ts), seed=0)
     with pytest.raises(ValueError):
         batch_at(ts, 0, 1, 8, seed=0, rank=2, world_size=2)
+
+
+def test_words_split_at_a_seeded_rate_decode_to_the_same_text(tok, tmp_path):
+    """split_word_rate writes some words in two pieces: the ids still decode to the text, the same word comes out
+    in more than one segmentation, the tokenizer (and its hash) is unchanged, and the draws are seeded."""
+    from fixedid.data.resegment import resegmenting_encoder, split_words
+
+    docs = _docs(40, seed=3) + ["héllo wörld\n\n  tabs\tand 日本語 🙂 "]
+    encoded = resegmenting_encoder(tok, 0.5)(docs)
+    assert [tok.decode(e.ids) for e in encoded] == docs
+    plain = [tok.encode(d).ids for d in docs]
+    assert sum(map(len, (e.ids for e in encoded))) > sum(map(len, plain))  # split words take more pieces
+    rng, n_words, n_pieces = np.random.default_rng(0), 0, 0
+    for d in docs:
+        pieces = split_words(d, tok, 0.5, rng)
+        assert "".join(pieces) == d
+        n_words += len(tok.pre_tokenizer.pre_tokenize_str(d))
+        n_pieces += len(pieces)
+    assert 1.3 < n_pieces / n_words < 1.5  # half the words of two or more characters are cut in two
+    m1 = build_shards(iter(docs), tok, tmp_path / "a", source="unit", split="train", split_word_rate=0.5)
+    build_shards(iter(docs), tok, tmp_path / "b", source="unit", split="train", split_word_rate=0.5)
+    m0 = build_shards(iter(docs), tok, tmp_path / "c", source="unit", split="train")
+    a, b, c = (TokenShards(p, "train") for p in (tmp_path / "a", tmp_path / "b", tmp_path / "c"))
+    ids = a.slice(0, len(a))
+    assert np.array_equal(ids, b.slice(0, len(b)))  # seeded: the same ids on every build
+    assert np.array_equal(c.slice(0, len(c)), np.concatenate([np.r_[p, eot_id(tok)] for p in plain]))
+    assert len(a) > len(c) and m1.splits["train"].tokenizer_sha256 == m0.splits["train"].tokenizer_sha256
+    # the word " the" is one token by default and, somewhere in the split stream, in two pieces
+    the = tok.encode(" the").ids
+    assert len(the) == 1 and the[0] in ids
+    assert any(tok.decode(ids[i:i + 2].tolist()) == " the" for i in range(len(ids) - 1))
+    with pytest.raises(DataError, match="split_word_rate"):
+        resegmenting_encoder(tok, 1.5)
