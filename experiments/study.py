@@ -1,9 +1,9 @@
-"""The study pipeline (see analysis.study.pipeline): train the three variants for every seed (and further GF(2) recodings),
-measure every checkpoint with every analysis, and write a report in which every number has a mean and a 95% interval
-over seeds.
+"""The study pipeline (see analysis.study.pipeline): train the three variants and their controls for every seed (and
+further GF(2) recodings), measure every checkpoint with every analysis, and write a report in which every number has
+a mean and a 95% interval over seeds, and which says which differences survive each control.
 
-    python -m experiments.study --config experiments/configs/tiny.toml --seeds 0,1,2 --out study/
-    python -m experiments.study --config tiny --seeds 0-2 --gf2-seeds 0,1,2 --out study/   # three trained recodings
+    python -m experiments.study --config tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study/   # the documented run
+    python -m experiments.study --config tiny --seeds 0-2 --variants learned,canonical,gf2 --out quick/  # no controls
     fixedid-analyze figures --results study/     # redraw every figure from the CSVs, no model needed
 """
 

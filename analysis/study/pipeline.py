@@ -1,8 +1,9 @@
 """The study pipeline: train every variant for every seed, measure every checkpoint, report over seeds.
 
-    python -m experiments.study --config experiments/configs/tiny.toml --seeds 0,1,2 --out study/
+    python -m experiments.study --config tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study/
 
-For each seed (``[train] seed``: initialisation and data order) the three variants are trained into
+For each seed (``[train] seed``: initialisation and data order) the three variants and their controls
+(:data:`DEFAULT_VARIANTS`; :mod:`analysis.study.controls` says what each removes) are trained into
 ``OUT/runs/seed<S>``, and for each further GF(2) recoding of ``--gf2-seeds`` (``[model] gf2_seed``; the first listed
 is the ``gf2`` variant itself) a ``gf2-r<R>`` variant into ``OUT/runs/seed<S>-gf2r<R>``: several *trained*
 recodings, since "not tied to one binary assignment" is a claim about training. Every checkpoint - the final one and
@@ -45,6 +46,10 @@ from fixedid.train.config import TrainConfig
 from analysis.errors import AnalysisError
 
 BASE_VARIANTS = ("learned", "canonical", "gf2")
+#: What the study trains by default: the three variants and their controls (analysis.study.controls says which
+#: difference each control tests).
+DEFAULT_VARIANTS = BASE_VARIANTS + ("permuted", "frozen_random", "canonical-matched", "learned-randomhead",
+                                    "canonical-randomhead")
 TOKENS = 4096  # validation tokens per corpus-level measurement
 N_PAIRS = 32  # task pairs per pair-level measurement
 
@@ -112,19 +117,21 @@ def checkpoints_of(variant_dir: Path, cfg: TrainConfig) -> dict[int, Path]:
 class Analysis:
     """One entry of :data:`ANALYSES`: ``fn(model, reference)`` measures one checkpoint as long-format rows;
     ``when``: "all" (every kept snapshot and the final checkpoint) or "final"; ``reference``: whether ``fn`` is
-    given the learned variant of the same seed (otherwise ``reference`` is None)."""
+    given the learned variant of the same seed (otherwise ``reference`` is None); ``controls``: whether it also runs
+    on the control variants (the report's control checks read behaviours and loss)."""
 
     name: str
     when: str
     fn: Callable[..., pd.DataFrame]
     reference: bool = False
+    controls: bool = True
 
 
 #: The study's analyses by name, in the order they run; filled by :func:`register`.
 ANALYSES: dict[str, Analysis] = {}
 
 
-def register(name: str, when: str, *, reference: bool = False):
+def register(name: str, when: str, *, reference: bool = False, controls: bool = True):
     """Decorator: ``@register("loss", when="all")`` adds ``fn(model, reference) -> rows`` to :data:`ANALYSES`."""
     if when not in ("all", "final"):
         raise AnalysisError(f"analysis {name!r}: when={when!r} must be 'all' or 'final'")
@@ -132,7 +139,7 @@ def register(name: str, when: str, *, reference: bool = False):
         raise AnalysisError(f"analysis {name!r} is registered twice")
 
     def add(fn):
-        ANALYSES[name] = Analysis(name, when, fn, reference)
+        ANALYSES[name] = Analysis(name, when, fn, reference, controls)
         return fn
 
     return add
@@ -196,7 +203,7 @@ def _lens(model, reference=None) -> pd.DataFrame:
     return _rows("lens", [(m, f"lens@{r.hook}", getattr(r, m)) for r in df.itertuples() for m in ("accuracy", "kl")])
 
 
-@register("eval", when="final")
+@register("eval", when="final", controls=False)  # lm-eval takes ~30 s per tiny checkpoint
 def _eval(model, reference=None) -> pd.DataFrame:
     from analysis.evaluation.lmeval import evaluate_table
 
@@ -298,6 +305,11 @@ def _write(df: pd.DataFrame, path: Path) -> None:
     write_csv(df, path)
 
 
+def _is_base(variant: str) -> bool:
+    """The study's own variants (learned, canonical, gf2 and its further recodings gf2-r<R>), not a control."""
+    return variant in BASE_VARIANTS or variant.startswith("gf2-r")
+
+
 def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False) -> None:
     """Every analysis of every checkpoint that has no measurement file yet, and the CKA between the fixed-code
     variants of each seed (final checkpoints)."""
@@ -309,6 +321,8 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False
     for (seed, variant), vdir in ckpts.items():
         for step, cdir in checkpoints_of(vdir, cfg).items():
             for analysis, entry in ANALYSES.items():
+                if not entry.controls and not _is_base(variant):
+                    continue
                 if entry.when == "all" or step == cfg.train.steps:
                     path = out / "measurements" / f"seed{seed}" / variant / f"step{step}" / f"{analysis}.csv"
                     if not path.exists():
@@ -350,9 +364,9 @@ def collect_measurements(out: Path) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------------- main
-def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=BASE_VARIANTS, quiet: bool = False) -> Path:
+def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, quiet: bool = False) -> Path:
     """Train, measure, aggregate and report (see the module docstring); returns the report's path. ``variants``:
-    the trainer's variant names (add ``canonical-matched`` for the parameter-matched fixed variant)."""
+    the trainer's variant names (default: the three and their controls, :data:`DEFAULT_VARIANTS`)."""
     from fixedid.config import VARIANTS
 
     from analysis.study.report import write_results
@@ -389,8 +403,9 @@ def main(argv=None) -> None:
     p.add_argument("--seeds", default="0,1,2", help="training seeds, e.g. 0,1,2 or 0-4 (default 0,1,2)")
     p.add_argument("--gf2-seeds", default="0", help="GF(2) recodings to train, e.g. 0,1,2: the first is the gf2 "
                    "variant, each further one a gf2-r<R> variant (default 0)")
-    p.add_argument("--variants", default=",".join(BASE_VARIANTS), help="trainer variants (default learned,"
-                   "canonical,gf2; add canonical-matched for the parameter-matched fixed variant)")
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="trainer variants (default: "
+                   f"{','.join(DEFAULT_VARIANTS)}, the three and their controls; learned,canonical,gf2 for the three "
+                   "alone)")
     p.add_argument("--out", required=True, help="study directory (restartable: finished work is kept)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)

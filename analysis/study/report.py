@@ -9,7 +9,8 @@ Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis,
   difference exceeds the seed spread; never with fewer than 2 shared seeds);
 - :func:`draw_figures`: every figure from the tables alone (``fixedid-analyze figures --results DIR`` redraws them
   from ``measurements.csv`` without touching a model), each with per-seed points beside mean and interval;
-- :func:`write_results`: the CSVs, the figures and ``report.md``.
+- :func:`write_results`: the CSVs, the figures and ``report.md`` (with :mod:`analysis.study.controls`: which
+  differences survive each control, and what the number of seeds can show).
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ KEYS = ["analysis", "metric", "key"]
 #: the unclipped Student-t bounds).
 BOUNDED = {"accuracy", "acc", "acc_norm", "score", "control", "majority", "probe", "cka", "debiased"}
 ORDER = ("learned", "canonical", "gf2", "canonical-matched", "gf2-matched")
+#: The controls the study trains by default, in the order tables and figures show them (after ORDER's variants).
+CONTROLS = ("permuted", "frozen_random", "canonical-matched", "learned-randomhead", "canonical-randomhead")
+_DISPLAY = ("learned", "canonical", "gf2") + CONTROLS + ("gf2-matched", "canonical-codehead")
 
 
 def variant_order(variants) -> list[str]:
-    """The study's variants first (learned, canonical, gf2), then the others (gf2-r1, ...) by name."""
-    return sorted(dict.fromkeys(variants), key=lambda v: (ORDER.index(v) if v in ORDER else len(ORDER), v))
+    """The study's variants first (learned, canonical, gf2), then the controls, then the others (gf2-r1, ...) by
+    name."""
+    return sorted(dict.fromkeys(variants), key=lambda v: (_DISPLAY.index(v) if v in _DISPLAY else len(_DISPLAY), v))
 
 
 def _clip(metric: str, lo, hi):
@@ -202,7 +207,7 @@ def training_figure(df: pd.DataFrame):
 
 def study_pairs(comp: pd.DataFrame) -> pd.DataFrame:
     """The comparisons a study reports: between the three variants, and each further GF(2) recoding against gf2."""
-    return comp[comp.b.isin(ORDER) & (comp.a.isin(ORDER) | (comp.b == "gf2"))]
+    return comp[comp.b.isin(ORDER) & (comp.a.isin(ORDER) | ((comp.b == "gf2") & comp.a.str.startswith("gf2-r")))]
 
 
 def comparison_figure(comp: pd.DataFrame):
@@ -367,7 +372,10 @@ SECTIONS = [
 
 
 def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.DataFrame, figures: list[str],
-                 meta: dict) -> Path:
+                 meta: dict, controls: pd.DataFrame | None = None) -> Path:
+    from analysis.study.controls import control_lines, seeds_statement
+
+    controls = pd.DataFrame() if controls is None else controls
     final = int(df.step.max())
     seeds = sorted(df.seed.unique())
     lines = ["# Study report", "",
@@ -389,26 +397,34 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
         for step in sorted(df.step.unique()):
             lines += [f"Step {step}:", ""] + _table(summary, "behaviours", "accuracy", step, True)
         lines += ["![across training](figures/training.png)", ""]
+    lines += control_lines(controls)
     lines += ["## Figures", ""] + [f"![{f}](figures/{f}.png)" for f in figures] + [""]
-    lines += ["## What this does not show", "",
-              f"{len(seeds)} seeds give wide intervals; a difference within the seed spread is not evidence of no "
-              "difference. The fixed-code variants have fewer trainable parameters than the learned one, so a gap "
-              "mixes the interface with capacity. The built-in language is small and synthetic: these are tests of "
-              "whether mechanisms form, not of general language ability.", ""]
+    capacity = ("The parameter-matched control answers whether a gap is capacity; the other controls each remove "
+                "one further explanation, and none removes all at once." if "canonical-matched" in set(df.variant)
+                else "The fixed-code variants have fewer trainable parameters than the learned one, so a gap mixes "
+                "the interface with capacity (train canonical-matched to separate them).")
+    lines += ["## What this does not show", "", seeds_statement(len(seeds)), "",
+              capacity + " The built-in language is small and synthetic: these are tests of whether mechanisms "
+              "form, not of general language ability.", ""]
     return write_text_atomic(out / "report.md", "\n".join(lines))
 
 
 def write_results(df: pd.DataFrame, out, meta: dict | None = None) -> Path:
-    """``measurements.csv``, ``summary.csv``, ``comparisons.csv``, ``figures/`` and ``report.md`` in ``out``."""
+    """``measurements.csv``, ``summary.csv``, ``comparisons.csv``, ``controls.csv`` (when controls were trained),
+    ``figures/`` and ``report.md`` in ``out``."""
     from analysis.outputs import write_csv
 
+    from analysis.study.controls import control_table
+
     out = Path(out)
-    summary, comp = summarise(df), compare(df)
+    summary, comp, controls = summarise(df), compare(df), control_table(df)
     write_csv(df, out / "measurements.csv")
     write_csv(summary, out / "summary.csv")
     write_csv(comp, out / "comparisons.csv")
+    if not controls.empty:
+        write_csv(controls, out / "controls.csv")
     figures = draw_figures(df, out / "figures")
-    return write_report(out, df, summary, comp, figures, meta or {})
+    return write_report(out, df, summary, comp, figures, meta or {}, controls)
 
 
 def redraw(results) -> list[Path]:

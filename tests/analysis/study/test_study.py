@@ -51,16 +51,19 @@ def study(tmp_path_factory):
     out = tmp_path_factory.mktemp("study") / "study"
     cfg = out.parent / "study.toml"
     cfg.write_text(CONFIG)
-    report = run_study(str(cfg), out, [0, 1], [0, 1], quiet=True)
+    report = run_study(str(cfg), out, [0, 1], [0, 1], variants=("learned", "canonical", "gf2", "permuted"),
+                       quiet=True)
     return out, report, str(cfg)
 
 
 def test_study_trains_measures_and_reports_over_seeds(study):
     out, report, _ = study
     m = pd.read_csv(out / "measurements.csv", dtype={"key": str})
-    assert set(m.variant) == {"learned", "canonical", "gf2", "gf2-r1", "canonical vs gf2"}
+    assert set(m.variant) == {"learned", "canonical", "gf2", "permuted", "gf2-r1", "canonical vs gf2"}
     assert set(m.seed) == {0, 1} and set(m[m.analysis == "behaviours"].step) == {8, 16}  # kept snapshot and end
     assert set(m[m.analysis == "probes"].step) == {8, 16} and set(m[m.analysis == "eval"].step) == {16}
+    assert "permuted" not in set(m[m.analysis == "eval"].variant)  # lm-eval runs on the study's own variants only
+    assert "permuted" in set(m[m.analysis == "context"].variant)
     assert {"behaviours", "loss", "probes", "eval", "patching", "interventions", "recoding", "erasure",
             "similarity", "lens", "head", "context"} <= set(m.analysis)
     # the trained recodings differ: gf2 and gf2-r1 read different codes
@@ -74,6 +77,10 @@ def test_study_trains_measures_and_reports_over_seeds(study):
         zip(c.a, c.b))
     text = report.read_text()
     assert "seed spread" in text and "## Behaviours on the built-in tasks" in text and "## Across training" in text
+    # the permuted control re-measures learned - canonical and canonical - gf2 (as canonical - permuted)
+    ctrl = pd.read_csv(out / "controls.csv", dtype={"key": str})
+    assert set(ctrl.control) == {"permuted"} and set(ctrl.base) == {"learned - canonical", "canonical - gf2"}
+    assert "## Which differences survive the controls" in text and "With 2 seeds a paired difference" in text
     for stem in ("behaviours_eval", "interventions", "probes", "similarity", "training", "comparisons"):
         assert (out / "figures" / f"{stem}.png").exists() and (out / "figures" / f"{stem}.pdf").exists()
 
@@ -85,7 +92,7 @@ def test_study_restarts_without_redoing_work(study):
     stamps = {p: p.stat().st_mtime_ns for p in [ckpt, *kept]}
     victim = out / "measurements" / "seed1" / "gf2" / "step16" / "recoding.csv"
     victim.unlink()  # as if interrupted before this measurement
-    run_study(cfg, out, [0, 1], [0, 1], quiet=True)
+    run_study(cfg, out, [0, 1], [0, 1], variants=("learned", "canonical", "gf2", "permuted"), quiet=True)
     assert victim.exists()
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items() if p != victim)
     with pytest.raises(AnalysisError, match="another config"):
@@ -110,3 +117,34 @@ def test_figures_redrawn_from_csvs_and_bad_input(study, tmp_path, capsys):
         study_main(["--seeds", "zero", "--out", str(tmp_path / "s")])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "does not parse" in err and "\n" not in err and not (tmp_path / "s").exists()
+
+
+def test_control_table_says_which_differences_survive():
+    """Synthetic seeds with known effects: learned beats canonical by 0.2 nats, and the gap survives the parameter
+    match (learned - canonical-matched = 0.2) but not the frozen heads (both 1.0: no gap); the paired intervals
+    are recomputed here from the t quantile."""
+    from analysis.study.controls import control_table, seeds_statement
+
+    rng = np.random.default_rng(1)
+    rows = []
+    for seed in range(5):
+        shift = rng.normal(0, 0.3)  # shared by every variant of a seed: pairing removes it
+        noise = rng.normal(0, 0.01, size=5)
+        loss = {"learned": 1.0, "canonical": 1.2, "canonical-matched": 1.2, "learned-randomhead": 1.0,
+                "canonical-randomhead": 1.0}
+        for (v, value), e in zip(loss.items(), noise):
+            rows.append({"analysis": "loss", "metric": "val_loss", "key": "", "variant": v, "seed": seed, "step": 9,
+                         "value": value + shift + e})
+    df = pd.DataFrame(rows)
+    t = control_table(df).set_index("control")
+    assert set(t.index) == {"canonical-matched", "learned-randomhead, canonical-randomhead"}  # the others untrained
+    w = df.pivot_table(index="seed", columns="variant", values="value")
+    d = (w["learned"] - w["canonical"]).to_numpy()
+    half = stats.t.ppf(0.975, 4) * d.std(ddof=1) / np.sqrt(5)
+    r = t.loc["canonical-matched"]
+    assert np.isclose(r.base_diff, d.mean()) and np.isclose(r.base_hi - r.base_diff, half)
+    assert r.base_conclusion == "learned < canonical" and r.control_conclusion == "learned < canonical"
+    assert r.survives and r.base_n == r.control_n == 5
+    h = t.loc["learned-randomhead, canonical-randomhead"]
+    assert h.control_conclusion == "within the seed spread" and not h.survives
+    assert "1.24 times" in seeds_statement(5) and "2.48 times" in seeds_statement(5)  # t(4)/sqrt5, t(2)/sqrt3

@@ -1,0 +1,142 @@
+"""Which of the study's differences survive its controls, and what a number of seeds can show.
+
+The study compares ``learned`` with ``canonical`` (is a trainable input table needed?) and ``canonical`` with
+``gf2`` (is the model tied to one code?). Each control swaps one side of such a difference for a variant that
+removes one explanation, and the difference is measured again, paired over the same seeds:
+
+- ``canonical-matched``: the fixed variant given the learned table's parameters back inside the backbone (wider
+  MLPs), so "worse" cannot be "smaller";
+- ``permuted``: the canonical code of a randomly permuted id; the tokenizer's ids are frequency ranks, so canonical
+  bits also spell frequency and permuted bits do not (gf2 keeps it: an affine map of the bits of a small id);
+- ``frozen_random``: a frozen table of Gaussian rows with the code rows' norm, fixed but neither binary nor low-rank,
+  so the comparison separates "frozen" from "a binary code";
+- ``learned-randomhead`` / ``canonical-randomhead``: both output heads frozen to seeded random rows, so what a
+  learned head can absorb for a fixed input is taken away from both sides.
+
+:func:`control_table` gives, per metric and control, the base difference and the controlled one (paired mean
+differences over seeds with Student-t 95% intervals) and each one's *conclusion*: ``a > b`` or ``a < b`` when the
+interval excludes 0, else ``within the seed spread``. A difference *survives* a control when the two conclusions are
+the same. :func:`seeds_statement` says what ``n`` seeds can and cannot show, from the t quantile itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats import paired_difference
+
+
+@dataclass(frozen=True)
+class ControlCheck:
+    """A base difference ``base[0] - base[1]`` measured again as ``swapped[0] - swapped[1]`` with ``control``."""
+    control: str
+    base: tuple[str, str]
+    swapped: tuple[str, str]
+    removes: str
+
+
+CHECKS = (
+    ControlCheck("canonical-matched", ("learned", "canonical"), ("learned", "canonical-matched"),
+                 "the parameter gap (the fixed variant's backbone gets the learned table's parameters)"),
+    ControlCheck("permuted", ("learned", "canonical"), ("learned", "permuted"),
+                 "frequency in the ids (a permuted id's code spells no frequency rank)"),
+    ControlCheck("frozen_random", ("learned", "canonical"), ("learned", "frozen_random"),
+                 "the binary code (a frozen Gaussian table instead)"),
+    ControlCheck("learned-randomhead, canonical-randomhead", ("learned", "canonical"),
+                 ("learned-randomhead", "canonical-randomhead"),
+                 "a learned output head (both heads frozen random)"),
+    ControlCheck("permuted", ("canonical", "gf2"), ("canonical", "permuted"),
+                 "frequency in the ids (is another code as good when it spells no frequency?)"),
+)
+#: What the checks are measured on: the final step's validation loss and behaviour accuracies.
+METRICS = (("loss", "val_loss"), ("behaviours", "accuracy"))
+
+
+def conclusion(d: dict, a: str, b: str) -> str:
+    """``"a > b"``, ``"a < b"`` or ``"within the seed spread"`` from a :func:`paired_difference` result."""
+    if d["n"] < 2 or not np.isfinite(d["lo"]):
+        return "too few seeds"
+    if d["lo"] > 0:
+        return f"{a} > {b}"
+    if d["hi"] < 0:
+        return f"{a} < {b}"
+    return "within the seed spread"
+
+
+def _paired(g: pd.DataFrame, a: str, b: str) -> dict | None:
+    wide = g.pivot_table(index="seed", columns="variant", values="value")
+    if a not in wide or b not in wide:
+        return None
+    return paired_difference(wide[a].to_numpy(float), wide[b].to_numpy(float))
+
+
+def control_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
+    """One row per (metric, key, check) whose variants were all measured: the base and the controlled paired
+    difference over seeds (``*_diff``, ``*_lo``, ``*_hi``, ``*_n``), their conclusions and ``survives``."""
+    step = int(df.step.max()) if step is None else step
+    rows = []
+    for analysis, metric in METRICS:
+        d = df[(df.analysis == analysis) & (df.metric == metric) & (df.step == step)]
+        for key, g in d.groupby("key", sort=False):
+            for c in CHECKS:
+                base, ctrl = _paired(g, *c.base), _paired(g, *c.swapped)
+                if base is None or ctrl is None:
+                    continue
+                bc, cc = conclusion(base, *c.base), conclusion(ctrl, *c.base)
+                rows.append(dict(analysis=analysis, metric=metric, key=key, control=c.control,
+                                 base=" - ".join(c.base), controlled=" - ".join(c.swapped),
+                                 **{f"base_{k}": base[k] for k in ("n", "diff", "lo", "hi")},
+                                 **{f"control_{k}": ctrl[k] for k in ("n", "diff", "lo", "hi")},
+                                 base_conclusion=bc, control_conclusion=cc,
+                                 survives=bc == cc and bc != "too few seeds", removes=c.removes))
+    return pd.DataFrame(rows)
+
+
+def control_lines(table: pd.DataFrame) -> list[str]:
+    """The report's section: one markdown table per base difference."""
+    if table.empty:
+        return []
+    out = ["## Which differences survive the controls", "",
+           "Each control replaces one side of a difference with a variant that removes one explanation; the "
+           "difference is measured again over the same seeds (paired mean [95% interval]). The conclusion of the "
+           "controlled difference is stated in the base difference's terms (e.g. a positive learned - permuted "
+           "loss difference reads learned > canonical); a difference survives when the two conclusions agree.", ""]
+    for base, t in table.groupby("base", sort=False):
+        out += [f"**{base}**", "", "| metric | base difference | control (what it removes) | controlled difference "
+                "| survives |", "|---|---|---|---|---|"]
+        for r in t.itertuples():
+            metric = f"{r.metric} ({r.key})" if r.key not in ("", "nan") else r.metric
+            pct = r.metric == "accuracy"
+            out.append(f"| {metric} | {_cell(r.base_diff, r.base_lo, r.base_hi, pct)}: {r.base_conclusion} | "
+                       f"{r.controlled}: {r.removes} | {_cell(r.control_diff, r.control_lo, r.control_hi, pct)}: "
+                       f"{r.control_conclusion} | {'yes' if r.survives else 'no'} |")
+        out.append("")
+    return out
+
+
+def _cell(m, lo, hi, pct) -> str:
+    f = (lambda x: f"{100 * x:+.0f} pts") if pct else (lambda x: f"{x:+.3f}")
+    return f"{f(m)} [{f(lo)}, {f(hi)}]" if np.isfinite(lo) else f"{f(m)}"
+
+
+def seeds_statement(n: int) -> str:
+    """What ``n`` seeds can and cannot show, with the numbers of the t distribution the report uses."""
+    from scipy import stats
+
+    if n < 2:
+        return (f"With {n} seed there is no interval: every difference is an anecdote; train more seeds "
+                "(--seeds 0-4).")
+    t = float(stats.t.ppf(0.975, n - 1))
+    t3 = float(stats.t.ppf(0.975, 2))
+    return (f"With {n} seeds a paired difference exceeds the seed spread only when its mean is larger than "
+            f"{t / np.sqrt(n):.2f} times the standard deviation of the per-seed differences (t = {t:.2f} with "
+            f"{n - 1} degrees of freedom; with 3 seeds it was {t3 / np.sqrt(3):.2f} times). What this cannot show: "
+            "that two variants are the same (a difference within the spread may be one these seeds cannot resolve); "
+            "how the result varies with the recipe, the data or the scale (every seed shares them); and, over the "
+            f"{len(CHECKS)} control checks and several metrics, about one interval in twenty excludes 0 by chance.")
+
+
+__all__ = ["CHECKS", "ControlCheck", "METRICS", "conclusion", "control_table", "control_lines", "seeds_statement"]
