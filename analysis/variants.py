@@ -51,21 +51,22 @@ def cache_root(arg: str | None) -> Path:
     return Path(arg or os.environ.get("FIXEDID_CACHE") or Path.home() / ".cache" / "fixedid").expanduser()
 
 
-def ensure_variants(config: str | TrainConfig, cache: Path, *, quiet: bool = False) -> Path:
-    """The three trained variants of ``config`` (a TrainConfig, a TOML path or a packaged config name) in
-    ``cache/demo-<key>`` (:meth:`~fixedid.train.TrainConfig.trained_key`: everything that changes what is trained,
-    ``steps`` and the kept snapshots included): reused when complete, resumed when a training was interrupted, else
-    trained."""
+def ensure_variants(config: str | TrainConfig, cache: Path, *, variants=VARIANTS, quiet: bool = False) -> Path:
+    """The trained ``variants`` (default: the three) of ``config`` (a TrainConfig, a TOML path or a packaged config
+    name) in ``cache/demo-<key>`` (:meth:`~fixedid.train.TrainConfig.trained_key`: everything that changes what is
+    trained, ``steps`` and the kept snapshots included): reused when complete, resumed when a training was
+    interrupted, else trained."""
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.load(config)
+    variants = tuple(variants)
     run_dir = cache / f"demo-{cfg.trained_key()[:12]}"
-    if train.run_complete(run_dir, cfg, VARIANTS):
+    if train.run_complete(run_dir, cfg, variants):
         if not quiet:
             print(f"using the cached variants in {run_dir}")
         return run_dir
     if not quiet:
-        print(f"training the three variants into {run_dir} (cached for the next run)")
-    train.train(cfg, run_dir, VARIANTS, resume=(run_dir / "run.json").exists(), quiet=quiet)
-    if not train.run_complete(run_dir, cfg, VARIANTS):
+        print(f"training {', '.join(variants)} into {run_dir} (cached for the next run)")
+    train.train(cfg, run_dir, variants, resume=(run_dir / "run.json").exists(), quiet=quiet)
+    if not train.run_complete(run_dir, cfg, variants):
         raise AnalysisError(f"{run_dir} finished training before the snapshots [train] keep = {cfg.train.keep} "
                             "were asked for; remove it to retrain")
     return run_dir
