@@ -15,7 +15,8 @@ removes one explanation, and the difference is measured again, paired over the s
 
 :func:`control_table` gives, per metric and control, the base difference and the controlled one (paired mean
 differences over seeds with Student-t 95% intervals) and each one's *conclusion*: ``a > b`` or ``a < b`` when the
-interval excludes 0, else ``within the seed spread``. A difference *survives* a control when the two conclusions are
+interval excludes 0, else ``within the seed spread`` (``identical on every seed`` when the differences have no
+spread, which is no evidence either way). A difference *survives* a control when the two conclusions are
 the same. :func:`seeds_statement` says what ``n`` seeds can and cannot show, from the t quantile itself.
 """
 
@@ -59,6 +60,8 @@ def conclusion(d: dict, a: str, b: str) -> str:
     """``"a > b"``, ``"a < b"`` or ``"within the seed spread"`` from a :func:`paired_difference` result."""
     if d["n"] < 2 or not np.isfinite(d["lo"]):
         return "too few seeds"
+    if d["hi"] - d["lo"] <= 1e-12 * max(1.0, abs(d["diff"])):  # identical differences: no spread to judge by
+        return "identical on every seed"
     if d["lo"] > 0:
         return f"{a} > {b}"
     if d["hi"] < 0:
@@ -91,7 +94,8 @@ def control_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
                                  **{f"base_{k}": base[k] for k in ("n", "diff", "lo", "hi")},
                                  **{f"control_{k}": ctrl[k] for k in ("n", "diff", "lo", "hi")},
                                  base_conclusion=bc, control_conclusion=cc,
-                                 survives=bc == cc and bc != "too few seeds", removes=c.removes))
+                                 survives=bc == cc and bc not in ("too few seeds", "identical on every seed"),
+                                 removes=c.removes))
     return pd.DataFrame(rows)
 
 
