@@ -64,7 +64,8 @@ def ensure_variants(config: str | TrainConfig, cache: Path, *, variants=VARIANTS
             print(f"using the cached variants in {run_dir}")
         return run_dir
     if not quiet:
-        print(f"training {', '.join(variants)} into {run_dir} (cached for the next run)")
+        what = "the three variants" if variants == VARIANTS else ", ".join(variants)
+        print(f"training {what} into {run_dir} (cached for the next run)")
     train.train(cfg, run_dir, variants, resume=(run_dir / "run.json").exists(), quiet=quiet)
     if not train.run_complete(run_dir, cfg, variants):
         raise AnalysisError(f"{run_dir} finished training before the snapshots [train] keep = {cfg.train.keep} "

