@@ -16,7 +16,7 @@ sibling's code), and ``token-permutation`` (``k`` random token ids whose input r
 learned variant too).
 
 :func:`recoding_sweep` returns one row per recoding: ``interface, family, k, draw``; ``changed``, the fraction of
-token ids whose input row differs from their own (a map of GL(16, 2) that only mixes bits that are constant over
+token ids whose input row differs from their own (a map of GL(n, 2) that only mixes bits that are constant over
 the vocabulary changes nothing); ``loss`` (mean next-token cross-entropy over every predicted position of the
 data) and ``delta_loss`` (its change from the unedited model); ``acc_<task>`` per built-in task; and ``recoding``
 (JSON: the rows of ``R`` as integers, bit ``i`` of row ``j`` being ``R[j, i]``, and ``r`` as an integer; or the
@@ -254,7 +254,7 @@ def recoding_sweep(model, family: str, ks=None, *, draws: int = 4, seed: int = 0
                      "loss": loss, "delta_loss": loss - base, **{f"acc_{t}": float(acc.get(t, np.nan)) for t in tasks},
                      "recoding": recoding_to_json(edit)})
     df = pd.DataFrame(rows)
-    df.attrs.update(base_loss=base, n_tokens=int(x.numel()), n_sequences=int(x.shape[0]))
+    df.attrs.update(base_loss=base, n_tokens=int(x.numel()), n_sequences=int(x.shape[0]), n_bits=model.cfg.n_bits)
     return df
 
 

@@ -51,6 +51,8 @@ def bitflip_reading(flips: pd.DataFrame, noise: pd.DataFrame, maps: dict) -> lis
             s += (f"; the {len(const)} columns that are constant over the vocabulary (no token id in use sets them "
                   f"differently) cost {const.delta_loss.mean():+.2f} on average, the {len(vary)} that vary "
                   f"{vary.delta_loss.mean():+.2f}")
+        else:
+            s += f"; every one of the {len(g)} columns varies over the vocabulary"
         lines.append(s + ".")
     lines += ["", "| variant | " + " | ".join(f"noise {s:g}" for s in NOISE_SCALES) + " |",
               "|---|" + "---:|" * len(NOISE_SCALES)]

@@ -70,9 +70,15 @@ def recoding_reading(df: pd.DataFrame) -> list[str]:
     for v in [v for v in dict.fromkeys(df.variant) if v not in fixed]:
         cyc, *_ = mean(v, "token-permutation", TOKEN_CYCLES[-1])
         lines.append(f"- {v} (no code to recode): cycling {TOKEN_CYCLES[-1]} token rows costs {cyc:+.2f} nats.")
-    lines += ["", "A transvection that adds a bit which is 0 for every token id in use (a small vocabulary leaves the high "
-              "bits of every id at 0) changes no row of the canonical code, while the gf2 code spreads the id over all 16 bits, so "
-              "equal k is not equal disturbance: compare at equal 'token rows changed' too. A large loss change says "
-              "the trained weights are tied to the code they were trained on; it does not say which weights, nor "
-              "whether a short fine-tuning would re-bind them.", ""]
+    one = {v: mean(v, "transvection", 1)[3].changed.mean() for v in fixed}
+    if len(set(round(c, 2) for c in one.values())) > 1:  # a code with bits no token differs in
+        lines += ["", "A transvection that adds a bit which is the same for every token in use (a vocabulary smaller "
+                  "than the code space leaves high bits constant) changes no row of the canonical code, while a gf2 "
+                  "code mixes every column; equal k is then not equal disturbance: compare at equal 'token rows "
+                  "changed' too."]
+    else:
+        lines += ["", "Every code bit varies over the vocabulary, so one transvection changes the rows of both codes "
+                  "alike: equal k is equal disturbance."]
+    lines += ["A large loss change says the trained weights are tied to the code they were trained on; it does not say "
+              "which weights, nor whether a short fine-tuning would re-bind them.", ""]
     return lines

@@ -45,7 +45,8 @@ def recoding_plot(df: pd.DataFrame, *, title: str | None = None):
             ax.bar(i, g.delta_loss.mean(), 0.6, color=colours[v], alpha=0.35)
             ax.scatter(np.full(len(g), i, dtype=float), g.delta_loss, color=colours[v], s=14, zorder=3)
         ax.set_xticks(range(len(variants)), variants)
-        ax.set_xlabel({"uniform": "uniform draws from GL(16, 2), one point per draw",
+        n = df.attrs.get("n_bits", "n")
+        ax.set_xlabel({"uniform": f"uniform draws from GL({n}, 2), one point per draw",
                        "permutation": "random bit permutations, one point per draw",
                        "other-variant": "fed the other fixed variant's code"}.get(family, family))
     ax.axhline(0, color="0.5", linewidth=0.8)
