@@ -71,14 +71,15 @@ def recoding_reading(df: pd.DataFrame) -> list[str]:
         cyc, *_ = mean(v, "token-permutation", TOKEN_CYCLES[-1])
         lines.append(f"- {v} (no code to recode): cycling {TOKEN_CYCLES[-1]} token rows costs {cyc:+.2f} nats.")
     one = {v: mean(v, "transvection", 1)[3].changed.mean() for v in fixed}
-    if len(set(round(c, 2) for c in one.values())) > 1:  # a code with bits no token differs in
-        lines += ["", "A transvection that adds a bit which is the same for every token in use (a vocabulary smaller "
-                  "than the code space leaves high bits constant) changes no row of the canonical code, while a gf2 "
-                  "code mixes every column; equal k is then not equal disturbance: compare at equal 'token rows "
-                  "changed' too."]
+    if len(set(round(c, 2) for c in one.values())) > 1:
+        shares = ", ".join(f"{100 * c:.0f}% of {v}'s" for v, c in one.items())
+        lines += ["", f"Equal k is not equal disturbance: one transvection changed {shares} token rows. A transvection "
+                  "changes the rows whose added bit is 1; in the canonical code of frequency-ranked ids the high bits "
+                  "are 1 for fewer (and rarer) tokens, or for none when the vocabulary leaves them constant, while a "
+                  "gf2 code mixes every column. Compare at equal 'token rows changed' too."]
     else:
-        lines += ["", "Every code bit varies over the vocabulary, so one transvection changes the rows of both codes "
-                  "alike: equal k is equal disturbance."]
+        lines += ["", "One transvection changed the same share of token rows in every code, so equal k is equal "
+                  "disturbance in rows (not necessarily in how frequent the changed tokens are)."]
     lines += ["A large loss change says the trained weights are tied to the code they were trained on; it does not say "
               "which weights, nor whether a short fine-tuning would re-bind them.", ""]
     return lines
