@@ -95,7 +95,6 @@ def test_fixed_output_head(tmp_path):
     from analysis.interop.hf import export_hf, import_hf
     from fixedid import ModelConfig, save_checkpoint
     from fixedid.codes import code_table
-    from fixedid.train.optim import make_optimizer
 
     cfg = ModelConfig.preset("tiny", vocab_size=300, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
                              interface="gf2", output="code")
@@ -112,14 +111,7 @@ def test_fixed_output_head(tmp_path):
     assert torch.linalg.matrix_rank(learned_input.unembed.weight) == cfg.d_model
     with pytest.raises(Exception, match="output"):
         ModelConfig.preset("tiny", output="logits")
-    opt = make_optimizer(m, cfg_train())
-    x = torch.randint(0, 300, (4, 32))
-    before = W.clone()
-    m.train()
-    m(x, return_type="loss").backward()
-    opt.step()
-    assert torch.equal(m.unembed.weight, before)  # frozen
-    m.eval()
+    x = _step_leaves_head(m)
     path = save_checkpoint(m, tmp_path / "ck")
     back = load(path)
     with torch.no_grad():
@@ -127,6 +119,21 @@ def test_fixed_output_head(tmp_path):
         hf = import_hf(export_hf(back, tmp_path / "hf"))
         assert torch.equal(hf(x), m(x))
     assert code_table(300, 16).shape == (300, 16)
+
+
+def _step_leaves_head(m):
+    """One optimizer step on random tokens; the frozen head must come out unchanged. Returns the tokens."""
+    from fixedid.train.optim import make_optimizer
+
+    opt = make_optimizer(m, cfg_train())
+    x = torch.randint(0, m.cfg.vocab_size, (4, 32))
+    before = m.unembed.weight.clone()
+    m.train()
+    m(x, return_type="loss").backward()
+    opt.step()
+    m.eval()
+    assert torch.equal(m.unembed.weight, before)  # frozen
+    return x
 
 
 def cfg_train():
@@ -142,7 +149,6 @@ def test_random_output_head_and_the_head_control_variants(tmp_path):
     from fixedid import ModelConfig, save_checkpoint
     from fixedid.config import trainable_params, variant_interface
     from fixedid.train.config import TrainConfig
-    from fixedid.train.optim import make_optimizer
 
     cfg = ModelConfig.preset("tiny", vocab_size=300, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
                              interface="canonical", output="random")
@@ -158,14 +164,7 @@ def test_random_output_head_and_the_head_control_variants(tmp_path):
     # the same rows whatever the input interface, other rows for another table_seed
     assert torch.equal(FixedIdLM(cfg.replace(interface="learned")).unembed.weight, W)
     assert not torch.equal(FixedIdLM(cfg.replace(table_seed=1)).unembed.weight, W)
-    opt = make_optimizer(m, cfg_train())
-    x = torch.randint(0, 300, (4, 32))
-    before = W.clone()
-    m.train()
-    m(x, return_type="loss").backward()
-    opt.step()
-    m.eval()
-    assert torch.equal(m.unembed.weight, before)  # frozen
+    x = _step_leaves_head(m)
     back = load(save_checkpoint(m, tmp_path / "ck"))
     with torch.no_grad():
         assert torch.equal(back(x), m(x)) and torch.equal(import_hf(export_hf(back, tmp_path / "hf"))(x), m(x))
