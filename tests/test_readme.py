@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -34,15 +35,20 @@ def test_the_small_configs_parameter_counts():
 def test_the_snapshot_directory_it_names():
     from fixedid.train import kept_dir
 
-    assert f"`steps/{kept_dir(Path('v'), 750).name}/` for 1,000 steps" in README
+    from fixedid.train import TrainConfig
+
+    t = TrainConfig.load("tiny").train
+    assert f"`steps/{kept_dir(Path('v'), t.kept_steps[0]).name}/` for tiny's {t.steps:,} steps" in README
 
 
-def test_the_behaviours_table_is_the_benchmarks_output():
+@pytest.mark.parametrize("config", ["tiny", "tiny-bpe"])
+def test_the_behaviours_table_is_the_benchmarks_output(config):
     spec = importlib.util.spec_from_file_location("behaviours", ROOT / "experiments/benchmarks/behaviours.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    block = README[README.index(bench.BEGIN):README.index(bench.END) + len(bench.END)]
-    assert block == bench.readme_block(pd.read_csv(bench.RESULTS))
+    results, begin, end = bench.places(config)
+    block = README[README.index(begin):README.index(end) + len(end)]
+    assert block == bench.readme_block(pd.read_csv(results), config)
 
 
 def test_the_demos_training_budget():
