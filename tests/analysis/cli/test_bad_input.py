@@ -81,6 +81,9 @@ ROWS = [
     # fixedid-train
     ("train", "--config {lr_string}", "[train] lr must be a number, got '3e-3'"),
     ("train", "--config {keep_late}", "keep entry 5000 is not a step of this run"),
+    ("train", "--config {split_rate}", "[data] split_word_rate must be a number in [0, 1)"),
+    ("train", "--config {wide_code}", "n_bits 25 is too large"),
+    ("train", "--config tiny --variants learned-bighead", "must list distinct names"),
     ("train", "--config {nonutf8_toml}", "cannot be read"),
     ("train", "--config tiny --steps 0", "steps must be a positive integer"),
     ("train", "--config tiny --device cuda:99", "device 'cuda:99' is not available here"),
@@ -118,6 +121,8 @@ def files(tmp_path_factory, tokenizer):
     contents = {"empty.txt": b"", "nonutf8.txt": b"\xff\xfe caf\xe9 \x80\n", "file": b"a file, not a directory\n",
                 "lr_string.toml": b'[train]\nlr = "3e-3"\n',
                 "keep_late.toml": b"[train]\nsteps = 1000\nkeep = [5000]\n",
+                "split_rate.toml": b"[data]\nsplit_word_rate = 1.5\n",
+                "wide_code.toml": b"[model]\nn_bits = 25\n",
                 "nonutf8_toml.toml": b"[train]\nsteps = 10 # \xff\n", "badnpy.npy": b"\x93NUMPY not really"}
     for name, data in contents.items():
         (root / name).write_bytes(data)
