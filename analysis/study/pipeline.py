@@ -69,7 +69,7 @@ def parse_seeds(text: str, what: str = "--seeds") -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------------- training
-def _runs(cfg: TrainConfig, seeds, gf2_seeds, variants=BASE_VARIANTS) -> list[tuple[int, str, TrainConfig, Path,
+def training_runs(cfg: TrainConfig, seeds, gf2_seeds, variants=BASE_VARIANTS) -> list[tuple[int, str, TrainConfig, Path,
                                                                                   list[str]]]:
     """``(seed, run name, config, run dir relative to OUT/runs, variants)`` for every training run."""
     base_gf2 = gf2_seeds[0]
@@ -91,7 +91,7 @@ def train_all(cfg: TrainConfig, out: Path, seeds, gf2_seeds, *, variants=BASE_VA
     from fixedid import train
 
     ckpts = {}
-    for s, name, c, rel, variants in _runs(cfg, seeds, gf2_seeds, variants):
+    for s, name, c, rel, variants in training_runs(cfg, seeds, gf2_seeds, variants):
         run_dir = out / "runs" / rel
         if not train.run_complete(run_dir, c, variants):
             if not quiet:
@@ -419,5 +419,5 @@ def main(argv=None) -> None:
     run_main("study", go)
 
 
-__all__ = ["ANALYSES", "Analysis", "register", "parse_seeds", "train_all", "measure", "measure_all",
+__all__ = ["ANALYSES", "Analysis", "register", "parse_seeds", "training_runs", "train_all", "measure", "measure_all",
            "collect_measurements", "run_study", "main"]

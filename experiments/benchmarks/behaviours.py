@@ -121,11 +121,11 @@ def _variant_dirs(base: TrainConfig, seed: int, recodings: list[int], args):
         ckpts = train_all(base, Path(args.study), [seed], recodings, variants=BASE_VARIANTS)
         out = [(recodings[0] if v == "gf2" else None, v, d) for (_, v), d in ckpts.items() if not v.startswith("gf2-r")]
         return out + [(int(v.split("gf2-r")[1]), "gf2", d) for (_, v), d in ckpts.items() if v.startswith("gf2-r")]
+    from analysis.study.pipeline import training_runs
+
     out = []
-    for i, r in enumerate(recodings):
-        model = dict(base.model, gf2_seed=r) if r or "gf2_seed" in base.model else dict(base.model)
-        cfg = TrainConfig(model=model, data=base.data, train=base.replace_train(seed=seed).train)
-        variants = VARIANTS if i == 0 else ("gf2",)
+    # the study's configs for each recoding (the same cache key for the same training)
+    for r, (_, _, cfg, _, variants) in zip(recodings, training_runs(base, [seed], recodings, VARIANTS)):
         run = ensure_variants(cfg, cache_root(args.cache), variants=variants)
         out += [(r if v == "gf2" else None, v, run / v) for v in variants]
     return out
