@@ -3,13 +3,28 @@
 - :func:`t_interval` / :func:`t_intervals`: the mean of the finite values and its Student-t interval (NaN bounds
   for fewer than two values);
 - :func:`wilson`: the Wilson score interval of a proportion (scipy's ``binomtest``);
-- :func:`paired_difference`: the mean of paired differences ``a - b`` (e.g. per seed) with its t interval, and
-  whether that interval excludes zero.
+- :func:`paired_difference`: the mean of paired differences ``a - b`` (e.g. per seed) with its t interval (mean
+  +- t x the *standard error* of the differences), the paired t test's p-value, the exact sign-flip permutation
+  p-value (:func:`sign_flip_p`), and whether the interval excludes zero; differences that are identical on every
+  pair (no variance) are never said to exclude zero;
+- :func:`sign_flip_p`: the exact two-sided sign-flip permutation p-value of a mean of paired differences. It needs
+  no normality, and it shows what a number of pairs can show at all: with ``n`` pairs the smallest attainable
+  p-value is ``2 / 2**n`` (0.25 with 3 seeds, 0.0625 with 5);
+- :func:`holm` / :func:`bh`: Holm (family-wise error) and Benjamini-Hochberg (false discovery rate) adjusted
+  p-values for a declared family of comparisons;
+- :func:`crossed_bootstrap`: a percentile interval of a mean over a ``[units, items]`` table that resamples both
+  factors (seeds and prompts, or seeds and trained recodings), so the interval covers the variance of each; with
+  ``nested=True`` items are resampled within each unit instead (items that differ between units).
 """
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+
+#: Up to this many pairs :func:`sign_flip_p` enumerates every sign vector; beyond, it draws ``draws`` of them.
+EXACT_SIGN_FLIPS = 16
 
 
 def t_intervals(values, level: float = 0.95):
@@ -44,13 +59,109 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
+def _identical(d: np.ndarray) -> bool:
+    """True when the values have no spread (every paired difference the same, to rounding)."""
+    return len(d) >= 2 and float(np.ptp(d)) <= 1e-12 * max(1.0, float(np.abs(d).max()))
+
+
+def sign_flip_p(d, *, draws: int = 20_000, seed: int = 0) -> float:
+    """Exact two-sided sign-flip p-value of the mean of the finite paired differences ``d``: the share of the
+    ``2**n`` sign vectors whose flipped mean is at least as far from 0 as the observed one (the observed signs
+    included, so the smallest value is ``2 / 2**n``). Beyond :data:`EXACT_SIGN_FLIPS` pairs, ``draws`` seeded random
+    sign vectors plus the observed one. NaN with no pairs; 1 when every difference is 0."""
+    d = np.asarray(d, dtype=float)
+    d = d[np.isfinite(d)]
+    n = len(d)
+    if n == 0:
+        return float("nan")
+    observed = abs(d.mean())
+    tol = 1e-12 * max(1.0, float(np.abs(d).max()))
+    if n <= EXACT_SIGN_FLIPS:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+        return float(np.mean(np.abs(signs @ d / n) >= observed - tol))
+    signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(draws, n))
+    return float((np.sum(np.abs(signs @ d / n) >= observed - tol) + 1) / (draws + 1))
+
+
 def paired_difference(a, b, level: float = 0.95) -> dict:
     """Paired differences ``a - b`` (pairs with a NaN on either side dropped): ``n``, ``diff`` (their mean), ``lo``,
-    ``hi`` (its t interval) and ``exceeds`` (two or more pairs and an interval that excludes zero)."""
+    ``hi`` (its t interval: mean +- t x standard error), ``p`` (the paired t test's two-sided p-value), ``p_sign``
+    (:func:`sign_flip_p`), ``identical`` (every difference the same: no spread, so no test) and ``exceeds`` (two
+    or more pairs, not identical, and an interval that excludes zero)."""
+    from scipy import stats
+
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     d = d[np.isfinite(d)]
     m, lo, hi = t_interval(d, level) if len(d) else (np.nan, np.nan, np.nan)
-    return dict(n=len(d), diff=m, lo=lo, hi=hi, exceeds=bool(len(d) >= 2 and np.isfinite(lo) and (lo > 0 or hi < 0)))
+    same = _identical(d)
+    p = float(stats.ttest_1samp(d, 0.0).pvalue) if len(d) >= 2 and not same else float("nan")
+    return dict(n=len(d), diff=m, lo=lo, hi=hi, p=p, p_sign=sign_flip_p(d), identical=same,
+                exceeds=bool(len(d) >= 2 and not same and np.isfinite(lo) and (lo > 0 or hi < 0)))
 
 
-__all__ = ["t_interval", "t_intervals", "wilson", "paired_difference"]
+def holm(p) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error) of the finite ``p``, in their order; NaN stays NaN.
+    A comparison is significant at level ``alpha`` over the whole family when its adjusted p-value is <= alpha."""
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    adj = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out[order] = np.minimum(adj, 1.0)
+    return out
+
+
+def bh(p) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (false discovery rate) of the finite ``p``, in their order; NaN stays
+    NaN."""
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    adj = np.minimum.accumulate((m / np.arange(m, 0, -1) * p[order][::-1]))[::-1]
+    out[order] = np.minimum(adj, 1.0)
+    return out
+
+
+def crossed_bootstrap(table, *, boots: int = 2000, level: float = 0.95, seed: int = 0,
+                      nested: bool = False) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of the finite cells of a ``[units, items]`` table and a percentile interval
+    from resampling units (rows) with replacement and items (columns) with replacement - the same item draw for
+    every unit when the items are shared between units (crossed, e.g. the same prompts for every seed; Owen's
+    pigeonhole bootstrap), or a fresh draw within each unit with ``nested=True`` (items that differ by unit). A
+    factor with one level is not resampled (it then contributes no variance: say so where it is reported).
+    NaN bounds with fewer than two finite cells."""
+    v = np.asarray(table, dtype=float)
+    if v.ndim != 2:
+        raise ValueError(f"crossed_bootstrap takes a [units, items] table, got shape {v.shape}")
+    ok = np.isfinite(v)
+    if ok.sum() == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = float(v[ok].mean())
+    if ok.sum() < 2:
+        return mean, float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    u, k = v.shape
+    filled, w = np.where(ok, v, 0.0), ok.astype(float)
+    stats_ = np.empty(boots)
+    for i in range(boots):
+        rows = rng.integers(0, u, u) if u > 1 else np.zeros(1, int)
+        if nested:
+            cols = rng.integers(0, k, (len(rows), k)) if k > 1 else np.zeros((len(rows), 1), int)
+            s, c = np.take_along_axis(filled[rows], cols, 1), np.take_along_axis(w[rows], cols, 1)
+        else:
+            cols = rng.integers(0, k, k) if k > 1 else np.zeros(1, int)
+            s, c = filled[np.ix_(rows, cols)], w[np.ix_(rows, cols)]
+        stats_[i] = s.sum() / c.sum() if c.sum() else np.nan
+    lo, hi = np.nanquantile(stats_, [(1 - level) / 2, (1 + level) / 2])
+    return mean, float(lo), float(hi)
+
+
+__all__ = ["t_interval", "t_intervals", "wilson", "paired_difference", "sign_flip_p", "holm", "bh",
+           "crossed_bootstrap", "EXACT_SIGN_FLIPS"]

@@ -44,3 +44,73 @@ def test_paired_difference():
     same = paired_difference([1.0, 2.0], [1.0, 2.0])
     assert same["diff"] == 0 and not same["exceeds"]
     assert not paired_difference([1.0], [0.0])["exceeds"]  # one pair has no interval
+
+
+def test_paired_difference_reports_both_p_values_and_never_flags_identical_differences():
+    from scipy import stats as sps
+
+    r = paired_difference([3.0, 4.0, 6.0], [1.0, 1.0, 1.0])  # differences 2, 3, 5
+    assert r["p"] == pytest.approx(sps.ttest_1samp([2, 3, 5], 0).pvalue) and r["p_sign"] == pytest.approx(0.25)
+    same = paired_difference([2.0, 3.0, 4.0], [1.0, 2.0, 3.0])  # +1 on every seed: a zero-width interval
+    assert same["identical"] and not same["exceeds"] and math.isnan(same["p"]) and same["p_sign"] == 0.25
+
+
+def _sign_flip_by_hand(d):
+    # every one of the 2^n sign vectors, written out as a loop over integers' bits
+    n, obs, hits = len(d), abs(sum(d) / len(d)), 0
+    for mask in range(2 ** n):
+        s = sum(x if (mask >> i) & 1 else -x for i, x in enumerate(d)) / n
+        hits += abs(s) >= obs - 1e-12
+    return hits / 2 ** n
+
+
+@pytest.mark.parametrize("d", [[1.0, 2.0, 3.0], [1.0, -1.0, 2.0], [0.3, -0.1, 0.4, 0.2, 0.5], [0.0, 0.0],
+                               list(np.random.default_rng(1).normal(0.3, 1, 9))])
+def test_sign_flip_p_is_the_exact_permutation_p_value(d):
+    from scipy import stats as sps
+
+    from analysis.stats import sign_flip_p
+
+    p = sign_flip_p(d)
+    assert p == pytest.approx(_sign_flip_by_hand(d))
+    if len(d) >= 3 and np.ptp(d) > 0:  # scipy's own sign-flip test (permutation_type="samples" on one sample)
+        ref = sps.permutation_test((np.asarray(d),), np.mean, permutation_type="samples", n_resamples=np.inf,
+                                   alternative="two-sided").pvalue
+        assert p == pytest.approx(ref)
+    assert sign_flip_p([5.0, 6.0, 7.0]) == 0.25  # 3 seeds cannot go below 2 / 8
+    assert sign_flip_p([1.0] * 5) == pytest.approx(2 / 32)
+
+
+def test_holm_and_bh_by_hand():
+    from analysis.stats import bh, holm
+
+    p = [0.01, 0.04, 0.03, 0.005, np.nan]
+    # Holm: sorted 0.005 x4 = 0.02, 0.01 x3 = 0.03, 0.03 x2 = 0.06, 0.04 x1 = 0.04 -> running max 0.06
+    assert holm(p)[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02]) and math.isnan(holm(p)[4])
+    # BH: 4/1 x 0.005 = 0.02, 4/2 x 0.01 = 0.02, 4/3 x 0.03 = 0.04, 4/4 x 0.04 = 0.04 -> running min from the top
+    assert bh(p)[:4] == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert holm([0.6, 0.7]) == pytest.approx([1.0, 1.0])  # capped at 1
+
+
+def test_crossed_bootstrap_covers_both_factors():
+    """Prompts shared by every seed: a [seeds, prompts] table with a large prompt effect and no seed effect. The
+    mean's standard deviation is then sigma_item / sqrt(items) (closed form); the bootstrap's interval must reach
+    it, which a bootstrap over seeds alone (each seed's mean) cannot (it sees no variance at all)."""
+    from analysis.stats import crossed_bootstrap
+
+    rng = np.random.default_rng(0)
+    units, items, sigma = 5, 200, 2.0
+    item = rng.normal(0, sigma, items)
+    table = np.tile(item, (units, 1)) + rng.normal(0, 0.01, (units, items))
+    m, lo, hi = crossed_bootstrap(table, boots=4000)
+    assert m == pytest.approx(table.mean())
+    expected_half = 1.96 * item.std(ddof=1) / math.sqrt(items)
+    assert (hi - lo) / 2 == pytest.approx(expected_half, rel=0.12)
+    per_seed = table.mean(1)
+    assert np.ptp(per_seed) < 0.01 * expected_half  # what a seeds-only interval would see
+    # one unit: only the items are resampled; nested draws items within each unit
+    _, lo1, hi1 = crossed_bootstrap(table[:1], boots=4000)
+    assert (hi1 - lo1) / 2 == pytest.approx(expected_half, rel=0.12)
+    _, lo_n, hi_n = crossed_bootstrap(table, boots=2000, nested=True)  # nested: prompt noise averages over units
+    assert hi_n - lo_n < 0.7 * (hi - lo)
+    assert all(math.isnan(x) for x in crossed_bootstrap(np.full((2, 2), np.nan)))
