@@ -4,8 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fixedid.codes import (GF2Code, bits_to_ids, canonical_code, code_table, gf2_inverse, gf2_matmul, gf2_rank,
-                           ids_to_bits, is_invertible, random_invertible, render_bits, table_sha256)
+from fixedid.codes import (GF2Code, bits_to_ids, canonical_code, code_table, coset_min_weight, gf2_inverse, gf2_matmul,
+                           gf2_null_space, gf2_rank, ids_to_bits, is_invertible, min_weight_representation,
+                           random_invertible, render_bits, table_sha256)
 from fixedid.errors import CodeError
 
 GF2 = galois.GF(2)
@@ -124,3 +125,71 @@ def test_code_table_whole_16_bit_vocabulary():
     assert table_sha256(t) != table_sha256(canon)
     with pytest.raises(CodeError, match="does not fit"):
         code_table(70000, 16)
+
+
+@settings(max_examples=80, deadline=None)
+@given(bit_matrices(max_n=10, square=False))
+def test_null_space_agrees_with_galois(m):
+    basis = gf2_null_space(m)
+    assert basis.shape == (m.shape[1] - np.linalg.matrix_rank(GF2(m)), m.shape[1])
+    assert not gf2_matmul(m, basis.T).any()  # every basis vector is in the null space
+    if len(basis):  # independent, and the same space as galois's
+        assert gf2_rank(basis) == len(basis)
+        assert gf2_rank(np.vstack([basis, np.array(GF2(m).null_space())])) == len(basis)
+
+
+def brute_force_weight(values, codes):
+    """The fewest code bits whose XOR equals ``values`` up to a constant, over all 2**n masks; None if none does."""
+    n = codes.shape[1]
+    found = [bin(r).count("1") for r in range(1 << n)
+             if len(set(((codes.astype(int) @ ids_to_bits(r, n)) % 2 ^ values).tolist())) == 1]
+    return min(found) if found else None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 64), st.lists(st.integers(0, 1), min_size=6, max_size=6), st.booleans())
+def test_coset_min_weight_is_the_brute_force_minimum(seed, vocab, target, affine):
+    """n = 6 and a vocabulary 0..V-1 that leaves the high bits constant (V <= 32): the lightest mask of the coset is
+    the lightest of all 64 masks that give the same function, and the mask returned does give it."""
+    code = GF2Code.random(6, seed, affine=affine)
+    x = ids_to_bits(np.arange(vocab), 6)
+    c = code.encode_bits(x)
+    values = (x.astype(int) @ np.array(target)) % 2
+    weight, mask = min_weight_representation(np.array(target), np.arange(vocab), 6, code)
+    assert weight == brute_force_weight(values, c)
+    assert len(set(((c.astype(int) @ mask) % 2 ^ values).tolist())) == 1
+    if vocab == 64:  # every id: the representation is unique, the row combination of A^-1
+        row = gf2_matmul(np.array(target)[None], gf2_inverse(code.matrix))[0]
+        assert np.array_equal(mask, row)
+
+
+def test_min_weight_is_one_where_the_row_of_the_inverse_is_heavier():
+    """A known answer: code bit 0 = x0 ^ x3 ^ x4 ^ x5, every other code bit its own id bit. Over all 64 ids canonical
+    bit 0 is code bits 0, 3, 4, 5 (the row of A^-1 has weight 4); over ids 0..7, where x3..x5 are 0, it is code bit 0
+    alone (weight 1), and canonical bits 3..5 are constant (weight 0)."""
+    a = np.eye(6, dtype=np.uint8)
+    a[0, [3, 4, 5]] = 1
+    code = GF2Code(a, np.zeros(6, dtype=np.uint8))
+    assert gf2_inverse(a)[0].sum() == 4
+    e0 = np.eye(6, dtype=np.uint8)[0]
+    assert min_weight_representation(e0, np.arange(64), 6, code)[0] == 4
+    weight, mask = min_weight_representation(e0, np.arange(8), 6, code)
+    assert weight == 1 and mask.tolist() == [1, 0, 0, 0, 0, 0]
+    assert min_weight_representation(np.eye(6, dtype=np.uint8)[4], np.arange(8), 6, code)[0] == 0
+
+
+def test_coset_min_weight_refuses_what_no_mask_gives_and_oversized_cosets():
+    rng = np.random.default_rng(0)
+    codes = ids_to_bits(np.arange(64), 6)
+    values = rng.integers(0, 2, 64)  # a random function of 6 bits: affine with probability 2**-57
+    assert brute_force_weight(values, codes) is None and coset_min_weight(values, codes) is None
+    dup = np.vstack([codes[:2], codes[:1]])  # one code, two values: no function of the code
+    assert coset_min_weight(np.array([0, 1, 1]), dup) is None
+    wide = ids_to_bits(np.arange(4), 24)  # 2 of 24 directions vary: 2**22 masks per function
+    with pytest.raises(CodeError, match="refused"):
+        coset_min_weight(np.array([0, 1, 0, 1]), wide)
+    assert coset_min_weight(np.array([0, 1, 0, 1]), wide, max_free=22)[0] == 1
+    with pytest.raises(CodeError, match="one per code row"):
+        coset_min_weight(np.array([0, 1]), codes)
+    with pytest.raises(CodeError, match="canonical bits"):
+        min_weight_representation(np.ones(5), np.arange(8), 6)
