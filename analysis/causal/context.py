@@ -4,18 +4,45 @@ The study's explanation of the fixed-code gap is that a frozen table cannot smoo
 tokens, so attention must do more of the disambiguation. Three measurements per checkpoint:
 
 - :func:`context_curve`: next-token loss and accuracy at the same positions (the last ``positions`` predictions of
-  each validation window) when the model sees only the last ``k`` tokens, for each ``k`` (``k = None``: the whole
-  window, the model as used). Means over windows with Student-t 95% intervals.
-- :func:`component_shares`: the next-token loss increase when the attention output or the MLP output of each layer
-  is mean-ablated (:func:`analysis.causal.ablation.ablation`), and each one's share of the total over all of them.
+  each validation window) with the context restricted to ``k`` tokens, for each ``k`` (``k = NaN``, ``mask =
+  "none"``: the whole window, the model as used). Two restrictions, both on the full window at the tokens' true
+  positions:
+
+  - ``mask = "window"`` (the default): a sliding-window attention mask in every layer - each query attends only to
+    the last ``k`` positions, itself included (:func:`window_hooks`, which sets the other scores to -inf at
+    ``blocks.{i}.attn.hook_attn_scores``). No kept token is turned into a window's first token: every key a
+    query reads was computed at its own position under the same mask, with its own context (the only context-free
+    token is the window's position 0, as in the unmasked model), so the cut adds no attention sink. What it
+    limits is each attention *read*: information from further back still arrives through the intermediate
+    positions, up to ``reach = n_layers * (k - 1) + 1`` tokens in all (``k = 1``: no context at all, each position
+    sees only itself). The model was never trained with such a mask, so for ``1 < k`` it is also off the training
+    distribution.
+  - ``mask = "crop"``: every key before the ``k`` most recent tokens of a prediction is masked for every query, so
+    the prediction depends on exactly those ``k`` tokens (``reach = k``). It is computed by running the ``k``-token
+    window alone, which is the same function: the model has no absolute position signal (RoPE scores depend only on
+    ``query - key``), so moving those tokens to positions ``0..k-1`` changes nothing beyond float rounding (the tests
+    check it against masking at the true positions). Its first kept token then has no context, as the first token of
+    every training window had, so this is the in-distribution question "how well does the model do with a window of
+    k tokens".
+
+  Means over windows with Student-t 95% intervals. Columns: ``mask``, ``k``, ``reach`` (the most tokens one
+  measured prediction can depend on; NaN for the whole window), ``loss``, ``accuracy`` and their ``_lo``/``_hi``.
+- :func:`component_effects` (:mod:`analysis.causal.components`): the loss increase, in nats with 95% intervals over
+  windows, when attention or MLP outputs are replaced by those of *other* windows (resample ablation, or a
+  per-position mean over a disjoint reference set), one layer at a time and jointly, with the interaction terms
+  that say how far the effects fail to add; :func:`component_shares` is its single-layer rows.
 - :func:`segmentation_cost`: the loss of the same text under an alternative segmentation - words the tokenizer
   writes as one token written instead as two smaller pieces of the same tokenizer - in nats per split word, beside
   the loss of those words under the default segmentation. A tokenizer without smaller pieces of its words (the
   word-level tokenizer of the tiny recipe) has no alternative segmentation: refused.
 
 What these do NOT establish: a steeper context curve shows a variant's predictions depend more on context, not that
-the input table is the reason; ablation shares measure damage on removal, which other paths may hide or inflate;
-segmentation costs mix the model's robustness with how rare the alternative pieces were in training.
+the input table is the reason; the window curve measures dependence on *direct* attention reads within ``k``
+positions (a model that relays information along the sequence is hurt less by it than its crop curve suggests), and
+it mixes the loss of information with the cost of a mask the model never saw in training; neither curve says which
+tokens of the context matter; ablation effects measure damage on removal, which other paths may hide or inflate (see
+:mod:`analysis.causal.components`); segmentation costs mix the model's robustness with how rare the alternative
+pieces were in training.
 """
 
 from __future__ import annotations
@@ -25,20 +52,57 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from analysis.causal.components import component_effects, component_shares, hooked
 from analysis.engine.effects import check_eval
-from analysis.stats import t_intervals
 from analysis.errors import AnalysisError
+from analysis.stats import t_intervals
 
 DEFAULT_KS = (1, 2, 4, 8, 16, 32)
+MASKS = ("window", "crop")
+#: Attention scores materialised per forward under a window mask (batch x heads x T x T floats).
+SCORE_BUDGET = 1 << 25
+
+
+def window_hooks(model, k: int) -> dict:
+    """``{hook name: function}`` for every layer's ``attn.hook_attn_scores``: the scores of keys ``k`` or more
+    positions before the query set to -inf, so each query attends to its last ``k`` positions, itself included, at
+    their true positions (the causal mask already hides later keys). Attach with :func:`hooked`; hooking the
+    scores makes the model take its explicit attention path."""
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise AnalysisError(f"a window of k tokens needs an integer k >= 1, got {k!r}")
+
+    def mask(scores):
+        tq, tk = scores.shape[-2:]
+        q = torch.arange(tk - tq, tk, device=scores.device)  # query positions (after any cached past)
+        far = q[:, None] - torch.arange(tk, device=scores.device)[None, :] >= k
+        return scores.masked_fill(far, float("-inf"))
+
+    return {f"blocks.{i}.attn.hook_attn_scores": mask for i in range(model.cfg.n_layers)}
+
+
+def _masks(mask) -> list[str]:
+    masks = [mask] if isinstance(mask, str) else list(mask)
+    bad = [m for m in masks if m not in MASKS]
+    if not masks or bad:
+        raise AnalysisError(f"unknown context mask {bad[0] if bad else mask!r}; use one or more of {', '.join(MASKS)}")
+    return list(dict.fromkeys(masks))
+
+
+def _scored(lp: torch.Tensor, tgt: torch.Tensor):
+    """Per-row mean loss and accuracy of log-probabilities ``[rows, pos, vocab]`` against targets ``[rows, pos]``."""
+    return -lp.gather(-1, tgt[..., None])[..., 0].mean(1).cpu(), (lp.argmax(-1) == tgt).float().mean(1).cpu()
 
 
 @torch.no_grad()
-def context_curve(model, data=None, *, ks=DEFAULT_KS, positions: int = 32, tokens: int = 16384,
+def context_curve(model, data=None, *, ks=DEFAULT_KS, positions: int = 32, tokens: int = 16384, mask="window",
                   max_batch: int = 256, progress: bool = False) -> pd.DataFrame:
-    """One row per ``k`` (and ``k = NaN`` for the full window): ``k, loss, accuracy`` with ``_lo``/``_hi``."""
+    """One row per (``mask``, ``k``) and one for the whole window (``mask = "none"``, ``k = NaN``): ``mask, k,
+    reach, loss, accuracy`` with ``_lo``/``_hi``. ``mask``: ``"window"``, ``"crop"`` or both (see the module
+    docstring). Only the ``k`` that leave every measured prediction ``k`` tokens are kept."""
     from analysis.corpus import corpus_tokens
 
     check_eval(model)
+    masks = _masks(mask)
     x = data if isinstance(data, torch.Tensor) else corpus_tokens(model, data, tokens=tokens)
     N, T = x.shape
     ks = sorted({int(k) for k in ks})
@@ -52,50 +116,39 @@ def context_curve(model, data=None, *, ks=DEFAULT_KS, positions: int = 32, token
                             f"at most {T - positions} tokens of context")
     device = model.unembed.weight.device
     first = T - 1 - positions  # predictions at positions first..T-2 (targets first+1..T-1)
+    L = model.cfg.n_layers
+    runs = [("none", None)] + [(m, k) for m in masks for k in ks]
     rows = []
-    for k in tqdm([None] + ks, desc="context lengths", unit="k", disable=not progress, leave=False):
+    for m, k in tqdm(runs, desc="context lengths", unit="k", disable=not progress, leave=False):
         losses, hits = [], []
-        if k is None:
-            for i in range(0, N, max_batch):
-                xb = x[i:i + max_batch].to(device)
-                lp = torch.log_softmax(model(xb)[:, first:T - 1].float(), -1)
-                tgt = xb[:, first + 1:]
-                losses.append(-lp.gather(-1, tgt[..., None])[..., 0].mean(1).cpu())
-                hits.append((lp.argmax(-1) == tgt).float().mean(1).cpu())
-        else:
+        if m in ("none", "window"):
+            step = max_batch if m == "none" else max(1, min(max_batch, SCORE_BUDGET // (model.cfg.n_heads * T * T)))
+            with hooked(model, {} if m == "none" else window_hooks(model, k)):
+                for i in range(0, N, step):
+                    xb = x[i:i + step].to(device)
+                    lo, hi = _scored(torch.log_softmax(model(xb)[:, first:T - 1].float(), -1), xb[:, first + 1:])
+                    losses.append(lo)
+                    hits.append(hi)
+        else:  # crop: the k-token window alone (the same function as masking earlier keys at the true positions)
             win = x.unfold(1, k + 1, 1)[:, first - k + 1:T - k]  # [N, positions, k + 1]: k inputs and the target
             flat = win.reshape(-1, k + 1)
-            loss_flat, hit_flat = [], []
-            for i in range(0, len(flat), max_batch * max(1, 64 // k)):
-                wb = flat[i:i + max_batch * max(1, 64 // k)].to(device)
-                lp = torch.log_softmax(model(wb[:, :-1])[:, -1].float(), -1)
-                loss_flat.append(-lp.gather(-1, wb[:, -1:])[:, 0].cpu())
-                hit_flat.append((lp.argmax(-1) == wb[:, -1]).float().cpu())
-            losses.append(torch.cat(loss_flat).view(N, positions).mean(1))
-            hits.append(torch.cat(hit_flat).view(N, positions).mean(1))
-        row = {"k": np.nan if k is None else k}
+            step = max_batch * max(1, 64 // k)
+            lf, hf = [], []
+            for i in range(0, len(flat), step):
+                wb = flat[i:i + step].to(device)
+                lo, hi = _scored(torch.log_softmax(model(wb[:, :-1])[:, -1:].float(), -1), wb[:, -1:])
+                lf.append(lo)
+                hf.append(hi)
+            losses.append(torch.cat(lf).view(N, positions).mean(1))
+            hits.append(torch.cat(hf).view(N, positions).mean(1))
+        reach = np.nan if k is None else (k if m == "crop" else L * (k - 1) + 1)
+        row = {"mask": m, "k": np.nan if k is None else k, "reach": reach}
         for name, parts in (("loss", losses), ("accuracy", hits)):
-            m, lo, hi = t_intervals(torch.cat(parts).numpy()[None, :])
-            row.update({name: float(m[0]), f"{name}_lo": float(lo[0]), f"{name}_hi": float(hi[0])})
+            mean, lo, hi = t_intervals(torch.cat(parts).numpy()[None, :])
+            row.update({name: float(mean[0]), f"{name}_lo": float(lo[0]), f"{name}_hi": float(hi[0])})
         rows.append(row)
     df = pd.DataFrame(rows)
-    df.attrs.update(n_windows=int(N), window=int(T), positions=int(positions))
-    return df
-
-
-def component_shares(model, data=None, *, tokens: int = 8192, how: str = "mean", progress: bool = False):
-    """One row per (component, layer): the loss change when that layer's ``attn`` or ``mlp`` output is ablated
-    (``how``), its 95% interval, and ``share`` of the sum over every row."""
-    from analysis.causal.ablation import ablation
-
-    frames = []
-    for component in ("attn", "mlp"):
-        s = ablation(model, data, component=component, how=how, tokens=tokens, progress=progress).summary
-        frames.append(s.assign(component=component))
-    df = pd.concat(frames, ignore_index=True)
-    df = df[["component", "layer", "delta_loss", "delta_loss_lo", "delta_loss_hi"]].copy()
-    total = df.delta_loss.clip(lower=0).sum()
-    df["share"] = df.delta_loss.clip(lower=0) / total if total > 0 else np.nan
+    df.attrs.update(n_windows=int(N), window=int(T), positions=int(positions), n_layers=int(L))
     return df
 
 
@@ -152,4 +205,5 @@ def segmentation_cost(model, texts, *, max_words: int = 2000) -> pd.DataFrame:
     return df
 
 
-__all__ = ["context_curve", "component_shares", "segmentation_cost", "DEFAULT_KS"]
+__all__ = ["context_curve", "window_hooks", "hooked", "component_effects", "component_shares", "segmentation_cost",
+           "DEFAULT_KS", "MASKS"]
