@@ -1,10 +1,14 @@
 """``fixedid-analyze head``: the geometry of each variant's output head.
 
-    fixedid-analyze head --ckpt runs/tiny/learned --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2
+    fixedid-analyze head --ckpt runs/s0/learned --ckpt runs/s0/canonical --ckpt runs/s0/gf2 --reference runs/s1/learned
 
-Writes ``head.csv`` (variant x measure: R^2 of the head rows from code bits, and against the learned variant's
-input table CKA and nearest-neighbour overlap) and ``head.png``/``.pdf``. The learned checkpoint among ``--ckpt``
-is the reference unless ``--reference`` names one.
+Writes ``head.csv`` (variant x measure, :func:`analysis.readouts.head.head_geometry`: held-out R^2 of the head rows
+from code bits and from log-frequency, the bits' partial R^2 beyond log-frequency, and against a learned input table
+of another run biased and debiased CKA and nearest-neighbour overlap, with a within-frequency-bin permutation null)
+and ``head.png``/``.pdf``. ``--reference`` names the learned checkpoint of another seed that every variant is
+compared with, the learned one included; without it the learned checkpoint among ``--ckpt`` serves the variants of
+other runs only (a model is never compared with its own run), and the others get R^2 rows only. Token frequencies
+are counted over ``--tokens`` tokens of ``--data`` (default: each checkpoint's own validation stream).
 """
 
 from __future__ import annotations
@@ -15,14 +19,19 @@ from pathlib import Path
 from analysis.cli.args import checkpoint_dirs, stacked, variant_names
 from analysis.errors import AnalysisError
 
-HELP = "the output head's geometry: R^2 from code bits, similarity to the learned input table"
+HELP = "the output head's geometry: R^2 from code bits and frequency, similarity to a learned input table"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
-    p.add_argument("--reference", help="a learned-interface checkpoint whose input table the heads are compared "
-                   "with (default: the learned one among --ckpt)")
+    p.add_argument("--reference", help="a learned-interface checkpoint of another seed whose input table every head "
+                   "is compared with (default: the learned one among --ckpt, for the checkpoints of other runs)")
     p.add_argument("--k", type=int, default=10, help="nearest neighbours compared (default 10)")
+    p.add_argument("--data", help="text/JSONL/.npy data whose token counts are the frequencies (default: the "
+                   "checkpoint's own validation stream)")
+    p.add_argument("--tokens", type=int, default=65_536, help="tokens counted for the frequencies (default 65536)")
+    p.add_argument("--null-draws", type=int, default=100,
+                   help="draws of the within-frequency-bin permutation null (default 100)")
     p.add_argument("--out", help="output directory (default: analysis-out/head)")
 
 
@@ -30,27 +39,50 @@ def run(args) -> int:
     from analysis.figures.style import save_figure
     from analysis.outputs import write_csv
     from analysis.figures.output import head_figure
-    from analysis.readouts.head import head_geometry
+    from analysis.readouts.head import check_reference, head_geometry
     from analysis.loading import load
 
     if args.k < 1:
         raise AnalysisError("--k must be positive")
+    if args.null_draws < 2:
+        raise AnalysisError("--null-draws must be at least 2")
     paths = checkpoint_dirs(args.ckpt)
     models = {n: load(p) for n, p in zip(variant_names(paths), paths)}
     if args.reference:
         reference = load(checkpoint_dirs([args.reference])[0])
         if reference.cfg.is_fixed:
             raise AnalysisError(f"--reference {args.reference} is a fixed-code checkpoint; name a learned one")
+        for m in models.values():  # refuse before anything is computed or written
+            check_reference(m, reference)
+        refs = {n: reference for n in models}
     else:
-        reference = next((m for m in models.values() if not m.cfg.is_fixed), None)
-    df = stacked([head_geometry(m, reference, k=args.k).assign(variant=n) for n, m in models.items()])
+        learned = next((m for m in models.values() if not m.cfg.is_fixed), None)
+        refs = {n: learned if learned is not None and _serves(m, learned, check_reference) else None
+                for n, m in models.items()}
+    df = stacked([head_geometry(m, refs[n], k=args.k, data=args.data, tokens=args.tokens,
+                                null_draws=args.null_draws, progress=True).assign(variant=n)
+                  for n, m in models.items()])
     out = Path(args.out) if args.out else Path("analysis-out") / "head"
     write_csv(df, out / "head.csv")
     save_figure(head_figure(df), out, "head")
-    print("output head geometry:" + ("" if reference is not None else " (no learned reference: R^2 only)"))
+    alone = [n for n, r in refs.items() if r is None]
+    print("output head geometry" + (f" (no reference of another run for {', '.join(alone)}: R^2 only; pass "
+                                    "--reference a learned checkpoint of another seed)" if alone else "") + ":")
     for n, g in df.groupby("variant", sort=False):
-        cells = ", ".join(f"{r.measure} ({r.basis}) {r.value:.3f}" for r in g.itertuples()
-                          if r.measure != "nn_overlap_chance")
-        print(f"  {n}: {cells}")
+        g = g.set_index(["measure", "basis"])
+        cells = [f"{m} ({b}) {r.value:.3f} [{r.lo:.3f}, {r.hi:.3f}]" for (m, b), r in g.iterrows()
+                 if m in ("bits_r2", "logfreq_r2", "bits_partial_r2")]
+        cells += [f"{m} {r.value:.3f} (null {r.null_mean:.3f} [{r.null_lo:.3f}, {r.null_hi:.3f}])"
+                  for (m, b), r in g.iterrows() if m in ("debiased_cka_to_learned_input", "nn_overlap")]
+        print(f"  {n}: " + "; ".join(cells))
     print(f"wrote {out / 'head.csv'} and {out / 'head.png'} (+ .pdf)")
     return 0
+
+
+def _serves(model, reference, check) -> bool:
+    """Whether ``reference`` may serve ``model`` (another run, the same tokenizer)."""
+    try:
+        check(model, reference)
+    except AnalysisError:
+        return False
+    return True

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -33,40 +34,104 @@ def lens_figure(frames: dict, *, title: str | None = None):
     return fig
 
 
+_KINDS = {"canonical": dict(hatch=None, fill=True), "own code": dict(hatch="////", fill=True),
+          "log-frequency": dict(hatch=None, fill=False)}
+
+
+def _bars(ax, d, variants, colours, kinds, *, null=False):
+    """Grouped bars: one group per variant, one bar per ``basis`` in ``kinds`` (solid: canonical bits, hatched: the
+    model's own code, open: log-frequency), 95% intervals as error bars; ``null``: the frequency-binned null's 95%
+    range as a grey box over each bar with its mean as a black tick."""
+    ticks = []
+    x = 0.0
+    for v in variants:
+        g = d[d.variant == v]
+        start = x
+        for basis in kinds:
+            r = g[g.basis == basis]
+            if not len(r):
+                continue
+            r = r.iloc[0]
+            err = [[r.value - r.lo], [r.hi - r.value]] if np.isfinite(r.lo) else None
+            style = _KINDS.get(basis, _KINDS["canonical"])
+            ax.bar(x, r.value, 0.8, color=colours[v] if style["fill"] else "white",
+                   edgecolor="white" if style["hatch"] else colours[v], hatch=style["hatch"],
+                   linewidth=0.0 if style["hatch"] else 1.0, yerr=err, capsize=2, error_kw={"linewidth": 0.8})
+            if null and np.isfinite(r.null_mean):
+                ax.add_patch(plt.Rectangle((x - 0.45, r.null_lo), 0.9, r.null_hi - r.null_lo, color="0.55",
+                                           alpha=0.45, linewidth=0, zorder=3))
+                ax.plot([x - 0.45, x + 0.45], [r.null_mean] * 2, color="k", linewidth=1.0, zorder=4)
+            x += 1
+        ticks.append(((start + x - 1) / 2, v))
+        x += 0.6
+    ax.set_xticks([t for t, _ in ticks], [v for _, v in ticks], rotation=30, ha="right", fontsize=7)
+    ax.axhline(0, color="k", linewidth=0.5)
+    ax.tick_params(labelsize=7)
+    ax.grid(axis="y", color="0.9")
+    ax.set_axisbelow(True)
+
+
 def head_figure(df: pd.DataFrame, *, title: str | None = None):
-    """Bars per variant: R^2 of the head rows from code bits (canonical and own code), and, with a reference,
-    CKA and nearest-neighbour overlap with the learned input table (chance marked)."""
+    """Per variant: held-out R^2 of the head rows from code bits and from log-frequency alone, the bits' partial R^2
+    beyond log-frequency, and, with a reference (a learned input table of another run), debiased CKA and
+    nearest-neighbour overlap with it against the frequency-binned null (and the overlap's plain chance level).
+    Tables of earlier versions (``bits_r2`` and biased CKA only) draw as before, without the new panels."""
+    from matplotlib.patches import Patch
+
     variants = list(dict.fromkeys(df.variant))
     colours = variant_colours(variants)
-    panels = [("bits_r2", "R^2 of head rows from code bits\n(hatched: the model's own code)")]
-    if (df.measure == "cka_to_learned_input").any():
-        panels += [("cka_to_learned_input", "linear CKA, head rows vs\nthe learned input table"),
-                   ("nn_overlap", "nearest-neighbour overlap with\nthe learned input table")]
-    fig, axes = subplots(2, height=2.6, ncols=len(panels))
-    for ax, (measure, label) in zip(axes[0], panels):
-        d = df[df.measure == measure]
-        x = 0
-        ticks, names = [], []
-        for v in variants:
-            g = d[d.variant == v]
-            for r in g.itertuples():
-                err = None if not np.isfinite(r.lo) else [[r.value - r.lo], [r.hi - r.value]]
-                ax.bar(x, r.value, 0.8, color=colours[v], hatch="//" if r.basis == "own code" else None,
-                       edgecolor="white", yerr=err, capsize=2)
-                ticks.append(x)
-                names.append(v if r.basis != "own code" else f"{v}\n(own code)")
-                x += 1
-            x += 0.4
+    for c in ("null_mean", "null_lo", "null_hi", "lo", "hi"):
+        if c not in df:
+            df = df.assign(**{c: np.nan})
+    panels = [("bits_r2", ["canonical", "own code"], "held-out R^2 of head rows", False)]
+    if (df.measure == "logfreq_r2").any():
+        r2 = df[df.measure.isin(["bits_r2", "logfreq_r2"])].copy()
+        r2["measure"] = "bits_r2"
+        panels = [("r2", ["log-frequency", "canonical", "own code"], "held-out R^2 of head rows", False),
+                  ("bits_partial_r2", ["canonical", "own code"], "partial R^2 of the bits\nbeyond log-frequency",
+                   False)]
+    if (df.measure == "debiased_cka_to_learned_input").any():
+        panels += [("debiased_cka_to_learned_input", ["W_U vs learned W_E"],
+                    "debiased CKA, head rows vs\na learned input table", True)]
+    elif (df.measure == "cka_to_learned_input").any():
+        panels += [("cka_to_learned_input", ["W_U vs learned W_E"], "linear CKA, head rows vs\nthe learned input "
+                    "table", False)]
+    if (df.measure == "nn_overlap").any():
+        k = df[df.measure == "nn_overlap"].basis.iloc[0].rsplit("k=", 1)[-1]
+        panels += [("nn_overlap", list(dict.fromkeys(df[df.measure == "nn_overlap"].basis)),
+                    f"nearest-neighbour overlap ({k} nearest)\nwith a learned input table", True)]
+    ncols = 2 if len(panels) > 2 else len(panels)
+    nrows = (len(panels) + ncols - 1) // ncols
+    fig, axes = subplots(2, height=2.5 * nrows, nrows=nrows, ncols=ncols)
+    for ax, (measure, kinds, label, null) in zip(axes.flat, panels):
+        d = r2 if measure == "r2" else df[df.measure == measure]
+        _bars(ax, d, variants, colours, kinds, null=null)
+        ax.set_ylabel(label, fontsize=7)
         if measure == "nn_overlap":
             chance = df[df.measure == "nn_overlap_chance"].value
             if len(chance):
                 ax.axhline(float(chance.iloc[0]), color="k", linewidth=0.8, linestyle="--")
-                ax.text(0, float(chance.iloc[0]), " chance", fontsize=6, va="bottom")
-        ax.set_xticks(ticks, names, rotation=30, ha="right", fontsize=7)
-        ax.set_ylabel(label, fontsize=7)
-        ax.tick_params(labelsize=7)
-        ax.grid(axis="y", color="0.9")
-        ax.set_axisbelow(True)
-    fig.suptitle(title or "the output head's geometry (R^2: range over random token splits; overlap: 95% interval "
-                 "over tokens)", fontsize=9, x=0.02, ha="left")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    from matplotlib.lines import Line2D
+
+    handles = [Patch(facecolor="0.4", edgecolor="0.4", label="canonical bits"),
+               Patch(facecolor="0.4", edgecolor="white", hatch="////", label="the model's own code")]
+    if any(m == "r2" for m, *_ in panels):
+        handles.insert(0, Patch(facecolor="white", edgecolor="0.4", label="log-frequency alone"))
+    if df.null_mean.notna().any():
+        handles.append(Patch(facecolor="0.55", alpha=0.45, label="within-frequency-bin null, 95% range (tick: "
+                             "mean)"))
+    if (df.measure == "nn_overlap_chance").any():
+        handles.append(Line2D([], [], color="k", linewidth=0.8, linestyle="--", label="overlap of unrelated "
+                              "tables, k/(V-1)"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), fontsize=6.5,
+               frameon=False)
+    refs = df.dropna(subset=["reference_seed"]) if "reference_seed" in df else df.iloc[:0]
+    ref = ("; reference: the learned input table of seed " + ", ".join(str(int(s)) for s in
+                                                                      dict.fromkeys(refs.reference_seed))
+           if len(refs) else "")
+    how = ("95% intervals; R^2 out of fold, bootstrap over tokens" if (df.measure == "logfreq_r2").any()
+           else "the interval each row records")
+    fig.suptitle(title or f"the output head's geometry (bars: {how}{ref})", fontsize=8, x=0.02, ha="left")
     return fig

@@ -10,6 +10,14 @@ from analysis.readouts.head import head_geometry
 from analysis.readouts.lens import logit_lens
 from fixedid.codes import ids_to_bits
 
+from tests._helpers import tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def other(tmp_path_factory, tokenizer):
+    """A learned reference of another run (seed 4; the module's models are seed 3)."""
+    return tiny_checkpoint(tmp_path_factory, tokenizer, "learned", seed=4)
+
 
 def test_logit_lens_matches_a_hand_computed_lens(model):
     x = torch.randint(0, model.cfg.vocab_size, (6, 20), generator=torch.Generator().manual_seed(0))
@@ -28,19 +36,19 @@ def test_logit_lens_matches_a_hand_computed_lens(model):
     assert row.kl_lo <= row.kl <= row.kl_hi
 
 
-def test_head_geometry_on_known_heads(model, learned):
+def test_head_geometry_on_known_heads(model, other):
     V, d = model.cfg.vocab_size, model.cfg.d_model
     bits = ids_to_bits(np.arange(V), model.cfg.n_bits).astype(np.float32)
     M = np.random.default_rng(0).normal(size=(bits.shape[1], d)).astype(np.float32)
     with torch.no_grad():
-        saved = model.unembed.weight.clone(), learned.embed.W_E.clone()
+        saved = model.unembed.weight.clone(), other.embed.W_E.clone()
         model.unembed.weight.copy_(torch.from_numpy(bits @ M))  # head rows: a linear function of the id's bits
-        learned.embed.W_E.copy_(model.unembed.weight)  # the reference input table: the same rows
+        other.embed.W_E.copy_(model.unembed.weight)  # the reference input table: the same rows
         try:
-            df = head_geometry(model, learned, alpha=1e-6).set_index(["measure", "basis"])
+            df = head_geometry(model, other, alpha=1e-6, boot=100, null_draws=10).set_index(["measure", "basis"])
         finally:
             model.unembed.weight.copy_(saved[0])
-            learned.embed.W_E.copy_(saved[1])
+            other.embed.W_E.copy_(saved[1])
     assert df.loc[("bits_r2", "canonical"), "value"] > 0.999
     own = df.loc[("bits_r2", "own code"), "value"]
     if model.cfg.interface == "canonical":
@@ -48,14 +56,15 @@ def test_head_geometry_on_known_heads(model, learned):
     else:  # the gf2 code is a GF(2)-linear recoding: the canonical bits are not a real-linear function of it
         assert own < 0.9
     assert df.xs("cka_to_learned_input", level=0).value.iloc[0] > 0.999
+    assert df.xs("debiased_cka_to_learned_input", level=0).value.iloc[0] > 0.999
     assert df.xs("nn_overlap", level=0).value.iloc[0] > 0.99
 
 
-def test_lens_and_head_command_lines(model, learned, tmp_path, capsys):
+def test_lens_and_head_command_lines(model, learned, other, tmp_path, capsys):
     from analysis.cli.main import main
 
     dirs = [str(learned.ckpt_dir), str(model.ckpt_dir)]
-    for verb, extra in (("lens", ["--tokens", "512"]), ("head", [])):
+    for verb, extra in (("lens", ["--tokens", "512"]), ("head", ["--reference", str(other.ckpt_dir)])):
         out = tmp_path / verb
         with pytest.raises(SystemExit) as e:
             main([verb, *sum((["--ckpt", d] for d in dirs), []), *extra, "--out", str(out)])
