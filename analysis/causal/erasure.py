@@ -1,25 +1,66 @@
-"""Causal erasure: remove a concept from one hook point with LEACE, and measure what the model loses.
+"""Causal erasure: remove a concept from hook points with LEACE, and measure what the model loses beyond a placebo.
 
 A probe says a concept is linearly *readable* at a hook point; erasure asks whether the model *uses* it there.
-:func:`erasure` collects the hook point's activations over corpus windows, fits a LEACE eraser (Belrose et al.,
-2023; the ``concept-erasure`` package) for the concept on the training sequences, and then, with the eraser
-installed as a forward hook on that hook point:
+:func:`erasure` collects the hook points' activations over corpus windows, splits the windows into a fit half and a
+held-out half (whole sequences, seeded: :func:`analysis.readouts.probes.split_by_sequence`), fits a LEACE eraser
+(Belrose et al., 2023; the ``concept-erasure`` package) for the concept on the fit sequences, installs it as a
+forward hook and measures, on the held-out sequences only:
 
-- the concept's linear probe, refitted on erased activations, is scored on held-out sequences (LEACE guarantees no
-  linear probe beats the constant predictor: expect the majority baseline);
-- the next-token loss of every sequence (mean and 95% interval of the change), and accuracy and logit difference on
-  the built-in tasks' prompts.
+- the concept's linear probe, refitted on edited activations of the fit sequences and scored on the held-out ones
+  (LEACE guarantees no linear probe beats the constant predictor: expect the majority baseline);
+- the next-token loss of every held-out sequence, and accuracy and logit difference on the built-in tasks' prompts.
 
-Beside it, the placebo: a projection that removes ``rank`` random directions (the rank LEACE removed: one for a
-binary concept, up to classes - 1 otherwise), several draws, so a reader can tell the concept's share of the damage
-from what any erasure of that size costs.
+The placebo is the same eraser fitted to a *control concept* with the concept's label distribution: every token
+type (the previous token's type for ``prev_token``) mapped to one seeded random label drawn from the concept's label
+distribution over the tokens, the probes' control task (:func:`analysis.readouts.probes.control_labels`; Hewitt and
+Liang, 2019). A draw of labels per type rather than a permutation of the concept's labels across types, because the
+draw matches the concept's *token-level* label shares (what LEACE's covariances see) in expectation whatever the
+concept's relation to frequency; a permutation keeps the number of types per class but gives a frequent type's label
+to a rare one, which for a frequency-related concept (``freq_bucket``, a high id bit of frequency-ranked ids)
+changes the token shares. Draws with fewer classes than the concept are redrawn (:func:`control_concept`;
+``placebo_seed`` records the seed used). The placebo is thus an edit of the same kind (oblique, affine, of the same
+label structure) that removes a concept the model has no reason to use as such; ``edit_norm`` says whether the two
+edits are the same size. For ``token`` and ``prev_token`` (one class per type) every type-level control is a
+coarsening of the concept itself, usually with fewer classes (``n_classes``, ``rank``): there the placebo is nested
+in the concept, not independent of it.
 
-Concepts are the probe targets of :mod:`analysis.readouts.probes` (``canonical_bit:3``, ``code_bit:5``, ``xor:0,1``,
-``token``, ``prev_token``, ``freq_bucket``).
+Concepts are the probe targets of :mod:`analysis.readouts.probes` (``canonical_bit:3``, the model's own code bits
+``code_bit:5`` - built by the probes' own ``_bit_targets`` -, ``xor:0,1``, ``token``, ``prev_token``,
+``freq_bucket``). Canonical bits exist for every variant (the learned one included); code bits for coded variants.
+:func:`erasure_by_depth` runs every hook point of the residual stream (:func:`resid_hooks`) in one call.
 
-What a result does NOT establish: a loss increase over the placebo shows that the model reads the concept's linear
-subspace at this hook point; it does not show the information is absent elsewhere (a later layer may recompute it)
-nor that a nonlinear encoding of the concept is not used. LEACE removes linear information only.
+Columns of the table (one row per concept x hook x condition; ``none`` the model as is, ``leace`` and one
+``placebo`` row per draw):
+
+- ``concept``, ``hook``, ``depth`` (the residual stream's depth: 0 at the input, ``l`` entering block ``l``, ``l +
+  0.5`` at block ``l``'s ``resid_mid``, ``n_layers`` after the last block; NaN for other hook points),
+  ``condition``, ``draw``, ``placebo_seed``;
+- ``n_classes`` and ``balance`` (the majority-class share over the fit tokens) of the labels the eraser was fitted
+  to (the concept's, or the control concept's for a placebo draw);
+- ``rank``: the number of directions the edit actually changes: the numerical rank of ``I - P`` (singular values
+  above ``1e-10`` x the largest), not a matrix shape (the package keeps zeroed columns, and a trace-constrained
+  eraser is stored as d x d);
+- ``edit_norm``: the mean over held-out tokens of ``||x - x_erased||^2`` (squared activation units);
+  ``edit_share``: ``edit_norm`` over the mean squared distance of the held-out activations from the fit mean (the
+  share of the activations' spread the edit moves);
+- ``probe`` (held-out accuracy of the concept's probe on the edited activations) and ``majority``;
+- ``loss`` (mean held-out next-token loss), ``delta_loss`` with ``delta_loss_lo``/``delta_loss_hi`` (the change
+  from ``none``, 95% t interval over held-out sequences);
+- ``minus_placebo`` with ``_lo``/``_hi`` (``leace`` rows only): **the estimand**: per held-out sequence, the loss
+  change under LEACE minus the mean loss change under the placebo draws, averaged over sequences, with its 95% t
+  interval over sequences (:func:`analysis.stats.t_interval`);
+- ``n_fit_sequences``, ``n_test_sequences``, ``test_fraction``, ``split_seed``: the recorded split;
+- ``acc_<task>``, ``logit_diff_<task>`` on the tasks' prompts.
+
+:func:`erasure_tables` also returns the per-sequence table behind the intervals (``concept``, ``hook``, ``depth``,
+``condition``, ``draw``, ``seq`` (the window's index in the corpus), ``base_loss``, ``loss``, ``delta_loss``).
+
+What a result does NOT establish: a loss increase beyond the placebo shows that the model reads the concept's
+linear subspace at this hook point more than that of a random type-level concept of the same label distribution;
+it does not show the information is absent elsewhere (a later layer may recompute it) nor that a nonlinear encoding
+of the concept is not used (LEACE removes linear information only). Where ``edit_norm`` differs much between LEACE
+and the placebo, part of the difference in loss may be the edit's size, not its direction. The interval is over
+held-out sequences of one model: it says nothing about seeds.
 """
 
 from __future__ import annotations
@@ -29,41 +70,68 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import torch
+from tqdm.auto import tqdm
 
-from analysis.readouts.activations import collect
 from analysis.corpus import DEFAULT_TOKENS, corpus_tokens
-from analysis.stats import t_intervals
 from analysis.errors import AnalysisError
-from analysis.readouts.probes import fit_probes, split_by_sequence, targets
+from analysis.readouts.activations import collect
+from analysis.readouts.probes import Target, _bit_targets, control_labels, fit_probes, split_by_sequence, targets
+from analysis.stats import t_interval
 
 FAMILY_OF = {"code_bit": "code_bits", "canonical_bit": "canonical_bits", "xor": "xor", "token": "token",
              "prev_token": "prev_token", "freq_bucket": "freq_bucket"}
+RANK_RTOL = 1e-10  # singular values of I - P below this share of the largest are rounding, not a direction
+PLACEBO_ATTEMPTS = 10
 
 
-def _concept(acts, concept: str, seed: int):
+# ------------------------------------------------------------------------------------------------------ concepts
+def _concept(acts, concept: str, seed: int) -> Target:
     family = FAMILY_OF.get(concept.split(":")[0])
     if family is None:
         raise AnalysisError(f"unknown concept {concept!r}; use a class target of analysis.readouts.probes, e.g. "
                             "canonical_bit:3, code_bit:5, xor:0,1, token, prev_token, freq_bucket")
+    ids = acts.tokens["id"].to_numpy()
     if family == "xor":  # any pair, not only the randomly drawn ones
         try:
             i, k = (int(v) for v in concept.split(":")[1].split(","))
         except ValueError:
             raise AnalysisError(f"an XOR concept is xor:I,K with two canonical bit indices, got {concept!r}") from None
-        bits = acts.tokens["id"].to_numpy()
         n = acts.meta["n_bits"]
         if not (0 <= i < n and 0 <= k < n) or i == k:
             raise AnalysisError(f"{concept!r}: bits must be two different indices in 0..{n - 1}")
-        from analysis.readouts.probes import Target
-        return Target(concept, (((bits >> i) ^ (bits >> k)) & 1).astype(np.int64), "class")
-    found = [t for t in targets(acts, [family], seed=seed) if t.name == concept]
-    if not found:
-        raise AnalysisError(f"unknown concept {concept!r} for this model (e.g. bit indices "
-                            f"0..{acts.meta['n_bits'] - 1})")
-    t = found[0]
+        t = Target(concept, (((ids >> i) ^ (ids >> k)) & 1).astype(np.int64), "class")
+    else:
+        made = (_bit_targets(acts.meta, ids, [family], xor_pairs=0, seed=seed) if family.endswith("_bits")
+                else targets(acts, [family], seed=seed))
+        found = [t for t in made if t.name == concept]
+        if not found:
+            raise AnalysisError(f"unknown concept {concept!r} for this model (e.g. bit indices "
+                                f"0..{acts.meta['n_bits'] - 1})")
+        t = found[0]
     if len(np.unique(t.labels[t.labels >= 0])) < 2:
         raise AnalysisError(f"{concept} is constant over these tokens: there is nothing to erase")
     return t
+
+
+def control_concept(t: Target, type_ids: np.ndarray, fit_rows: np.ndarray, seed: int) -> tuple[np.ndarray, int]:
+    """The placebo's labels for concept ``t``: the probes' control task (one random label per token type, drawn from
+    ``t``'s token-level label distribution). Of up to :data:`PLACEBO_ATTEMPTS` seeded draws, the first whose fit
+    rows hold as many classes as ``t``'s, else the first with the most classes (a concept with one class per type,
+    ``token``, can rarely keep them all). ``(labels, seed used)``."""
+    want = len(np.unique(t.labels[fit_rows]))
+    best = None
+    for attempt in range(PLACEBO_ATTEMPTS):
+        s = seed + 7919 * attempt
+        labels = control_labels(t, type_ids, seed=s)
+        got = len(np.unique(labels[fit_rows & (labels >= 0)]))
+        if got == want:
+            return labels, s
+        if best is None or got > best[0]:
+            best = (got, labels, s)
+    if best[0] < 2:
+        raise AnalysisError(f"{t.name}: {PLACEBO_ATTEMPTS} control draws all gave one class over the fit tokens (a "
+                            "class held by too few token types); give more --tokens or choose another concept")
+    return best[1], best[2]
 
 
 def _one_hot(labels: np.ndarray) -> torch.Tensor:
@@ -74,28 +142,21 @@ def _one_hot(labels: np.ndarray) -> torch.Tensor:
     return torch.from_numpy((labels[:, None] == classes[None, 1:]).astype(np.float64))
 
 
-class Placebo:
-    """Removes ``rank`` random orthonormal directions around the data mean (the shape of a LEACE edit)."""
+# ------------------------------------------------------------------------------------------- the eraser's edit
+def true_rank(eraser, rtol: float = RANK_RTOL) -> int:
+    """The number of directions ``eraser`` changes: the numerical rank of ``I - P = proj_left @ proj_right``."""
+    change = eraser.proj_left @ eraser.proj_right
+    s = torch.linalg.svdvals(change)
+    return 0 if s.numel() == 0 or float(s[0]) == 0.0 else int((s > rtol * s[0]).sum())
 
-    def __init__(self, mean: torch.Tensor, rank: int, seed: int):
-        g = torch.Generator().manual_seed(seed)
-        q, _ = torch.linalg.qr(torch.randn(mean.shape[0], rank, generator=g, dtype=mean.dtype))
-        self.mean, self.q = mean, q
 
-    def __call__(self, x):
-        d = x - self.mean
-        return x - (d @ self.q) @ self.q.T
-
-    def to(self, device) -> "Placebo":
-        moved = Placebo.__new__(Placebo)
-        moved.mean, moved.q = self.mean.to(device), self.q.to(device)
-        return moved
+def edit_norm(eraser, x: torch.Tensor) -> float:
+    """The mean over rows of ``||x - eraser(x)||^2``."""
+    return float(((x - eraser(x)) ** 2).sum(1).mean())
 
 
 def _on(fn, device):
-    """An eraser or placebo fitted on the CPU, with its tensors on ``device`` (where the model's activations are)."""
-    if isinstance(fn, Placebo):
-        return fn.to(device)
+    """An eraser fitted on the CPU, with its tensors on ``device`` (where the model's activations are)."""
     return dataclasses.replace(fn, **{k: None if v is None else v.to(device)
                                      for k, v in (("proj_left", fn.proj_left), ("proj_right", fn.proj_right),
                                                   ("bias", fn.bias))})
@@ -123,69 +184,151 @@ def _losses(model, x: torch.Tensor, max_batch: int = 64) -> np.ndarray:
 
 
 @torch.no_grad()
-def _task_scores(model, tasks, n_pairs: int) -> dict[str, float]:
-    from analysis.tasks import task_pairs
+def _task_scores(model, batches) -> dict[str, float]:
     scores = {}
-    for task in tasks:
-        b = task_pairs(model, task, n_pairs, seed=0)
+    for task, b in batches.items():
         last = model(b.clean)[:, -1].float()
         ld = last.gather(1, b.answer[:, None])[:, 0] - last.gather(1, b.wrong[:, None])[:, 0]
         scores[f"acc_{task}"], scores[f"logit_diff_{task}"] = float((ld > 0).float().mean()), float(ld.mean())
     return scores
 
 
-def erasure(model, concept: str, hook: str, data=None, *, tokens: int = DEFAULT_TOKENS, placebo_draws: int = 3,
-            tasks=("ioi", "agreement"), n_pairs: int = 32, seed: int = 0) -> pd.DataFrame:
-    """Erase ``concept`` at ``hook`` (see the module docstring). One row per condition: ``none`` (the model as
-    is), ``leace`` and ``placebo`` (one row per draw): ``probe`` (held-out accuracy of the concept's probe on the
-    edited activations), ``majority``, ``rank`` (directions removed), ``loss`` and ``delta_loss`` with its 95%
-    interval over sequences, and ``acc_<task>`` / ``logit_diff_<task>`` on the tasks' prompts (``tasks=()`` on
-    data that is not the built-in language)."""
+# ---------------------------------------------------------------------------------------------------- the study
+def resid_hooks(model) -> list[str]:
+    """Every hook point of the residual stream between blocks, input to output: ``blocks.{l}.hook_resid_pre`` for
+    each block, then the last block's ``hook_resid_post``."""
+    n = model.cfg.n_layers
+    return [f"blocks.{i}.hook_resid_pre" for i in range(n)] + [f"blocks.{n - 1}.hook_resid_post"]
+
+
+def depth_of(hook: str) -> float:
+    """The residual stream's depth at ``hook`` (see the module docstring); NaN for a hook point off the stream."""
+    if hook == "hook_embed":
+        return 0.0
+    parts = hook.split(".")
+    if len(parts) == 3 and parts[0] == "blocks" and parts[1].isdigit():
+        offset = {"hook_resid_pre": 0.0, "hook_resid_mid": 0.5, "hook_resid_post": 1.0}.get(parts[2])
+        if offset is not None:
+            return int(parts[1]) + offset
+    return float("nan")
+
+
+def _interval(values, prefix: str) -> dict[str, float]:
+    m, lo, hi = t_interval(values)
+    return {prefix: m, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
+
+
+def erasure_tables(model, concept, hook="blocks.1.hook_resid_pre", data=None, *, tokens: int = DEFAULT_TOKENS,
+                   placebo_draws: int = 3, tasks=("ioi", "agreement"), n_pairs: int = 32, seed: int = 0,
+                   test_fraction: float = 0.5, progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`erasure`'s table and the per-sequence table behind its intervals (see the module docstring)."""
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() (analysis.load returns it in eval mode)")
-    if hook not in model.mod_dict:
-        raise AnalysisError(f"unknown hook point {hook!r}; e.g. blocks.1.hook_resid_pre")
-    if not isinstance(placebo_draws, int) or placebo_draws < 1:
+    concepts = [concept] if isinstance(concept, str) else list(concept)
+    hooks = [hook] if isinstance(hook, str) else list(hook)
+    if not concepts or not hooks:
+        raise AnalysisError("give at least one concept and one hook point")
+    for h in hooks:
+        if h not in model.mod_dict:
+            raise AnalysisError(f"unknown hook point {h!r}; e.g. blocks.1.hook_resid_pre")
+    if isinstance(placebo_draws, bool) or not isinstance(placebo_draws, int) or placebo_draws < 1:
         raise AnalysisError(f"placebo_draws must be a positive integer, got {placebo_draws!r}")
+    if not 0 < test_fraction < 1:
+        raise AnalysisError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
     from concept_erasure import LeaceEraser
 
+    from analysis.tasks import task_pairs
+
     x = corpus_tokens(model, data, tokens=tokens).to(model.unembed.weight.device)
-    acts = collect(model, x, hooks=[hook])
-    t = _concept(acts, concept, seed)
-    test = split_by_sequence(acts.tokens["seq"].to_numpy(), seed=seed)
-    # float64: a float32 eraser leaves class-correlated residue of ~1e-6 in the erased directions, which a
-    # standardised probe reads back perfectly on a discrete input such as the fixed code
-    a = torch.from_numpy(np.asarray(acts.acts[hook], dtype=np.float64))
-    fit_rows = ~test & (t.labels >= 0)
-    eraser = LeaceEraser.fit(a[fit_rows], _one_hot(t.labels[fit_rows]))
-    rank = int(eraser.proj_left.shape[1])  # the directions LEACE removes
-    base_loss = _losses(model, x)
-    conditions = [("none", None, None), ("leace", None, eraser)]
-    mean = a[fit_rows].mean(0)
-    conditions += [("placebo", d, Placebo(mean, rank, seed * 1000 + d)) for d in range(placebo_draws)]
-    rows = []
-    for name, draw, fn in conditions:
-        edited = a if fn is None else fn(a)
-        probe = fit_probes(edited.numpy(), [t], test)[t.name]
-        handle = None if fn is None else _hooked(model, hook, fn)
-        try:
-            loss = base_loss if fn is None else _losses(model, x)
-            scores = _task_scores(model, tasks, n_pairs) if tasks else {}
-        finally:
-            if handle is not None:
-                handle.remove()
-        m, lo, hi = t_intervals((loss - base_loss)[None])
+    acts = collect(model, x, hooks=hooks)
+    seq = acts.tokens["seq"].to_numpy()
+    test = split_by_sequence(seq, test_fraction=test_fraction, seed=seed)
+    test_seqs = np.unique(seq[test])
+    x_test = x[torch.from_numpy(test_seqs).to(x.device)]
+    base = _losses(model, x_test)
+    batches = {task: task_pairs(model, task, n_pairs, seed=0) for task in tasks}
+    base_scores = _task_scores(model, batches)
+    split = {"n_fit_sequences": int(len(np.unique(seq[~test]))), "n_test_sequences": int(len(test_seqs)),
+             "test_fraction": float(test_fraction), "split_seed": int(seed)}
+    concept_targets = [_concept(acts, c, seed) for c in concepts]
+    rows, per_seq = [], []
+    todo = [(t, h) for t in concept_targets for h in hooks]
+    for t, h in tqdm(todo, desc="erasure", unit="site", disable=not progress, leave=False):
+        # float64: a float32 eraser leaves class-correlated residue of ~1e-6 in the erased directions, which a
+        # standardised probe reads back perfectly on a discrete input such as the fixed code
+        a = torch.from_numpy(np.asarray(acts.acts[h], dtype=np.float64))
+        fit_rows = ~test & (t.labels >= 0)
+        a_test = a[torch.from_numpy(test)]
+        spread = float(((a_test - a[torch.from_numpy(fit_rows)].mean(0)) ** 2).sum(1).mean())
         keep = t.labels[test] >= 0
-        vals, counts = np.unique(t.labels[~test & (t.labels >= 0)], return_counts=True)
+        vals, counts = np.unique(t.labels[fit_rows], return_counts=True)
         majority = float((t.labels[test][keep] == vals[counts.argmax()]).mean())
-        rows.append({"concept": concept, "hook": hook, "condition": name, "draw": draw, "rank": 0 if fn is None
-                     else rank, "probe": probe, "majority": majority, "loss": float(loss.mean()),
-                     "delta_loss": float(m[0]), "delta_loss_lo": float(lo[0]), "delta_loss_hi": float(hi[0]),
-                     **scores})
+        conditions = [("none", None, None, t.labels)]
+        conditions.append(("leace", None, None, t.labels))
+        type_ids = acts.tokens[t.type_key].to_numpy()
+        for d in range(placebo_draws):
+            labels, used = control_concept(t, type_ids, fit_rows, seed=1000 * seed + d)
+            conditions.append(("placebo", d, used, labels))
+        deltas: dict[str, list[np.ndarray]] = {"leace": [], "placebo": []}
+        for name, draw, p_seed, labels in conditions:
+            fit = ~test & (labels >= 0)
+            fn = None if name == "none" else LeaceEraser.fit(a[torch.from_numpy(fit)], _one_hot(labels[fit]))
+            edited = a if fn is None else fn(a)
+            probe = fit_probes(edited.numpy(), [t], test)[t.name]
+            if fn is None:
+                loss, scores = base, base_scores
+            else:
+                handle = _hooked(model, h, fn)
+                try:
+                    loss, scores = _losses(model, x_test), _task_scores(model, batches)
+                finally:
+                    handle.remove()
+            delta = loss - base
+            _, fc = np.unique(labels[fit], return_counts=True)
+            row = {"concept": t.name, "hook": h, "depth": depth_of(h), "condition": name, "draw": draw,
+                   "placebo_seed": p_seed, "n_classes": int(len(fc)), "balance": float(fc.max() / fc.sum()),
+                   "rank": 0 if fn is None else true_rank(fn), "edit_norm": 0.0 if fn is None else
+                   edit_norm(fn, a_test), "probe": probe, "majority": majority, "loss": float(loss.mean()),
+                   **_interval(delta, "delta_loss"), **split, **scores}
+            row["edit_share"] = row["edit_norm"] / spread if spread > 0 else float("nan")
+            rows.append(row)
+            if fn is not None:
+                deltas[name].append(delta)
+                per_seq.append(pd.DataFrame({"concept": t.name, "hook": h, "depth": depth_of(h), "condition": name,
+                                             "draw": draw, "seq": test_seqs, "base_loss": base, "loss": loss,
+                                             "delta_loss": delta}))
+        leace_row = rows[-placebo_draws - 1]
+        leace_row.update(_interval(deltas["leace"][0] - np.mean(deltas["placebo"], axis=0), "minus_placebo"))
     df = pd.DataFrame(rows)
-    df["draw"] = df["draw"].astype("Int64")
-    df.attrs.update(interface=model.cfg.interface, n_tokens=int(x.numel()), n_test=int(test.sum()))
-    return df
+    for c in ("draw", "placebo_seed"):
+        df[c] = df[c].astype("Int64")
+    front = ["concept", "hook", "depth", "condition", "draw", "placebo_seed", "n_classes", "balance", "rank",
+             "edit_norm", "edit_share", "probe", "majority", "loss", "delta_loss", "delta_loss_lo", "delta_loss_hi",
+             "minus_placebo", "minus_placebo_lo", "minus_placebo_hi"]
+    df = df[front + [c for c in df.columns if c not in front]]
+    seqs = pd.concat(per_seq, ignore_index=True)
+    seqs["draw"] = seqs["draw"].astype("Int64")
+    for frame in (df, seqs):
+        frame.attrs.update(interface=model.cfg.interface, n_tokens=int(x.numel()), n_test=int(test.sum()),
+                           test_sequences=tuple(int(s) for s in test_seqs))
+    return df, seqs
 
 
-__all__ = ["erasure", "Placebo"]
+def erasure(model, concept, hook="blocks.1.hook_resid_pre", data=None, *, tokens: int = DEFAULT_TOKENS,
+            placebo_draws: int = 3, tasks=("ioi", "agreement"), n_pairs: int = 32, seed: int = 0,
+            test_fraction: float = 0.5, progress: bool = False) -> pd.DataFrame:
+    """Erase ``concept`` (a name, or a list of names) at ``hook`` (a hook point, or a list) with LEACE against
+    ``placebo_draws`` placebo erasures of matched control concepts, fitted on a ``1 - test_fraction`` share of the
+    sequences and measured on the rest (see the module docstring for the columns). ``tasks=()`` on data that is not
+    the built-in language."""
+    return erasure_tables(model, concept, hook, data, tokens=tokens, placebo_draws=placebo_draws, tasks=tasks,
+                          n_pairs=n_pairs, seed=seed, test_fraction=test_fraction, progress=progress)[0]
+
+
+def erasure_by_depth(model, concept, data=None, **kwargs) -> pd.DataFrame:
+    """:func:`erasure` at every hook point of the residual stream (:func:`resid_hooks`): the table by depth."""
+    return erasure(model, concept, resid_hooks(model), data, **kwargs)
+
+
+__all__ = ["erasure", "erasure_by_depth", "erasure_tables", "resid_hooks", "depth_of", "true_rank", "edit_norm",
+           "control_concept"]
