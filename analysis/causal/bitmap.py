@@ -13,6 +13,10 @@ effect the patch removes: ``1 - value / flipped`` for ``kl`` (KL(clean || run) a
 default, defined for any token windows), ``(value - flipped) / (clean - flipped)`` for ``logit_diff`` (task prompts
 only). ``restored`` is NaN for a bit whose flip barely moves the metric (below :data:`MIN_FLIP_KL` nats or
 :data:`analysis.causal.patching.MIN_GAP` logits): there is nothing to restore; such bits are reported in a warning.
+``bit_constant`` names the columns no token differs in (a flip there is the same for every token and never gives a
+token's code: leave them out of means over bits, or report them apart); ``on_support`` is the share of the items
+whose flipped code at ``p`` is another token's code (:mod:`analysis.causal.support`; there the map follows a token
+swap, elsewhere a row the model never saw), ``hamming`` is 1 (one bit moved).
 
 Speed: positions before ``p`` are exact no-ops (the flip cannot reach them) and are not run; a patch at (layer
 ``l``, position ``q``) runs layers ``>= l`` at positions ``>= q`` only, from the flipped run's cached keys and
@@ -37,6 +41,7 @@ from analysis import engine
 from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.engine.effects import nonempty, position as _pos
 from analysis.causal.interventions import _bit_mask, _bit_values
+from analysis.causal.support import CodeSupport
 from analysis.pairs import PairBatch
 from analysis.causal.patching import MIN_GAP
 from analysis.tasks import task_pairs
@@ -195,6 +200,11 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
                        "restored": restored.numpy().ravel()})
     df = df.sort_values(["bit", "layer", "pos"], kind="stable").reset_index(drop=True)
     df["bit_constant"] = df["bit"].isin(constant_code_bits(model.cfg))  # the bit is the same for every token
+    sup = CodeSupport(model)
+    own = sup.keys[tokens[:, p].cpu().numpy().astype(np.int64)]
+    on = {int(b): float((sup.landing(own ^ (1 << int(b))) >= 0).mean()) for b in bits}
+    df["on_support"] = df["bit"].map(on).astype(float)
+    df["hamming"] = 1.0
     tok = getattr(model, "tokenizer", None)
     str_tokens = [tok.decode([int(i)]) if tok is not None else str(int(i)) for i in tokens[0]]
     df.attrs.update(interface=model.cfg.interface, site=site, metric=metric, flip_pos=p, clean=mean_clean,

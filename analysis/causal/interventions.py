@@ -24,9 +24,32 @@ Speed: every edit of a sweep shares batched forwards (rows = edits x sequences, 
 that first touches position ``p`` leaves earlier positions as they are in the unedited run, so it runs positions
 ``p..`` only, from the unedited run's cached keys and values.
 
+How far each edit moves the input (:mod:`analysis.causal.support`), one value per edit on its summary row and on each
+of its item rows, over every edited input row of the measured data (so weighted by the data's token frequencies at
+the edited positions):
+
+- ``edited``: the share of the measured input rows (sequences x positions) the edit acts on;
+- ``on_support``: the share of edited rows whose edited code is exactly some token's code in the model's code table
+  (``bitflip``: the flipped code is another token's; ``swap``: 1, a swap shows a token's own row; ``midpoint`` and
+  ``noise``: 0, the edited row is not a binary code, except 1 at noise scale 0, which edits nothing);
+- ``hamming``: the mean number of code bits in which the edited code differs from the token's own (``bitflip``: 1;
+  ``swap``: the bits in which the two tokens' codes differ; ``midpoint``: 0.5, one bit moved half-way, the L1
+  distance in units of a flip; ``noise``: NaN for scales above 0, since a noised row is no binary code and its
+  disturbance is ``decode_acc``);
+- ``decode_acc`` (``noise`` only, every variant): the share of noised rows whose nearest row of the model's input
+  table over the vocabulary (Euclidean, in the space the noise is drawn in) is the token's own row. Compare
+  variants at equal ``decode_acc`` (the same share of rows the nearest-row reader still recovers), not at equal
+  ``scale``: code rows and learned rows are not spaced alike, so one relative scale is not one disturbance.
+
+For the variants without an n-bit code (``learned``, ``frozen_random``) ``on_support`` and ``hamming`` are NaN (no
+bits to count). ``bit_constant`` (bit edits) names the code columns no token differs in: a flip there is never on
+support and is the same edit for every token, so means and maxima over bits are taken over the varying columns,
+with the constant ones apart (:func:`bit_groups`). A flip split into its on- and off-support parts, compared with
+swaps to the tokens it lands on, is :func:`analysis.causal.flipsplit.flip_split`.
+
 What a result does NOT establish: a large effect of an edit shows the model's output depends on what was edited,
 *off its training distribution*; a bit flip makes a code row that may belong to another token (or to none), so it
-mixes "the bit matters" with "the model sees a different token".
+mixes "the bit matters" with "the model sees a different token" (``on_support`` says how much of each).
 """
 
 from __future__ import annotations
@@ -34,10 +57,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from analysis import engine
+from analysis.causal.support import CodeSupport, bit_values, decode_hits, input_table, popcount
 from analysis.corpus import DEFAULT_TOKENS
 from analysis.engine.effects import InterventionResult, Measurer, check_eval, chunks, nonempty, position, result, rows_per_forward, target
 from analysis.errors import AnalysisError
@@ -53,9 +78,7 @@ def _fixed(model, kind):
                             "'swap' or 'noise', which act on its input row)")
 
 
-def _bit_values(model) -> tuple[float, float]:
-    s = float(model.cfg.code_scale)
-    return (-s, s) if model.cfg.value_map == "pm1" else (0.0, s)
+_bit_values = bit_values  # the two values of a code column (kept for the bit x layer maps)
 
 
 def _bit_mask(model, bit: int) -> torch.Tensor:
@@ -78,9 +101,16 @@ class _InputEdit:
     ids: dict  # the identifying columns
     start: int  # first edited position
     apply: object  # (x [n, T, d] embedded input, tokens [n, T], seq index [n]) -> edited x (a new tensor)
+    # (tokens [n, T], seq index [n]) -> sums over the edited rows: rows, and on (on support), ham (bits moved),
+    # dec (nearest row is the own row) where defined
+    support: object = None
 
 
-def _bit_edit(model, kind, bit, pos):
+def _np(t) -> np.ndarray:
+    return t.detach().cpu().numpy().astype(np.int64)
+
+
+def _bit_edit(model, kind, bit, pos, sup):
     mask = _bit_mask(model, bit)
     a, b = _bit_values(model)
     sl = slice(None) if pos is None else slice(pos, pos + 1)
@@ -91,25 +121,39 @@ def _bit_edit(model, kind, bit, pos):
         target = (a + b) - part if kind == "bitflip" else torch.full_like(part, (a + b) / 2)
         x[:, sl] = part + mask * (target - part)
         return x
-    return _InputEdit(dict(kind=kind, bit=int(bit), pos=pos), pos or 0, apply)
+
+    def support(tokens, seq):
+        t = _np(tokens[:, sl])
+        if kind == "midpoint":
+            return dict(rows=t.size, on=0.0, ham=0.5 * t.size)
+        flipped = sup.keys[t] ^ (1 << int(bit))
+        return dict(rows=t.size, on=float((sup.landing(flipped) >= 0).sum()), ham=float(t.size))
+    return _InputEdit(dict(kind=kind, bit=int(bit), pos=pos), pos or 0, apply, support)
 
 
-def _swap_edit(model, pos, token, seed):
+def _swap_edit(model, pos, token, seed, sup):
     vocab = model.cfg.vocab_size
     if token is not None and (not isinstance(token, (int, np.integer)) or isinstance(token, (bool, np.bool_))
                               or not 0 <= token < vocab):
         raise AnalysisError(f"swap token {token!r} is not an id of this model's vocabulary (0..{vocab - 1})")
 
+    def new_tokens(tokens, seq):
+        if token is None:  # a random other token per sequence, fixed by (seed, sequence, position)
+            return torch.tensor([_other_token(vocab, int(tokens[i, pos]), seed, int(s), pos)
+                                 for i, s in enumerate(seq.tolist())], device=tokens.device)
+        return torch.full((tokens.shape[0],), int(token), device=tokens.device)
+
     def apply(x, tokens, seq):
         x = x.clone()
-        if token is None:  # a random other token per sequence, fixed by (seed, sequence, position)
-            new = torch.tensor([_other_token(vocab, int(tokens[i, pos]), seed, int(s), pos)
-                                for i, s in enumerate(seq.tolist())], device=tokens.device)
-        else:
-            new = torch.full((tokens.shape[0],), int(token), device=tokens.device)
-        x[:, pos] = model.embed(new)
+        x[:, pos] = model.embed(new_tokens(tokens, seq))
         return x
-    return _InputEdit(dict(kind="swap", pos=pos, token=token), pos, apply)
+
+    def support(tokens, seq):
+        own, new = _np(tokens[:, pos]), _np(new_tokens(tokens, seq))
+        if sup is None:
+            return dict(rows=own.size)
+        return dict(rows=own.size, on=float(own.size), ham=float(popcount(sup.keys[own] ^ sup.keys[new]).sum()))
+    return _InputEdit(dict(kind="swap", pos=pos, token=token), pos, apply, support)
 
 
 def _other_token(vocab, own, seed, seq, pos):
@@ -117,43 +161,99 @@ def _other_token(vocab, own, seed, seq, pos):
     return t + (t >= own)
 
 
-def _noise_edit(model, scale, draw, pos, seed):
+def _noise_edit(model, scale, draw, pos, seed, sup):
     if not isinstance(scale, (int, float, np.floating)) or isinstance(scale, bool) or not 0 <= scale < float("inf"):
         raise AnalysisError(f"a noise scale is a finite non-negative number, got {scale!r}")
     sd = float(scale) * input_rms(model)
-    width = model.embed.code.shape[-1] if model.cfg.is_fixed else model.cfg.d_model
+    table = input_table(model)
+    width = table.shape[-1]
     sl = slice(None) if pos is None else slice(pos, pos + 1)
+
+    def draws(seq, T):  # [n, T, width] in the table's space, one generator per (seed, draw, sequence)
+        z = torch.stack([torch.randn(T, width, generator=torch.Generator().manual_seed(
+            int(np.random.default_rng([seed, draw, int(s)]).integers(1 << 62)))) for s in seq.tolist()])
+        return z * sd
 
     def apply(x, tokens, seq):
         x = x.clone()
-        n, T = x[:, sl].shape[:2]
-        z = torch.stack([torch.randn(T, width, generator=torch.Generator().manual_seed(
-            int(np.random.default_rng([seed, draw, int(s)]).integers(1 << 62)))) for s in seq.tolist()])
-        z = (z * sd).to(x.device, x.dtype)
+        z = draws(seq, x[:, sl].shape[1]).to(x.device, x.dtype)
         x[:, sl] = x[:, sl] + (model.embed.widen(z) if model.cfg.is_fixed else z)
         return x
-    return _InputEdit(dict(kind="noise", pos=pos, scale=float(scale), draw=int(draw)), pos or 0, apply)
+
+    def support(tokens, seq):
+        t = tokens[:, sl].cpu()
+        rows = (table.cpu().double()[t] + draws(seq, t.shape[1]).double()).reshape(-1, width)
+        out = dict(rows=t.numel(), dec=float(decode_hits(rows, t.reshape(-1), table)))
+        if sup is not None:
+            out.update(on=float(t.numel()) if scale == 0 else 0.0, ham=0.0 if scale == 0 else float("nan"))
+        return out
+    return _InputEdit(dict(kind="noise", pos=pos, scale=float(scale), draw=int(draw)), pos or 0, apply, support)
 
 
 def input_edits(model, kind: str, *, bits=None, pos=None, positions=None, token=None, scales=DEFAULT_SCALES,
                 draws: int = 1, seed: int = 0, n_pos: int):
     """The edits of one input sweep (see :func:`input_intervention`)."""
+    sup = CodeSupport.of(model)
     if kind in ("bitflip", "midpoint"):
         _fixed(model, kind)
         bits = range(model.cfg.n_bits) if bits is None else nonempty(bits, "bits")
-        return [_bit_edit(model, kind, b, pos) for b in bits]
+        return [_bit_edit(model, kind, b, pos, sup) for b in bits]
     if kind == "swap":
         positions = range(n_pos) if positions is None else [position(p, n_pos)
                                                             for p in nonempty(positions, "positions")]
-        return [_swap_edit(model, p, token, seed) for p in positions]
+        return [_swap_edit(model, p, token, seed, sup) for p in positions]
     if kind == "noise":
         if not isinstance(draws, int) or draws < 1:
             raise AnalysisError(f"draws must be a positive integer, got {draws!r}")
-        return [_noise_edit(model, s, d, pos, seed) for s in nonempty(scales, "noise scales") for d in range(draws)]
+        return [_noise_edit(model, s, d, pos, seed, sup) for s in nonempty(scales, "noise scales")
+                for d in range(draws)]
     raise AnalysisError(f"unknown input edit {kind!r}; use one of bitflip, midpoint, swap, noise")
 
 
 # ------------------------------------------------------------------------------------------------ input sweeps
+SUPPORT_COLUMNS = ("edited", "on_support", "hamming")
+
+
+def run_input_edits(model, tgt, edits, *, what: str, max_batch: int = 128, progress: bool = False):
+    """Run every edit of ``edits`` on the sequences of ``tgt``: the measures ``{measure: [n_edits, n_items]}`` and
+    one dict of support columns per edit (see the module docstring)."""
+    n, T = tgt.tokens.shape
+    n_layers = model.cfg.n_layers
+    values = {me: np.full((len(edits), n), np.nan) for me in tgt.measures}
+    sums = [dict() for _ in edits]
+    bar = tqdm(total=len(edits) * n, desc=what, unit="seq", disable=not progress, leave=False)
+    rows = rows_per_forward(tgt, model.cfg.vocab_size, max_batch)
+    for seq in chunks(n, rows):
+        toks = tgt.tokens[seq]
+        m = len(seq)
+        for acc, e in zip(sums, edits):
+            for key, v in (e.support(toks, seq) if e.support is not None else {}).items():
+                acc[key] = acc.get(key, 0.0) + v
+        base_logits, cache = engine.cache_run(model, toks, engine.kv_names(n_layers))
+        measure = Measurer(tgt, seq, base_logits)
+        x0 = model.input_code(toks)
+        # an edit from position s leaves earlier positions as they are: run s.. from the cached keys and values
+        starts = [min(e.start, T - 1) for e in edits]
+        for s, group in engine.groups(starts, m, rows):
+            k = len(group)
+            x = torch.cat([edits[g].apply(x0, toks, seq)[:, s:] for g in group])
+            logits = engine.run_from(model, x, 0, past=engine.past_kv(cache, 0, n_layers, s, k), last_only=tgt.pairs)
+            for me, v in measure(logits, k, s).items():
+                values[me][np.ix_(group, seq.numpy())] = v.double().cpu().numpy()
+            bar.update(k * m)
+    bar.close()
+    return values, [_support_columns(acc, n * T) for acc in sums]
+
+
+def _support_columns(acc: dict, n_rows: int) -> dict:
+    rows = acc.get("rows", 0.0)
+    share = lambda key: acc[key] / rows if key in acc and rows > 0 else float("nan")  # noqa: E731
+    out = {"edited": rows / n_rows, "on_support": share("on"), "hamming": share("ham")}
+    if "dec" in acc:
+        out["decode_acc"] = share("dec")
+    return out
+
+
 @torch.no_grad()
 def input_intervention(model, kind: str, data=None, *, task: str | None = None, bits=None, pos=None,
                        positions=None, token=None, scales=DEFAULT_SCALES, draws: int = 1, seed: int = 0,
@@ -173,28 +273,32 @@ def input_intervention(model, kind: str, data=None, *, task: str | None = None, 
     pos = position(pos, T)
     edits = input_edits(model, kind, bits=bits, pos=pos, positions=positions, token=token, scales=scales,
                         draws=draws, seed=seed, n_pos=T)
-    n_layers = model.cfg.n_layers
-    values = {me: np.full((len(edits), n), np.nan) for me in tgt.measures}
-    bar = tqdm(total=len(edits) * n, desc=f"{kind} edits", unit="seq", disable=not progress, leave=False)
-    rows = rows_per_forward(tgt, model.cfg.vocab_size, max_batch)
-    for seq in chunks(n, rows):
-        toks = tgt.tokens[seq]
-        m = len(seq)
-        base_logits, cache = engine.cache_run(model, toks, engine.kv_names(n_layers))
-        measure = Measurer(tgt, seq, base_logits)
-        x0 = model.input_code(toks)
-        # an edit from position s leaves earlier positions as they are: run s.. from the cached keys and values
-        starts = [min(e.start, T - 1) for e in edits]
-        for s, group in engine.groups(starts, m, rows):
-            k = len(group)
-            x = torch.cat([edits[g].apply(x0, toks, seq)[:, s:] for g in group])
-            logits = engine.run_from(model, x, 0, past=engine.past_kv(cache, 0, n_layers, s, k), last_only=tgt.pairs)
-            for me, v in measure(logits, k, s).items():
-                values[me][np.ix_(group, seq.numpy())] = v.double().cpu().numpy()
-            bar.update(k * m)
-    bar.close()
+    values, columns = run_input_edits(model, tgt, edits, what=f"{kind} edits", max_batch=max_batch,
+                                      progress=progress)
     attrs = dict(kind=kind, pos=pos, seed=seed, input_rms=input_rms(model))
-    return result(model, [e.ids for e in edits], values, tgt, attrs)
+    return result(model, [e.ids for e in edits], values, tgt, attrs, columns)
 
 
-__all__ = ["KINDS", "DEFAULT_SCALES", "InterventionResult", "input_intervention", "input_edits", "input_rms"]
+def bit_groups(summary: pd.DataFrame, measure: str = "delta_loss") -> pd.DataFrame:
+    """Per-bit edits summarised over the code columns that vary over the vocabulary and, apart, over the constant
+    ones (``bit_constant``): one row per group present (``group``: ``varying``/``constant``) with ``n_bits``, the
+    mean of ``measure`` over those bits, the largest and its ``bit`` with its 95% interval, and the mean
+    ``on_support``. Add grouping columns (e.g. ``variant``) by applying it per group."""
+    if "bit_constant" not in summary.columns or summary["bit"].isna().any():
+        raise AnalysisError("bit_groups summarises per-bit edits (bitflip or midpoint summaries, with bit_constant)")
+    rows = []
+    for group, const in (("varying", False), ("constant", True)):
+        g = summary[summary.bit_constant.astype(bool) == const]
+        if not len(g):
+            continue
+        top = g.loc[g[measure].idxmax()]
+        rows.append({"group": group, "n_bits": len(g), f"mean_{measure}": float(g[measure].mean()),
+                     f"max_{measure}": float(top[measure]), "max_bit": int(top.bit),
+                     f"max_{measure}_lo": float(top.get(f"{measure}_lo", np.nan)),
+                     f"max_{measure}_hi": float(top.get(f"{measure}_hi", np.nan)),
+                     "mean_on_support": float(g["on_support"].mean()) if "on_support" in g else np.nan})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["KINDS", "DEFAULT_SCALES", "SUPPORT_COLUMNS", "InterventionResult", "input_intervention", "input_edits",
+           "input_rms", "run_input_edits", "bit_groups"]

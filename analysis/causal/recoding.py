@@ -17,14 +17,26 @@ learned variant too).
 
 :func:`recoding_sweep` returns one row per recoding: ``interface, family, k, draw``; ``changed``, the fraction of
 token ids whose input row differs from their own (a map of GL(n, 2) that only mixes bits that are constant over
-the vocabulary changes nothing); ``loss`` (mean next-token cross-entropy over every predicted position of the
-data) and ``delta_loss`` (its change from the unedited model); ``acc_<task>`` per built-in task; and ``recoding``
-(JSON: the rows of ``R`` as integers, bit ``i`` of row ``j`` being ``R[j, i]``, and ``r`` as an integer; or the
-token permutation), so any row can be reproduced with :func:`recoding_from_json`.
+the vocabulary changes nothing); ``on_support`` and ``hamming`` (:mod:`analysis.causal.support`): the share of
+token rows whose recoded code is exactly some token's code of the model's own table, and the mean number of bits
+in which the recoded code differs from the token's own, both weighted by each token's count over every position of
+the measured windows (the frequencies of the data the sweep measures on; NaN for a variant without an n-bit code,
+which only the token-row control applies to); ``bit_constant`` (``offset`` only: the flipped column is the same
+for every token, so every row lands off the support); ``loss`` (mean next-token cross-entropy over every predicted
+position of the data) and ``delta_loss`` (its change from the unedited model); ``acc_<task>`` per built-in task;
+and ``recoding`` (JSON: the rows of ``R`` as integers, bit ``i`` of row ``j`` being ``R[j, i]``, and ``r`` as an
+integer; or the token permutation), so any row can be reproduced with :func:`recoding_from_json`.
+
+Equal ``k`` is not equal disturbance: a walk of ``k`` transvections moves a canonical code of frequency-ranked ids
+by fewer bits than a gf2 code (its high bits are 1 for few, rare tokens), and lands on other tokens' codes more
+often. Compare variants against ``hamming`` (:func:`matched_hamming` interpolates each variant's curve at common
+distances; :func:`analysis.figures.recoding.disturbance_plot` draws the families on one axis), with
+``on_support`` beside it.
 
 What a sweep does NOT establish: a small ``delta_loss`` under a recoding shows the model tolerates that recoding
 without retraining, not that it reads the code "linearly"; a large one shows that the trained weights are tied to
-their code, not which weights (the interventions and probes say more).
+their code, not which weights (the interventions and probes say more). Matched ``hamming`` is matched distance in
+the code, not in what the model computes from it.
 """
 
 from __future__ import annotations
@@ -38,7 +50,9 @@ import torch
 from tqdm.auto import tqdm
 
 from fixedid.codes import GF2Code, id_permutation, ids_to_bits, render_bits
+from fixedid.model import constant_code_bits
 
+from analysis.causal.support import CodeSupport, table_bits, token_counts
 from analysis.evaluation.behaviours import TASKS, prepare_pairs, score_pairs
 from analysis.corpus import DEFAULT_TOKENS, corpus_tokens
 from analysis.errors import AnalysisError
@@ -244,13 +258,18 @@ def recoding_sweep(model, family: str, ks=None, *, draws: int = 4, seed: int = 0
     base = corpus_loss(model, x, max_batch)
     rows = []
     own = (model.embed.code if model.cfg.is_fixed else model.embed.W_E).detach().clone()
+    support, counts = CodeSupport.of(model), token_counts(x, model.cfg.vocab_size)  # the own code, before any map
+    constant = set(constant_code_bits(model.cfg))
     for k, d, edit in tqdm(edits, desc=f"recoding {family}", unit="map", disable=not progress):
         with _apply(model, edit):
             now = model.embed.code if model.cfg.is_fixed else model.embed.W_E
             changed = float((now != own).any(dim=1).float().mean())
+            on, ham = support.table_stats(table_bits(model, now), counts) if support else (np.nan, np.nan)
             loss = corpus_loss(model, x, max_batch)
             acc = score_pairs(model, groups).groupby("task").correct.mean() if groups else pd.Series(dtype=float)
         rows.append({"interface": model.cfg.interface, "family": family, "k": k, "draw": d, "changed": changed,
+                     "on_support": on, "hamming": ham,
+                     **({"bit_constant": int(k) in constant} if family == "offset" else {}),
                      "loss": loss, "delta_loss": loss - base, **{f"acc_{t}": float(acc.get(t, np.nan)) for t in tasks},
                      "recoding": recoding_to_json(edit)})
     df = pd.DataFrame(rows)
@@ -258,6 +277,46 @@ def recoding_sweep(model, family: str, ks=None, *, draws: int = 4, seed: int = 0
     return df
 
 
+def matched_hamming(df: pd.DataFrame, at=None, *, families=("transvection",)) -> pd.DataFrame:
+    """Each variant's loss change at common Hamming distances, so variants are compared at matched disturbance.
+
+    Per variant (``variant`` column, else ``interface``) the rows of ``families`` are averaged per (family, ``k``)
+    over draws (``hamming``, ``delta_loss``, ``on_support``), sorted by ``hamming`` and interpolated linearly at each
+    distance of ``at``; default: every per-k mean distance any variant measured, inside the range every variant
+    covers. Outside a variant's measured range the values are NaN (nothing is extrapolated). One row per (variant,
+    distance): ``variant, hamming, delta_loss, on_support, measured`` (True where the variant measured that distance
+    itself rather than it being interpolated between two of its points)."""
+    label = "variant" if "variant" in df.columns else "interface"
+    if "hamming" not in df.columns:
+        raise AnalysisError("matched_hamming needs the hamming column of a recoding sweep (recoding_sweep writes it)")
+    g = df[df.family.isin(list(families)) & df.hamming.notna()]
+    if not len(g):
+        raise AnalysisError(f"no rows of families {list(families)} with a Hamming distance (variants without an "
+                            "n-bit code have none)")
+    curves = {}
+    for v, rows in g.groupby(label, sort=False):
+        pts = rows.groupby(["family", "k"])[["hamming", "delta_loss", "on_support"]].mean()
+        pts = pts.groupby("hamming").mean().sort_index()  # equal distances: one point
+        curves[v] = pts
+    if at is None:
+        lo = max(float(p.index.min()) for p in curves.values())
+        hi = min(float(p.index.max()) for p in curves.values())
+        at = sorted({float(h) for p in curves.values() for h in p.index if lo <= h <= hi})
+    at = np.asarray(list(at), dtype=float)
+    out = []
+    for v, pts in curves.items():
+        h = pts.index.to_numpy(float)
+        inside = (at >= h.min()) & (at <= h.max())
+        for col in ("delta_loss", "on_support"):
+            pts[col] = pts[col].astype(float)
+        dl = np.where(inside, np.interp(at, h, pts.delta_loss.to_numpy()), np.nan)
+        on = np.where(inside, np.interp(at, h, pts.on_support.to_numpy()), np.nan)
+        measured = np.isin(at, h)
+        out += [{"variant": v, "hamming": float(a), "delta_loss": float(d), "on_support": float(o), "measured": bool(m)}
+                for a, d, o, m in zip(at, dl, on, measured)]
+    return pd.DataFrame(out)
+
+
 __all__ = ["FAMILIES", "recoded", "permuted_inputs", "recoded_table", "own_bits", "draw_recodings",
            "transvection_walk", "bit_permutation", "column_offset", "other_variant_code", "token_cycle",
-           "recoding_to_json", "recoding_from_json", "corpus_loss", "recoding_sweep"]
+           "recoding_to_json", "recoding_from_json", "corpus_loss", "recoding_sweep", "matched_hamming"]

@@ -161,9 +161,11 @@ class Measurer:
         return {"loss": loss, "delta_loss": loss - self.ce_base.mean(-1)[None], "kl": kl.mean(-1)}
 
 
-def result(model, ids: list[dict], values: dict[str, np.ndarray], tgt: Target, attrs: dict) -> InterventionResult:
+def result(model, ids: list[dict], values: dict[str, np.ndarray], tgt: Target, attrs: dict,
+           columns: list[dict] | None = None) -> InterventionResult:
     """Assemble an :class:`InterventionResult` from one dict of identifying columns per edit and the measures
-    ``[n_edits, n_items]``."""
+    ``[n_edits, n_items]``; ``columns`` (optional, one dict per edit) adds properties of each edit (e.g. how far it
+    moves the input) to its summary row and to each of its item rows, after the identifying columns."""
     E, n = len(ids), tgt.tokens.shape[0]
     per_edit = pd.DataFrame([{c: d.get(c) for c in ID_COLUMNS} for d in ids], columns=ID_COLUMNS)
     per_edit["interface"] = model.cfg.interface
@@ -174,6 +176,11 @@ def result(model, ids: list[dict], values: dict[str, np.ndarray], tgt: Target, a
         constant = set(constant_code_bits(model.cfg))
         per_edit["bit_constant"] = pd.array([pd.NA if pd.isna(b) else int(b) in constant for b in per_edit["bit"]],
                                             dtype="boolean")
+    if columns is not None:
+        if len(columns) != E:
+            raise AnalysisError(f"{len(columns)} dicts of edit columns for {E} edits")
+        extra = pd.DataFrame(list(columns), index=per_edit.index)
+        per_edit = pd.concat([per_edit, extra], axis=1)
     items = per_edit.iloc[np.repeat(np.arange(E), n)].reset_index(drop=True)
     items["item"] = np.tile(np.arange(n), E)
     summary = per_edit.copy()

@@ -340,4 +340,10 @@ def test_tables_name_the_bits_no_token_differs_in(model):
         assert list(r.summary.bit_constant) == [bool((table[:, b] == table[0, b]).all()) for b in (0, 6, 7, 15)]
     df = bit_layer_map(model, x, pos=2, bits=[0, 15])
     assert df.groupby("bit").bit_constant.first().tolist() == list(r.summary.bit_constant.iloc[[0, 3]])
+    table = model.embed.code.cpu().numpy()
+    for b in (0, 15):  # the share of items whose flipped row at position 2 is some token's row, by a search
+        rows = table[x[:, 2].numpy()].copy()
+        rows[:, b] = -rows[:, b]
+        want = np.mean([(table == row[None]).all(1).any() for row in rows])
+        assert (df[df.bit == b].on_support == want).all() and (df.hamming == 1).all()
     assert "bit_constant" not in input_intervention(model, "noise", x, scales=[0.5]).summary

@@ -9,9 +9,9 @@ import torch
 
 from analysis import AnalysisError
 from analysis.corpus import corpus_tokens
-from analysis.causal.recoding import (FAMILIES, column_offset, draw_recodings, other_variant_code, own_bits,
-                               permuted_inputs, recoded, recoded_table, recoding_from_json, recoding_sweep,
-                               recoding_to_json, token_cycle, transvection_walk)
+from analysis.causal.recoding import (FAMILIES, column_offset, draw_recodings, matched_hamming, other_variant_code,
+                                     own_bits, permuted_inputs, recoded, recoded_table, recoding_from_json,
+                                     recoding_sweep, recoding_to_json, token_cycle, transvection_walk)
 from fixedid import FixedIdError
 from fixedid.codes import GF2Code, code_table
 from fixedid.data import SyntheticLanguage
@@ -103,8 +103,8 @@ def test_token_permutation_applies_to_every_variant_and_restores(model, learned)
 
 def test_sweep_frame_is_tidy_reproducible_and_k0_is_free(model):
     df = recoding_sweep(model, "transvection", [0, 2], draws=2, tokens=480, n_pairs=8, tasks=("ioi", "induction"))
-    assert list(df.columns) == ["interface", "family", "k", "draw", "changed", "loss", "delta_loss", "acc_ioi",
-                                "acc_induction", "recoding"]
+    assert list(df.columns) == ["interface", "family", "k", "draw", "changed", "on_support", "hamming", "loss",
+                                "delta_loss", "acc_ioi", "acc_induction", "recoding"]
     assert len(df) == 4 and df.attrs["n_tokens"] == 480
     assert (df[df.k == 0].delta_loss == 0).all() and (df[df.k == 0].changed == 0).all()
     assert (df[df.k == 2].changed > 0).any()
@@ -113,6 +113,59 @@ def test_sweep_frame_is_tidy_reproducible_and_k0_is_free(model):
         from analysis.causal.recoding import corpus_loss
         assert corpus_loss(model, corpus_tokens(model, tokens=480)) == row.loss
     assert json.loads(row.recoding)["r"] == 0
+
+
+def brute_support(own_table, edited_table, x):
+    """(on_support, hamming) by a search: each occurrence of ``x`` counts once; a row is on support when it equals
+    some row of the own table, its distance is the number of columns in which it differs from its own row."""
+    occ = x.numpy().reshape(-1)
+    on = [bool((own_table == edited_table[t][None]).all(1).any()) for t in occ]
+    return np.mean(on), np.mean([(own_table[t] != edited_table[t]).sum() for t in occ])
+
+
+def test_support_and_distance_of_every_family_against_a_search(model, learned):
+    x = tokens(model, n=3, t=16, seed=4)
+    own = model.embed.code.cpu().numpy().copy()
+    frames = [recoding_sweep(model, f, ks, draws=2, data=x, tasks=()) for f, ks in
+              (("transvection", [0, 1, 3]), ("uniform", None), ("token-permutation", [8]), ("offset", [0, 15]))]
+    for row in pd.concat(frames).itertuples():
+        edit = recoding_from_json(row.recoding)
+        if isinstance(edit, GF2Code):
+            edited = recoded_table(model, edit).cpu().numpy()
+        else:
+            edited = own[edit]
+        on, ham = brute_support(own, edited, x)
+        assert row.on_support == pytest.approx(on, abs=1e-12) and row.hamming == pytest.approx(ham, abs=1e-12)
+    walks = frames[0]
+    assert (walks[walks.k == 0].hamming == 0).all() and (walks[walks.k == 0].on_support == 1).all()
+    assert (frames[2].on_support == 1).all()  # a token's row is some token's code
+    off = frames[3]
+    assert (off.hamming == 1).all()
+    assert list(off.bit_constant) == [model.cfg.interface == "canonical", False]  # 333 tokens: MSB column constant
+    if model.cfg.interface == "canonical":
+        assert off.on_support.iloc[0] == 0.0  # flipping a constant column never gives a token's code
+    perm = recoding_sweep(learned, "token-permutation", [8], draws=1, data=x, tasks=())
+    assert perm.on_support.isna().all() and perm.hamming.isna().all()  # no bits to count
+
+
+def test_matched_hamming_interpolates_each_curve_and_never_extrapolates():
+    rows = []
+    for v, slope, hams in (("a", 1.0, [0.0, 1.0, 2.0]), ("b", 2.0, [0.0, 2.0, 4.0])):
+        for k, h in enumerate(hams):
+            for d, jitter in enumerate((-0.1, 0.1)):  # two draws per k, averaged by the function
+                rows.append(dict(variant=v, family="transvection", k=k, draw=d, hamming=h + jitter,
+                                 delta_loss=slope * (h + jitter), on_support=1 - h / 4))
+    df = pd.DataFrame(rows + [dict(variant="c", family="token-permutation", k=8, draw=0, hamming=np.nan,
+                                   delta_loss=1.0, on_support=np.nan)])
+    m = matched_hamming(df, [1.0, 3.0]).set_index(["variant", "hamming"])
+    assert m.loc[("a", 1.0), "delta_loss"] == pytest.approx(1.0) and m.loc[("b", 1.0), "delta_loss"] == pytest.approx(2.0)
+    assert np.isnan(m.loc[("a", 3.0), "delta_loss"]) and m.loc[("b", 3.0), "delta_loss"] == pytest.approx(6.0)
+    assert m.loc[("b", 3.0), "on_support"] == pytest.approx(0.25)
+    assert m.loc[("a", 1.0), "measured"] and not m.loc[("b", 1.0), "measured"]
+    default = matched_hamming(df)  # every measured distance inside both ranges (0 to 2)
+    assert sorted(set(default.hamming)) == [0.0, 1.0, 2.0] and set(default.variant) == {"a", "b"}
+    with pytest.raises(AnalysisError, match="no rows"):
+        matched_hamming(df[df.variant == "c"])
 
 
 def test_bad_input(model, learned, tmp_path):
