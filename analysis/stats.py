@@ -131,15 +131,17 @@ def bh(p) -> np.ndarray:
 
 def crossed_bootstrap(table, *, boots: int = 2000, level: float = 0.95, seed: int = 0,
                       nested: bool = False) -> tuple[float, float, float]:
-    """``(mean, low, high)``: the mean of the finite cells of a ``[units, items]`` table and a percentile interval
-    from resampling units (rows) with replacement and items (columns) with replacement - the same item draw for
-    every unit when the items are shared between units (crossed, e.g. the same prompts for every seed; Owen's
-    pigeonhole bootstrap), or a fresh draw within each unit with ``nested=True`` (items that differ by unit). A
-    factor with one level is not resampled (it then contributes no variance: say so where it is reported).
+    """``(mean, low, high)``: the mean of the finite cells of a ``[units, items]`` table (or one with more crossed
+    factors, ``[seeds, recodings, prompts]``) and a percentile interval from resampling every factor (axis) with
+    replacement, independently - the same item draw for every unit when the items are shared between units
+    (crossed, e.g. the same prompts for every seed; Owen's pigeonhole bootstrap) - or, for a 2-D table with
+    ``nested=True``, a fresh item draw within each unit (items that differ by unit). A factor with one level is
+    not resampled (it then contributes no variance: say so where it is reported). With few levels (2-5 seeds) a
+    percentile bootstrap understates that factor's variance; report it beside the t interval, not instead of it.
     NaN bounds with fewer than two finite cells."""
     v = np.asarray(table, dtype=float)
-    if v.ndim != 2:
-        raise ValueError(f"crossed_bootstrap takes a [units, items] table, got shape {v.shape}")
+    if v.ndim < 2 or (nested and v.ndim != 2):
+        raise ValueError(f"crossed_bootstrap takes a [units, items, ...] table (2-D when nested), got {v.shape}")
     ok = np.isfinite(v)
     if ok.sum() == 0:
         return float("nan"), float("nan"), float("nan")
@@ -147,17 +149,21 @@ def crossed_bootstrap(table, *, boots: int = 2000, level: float = 0.95, seed: in
     if ok.sum() < 2:
         return mean, float("nan"), float("nan")
     rng = np.random.default_rng(seed)
-    u, k = v.shape
     filled, w = np.where(ok, v, 0.0), ok.astype(float)
+
+    def draw(n):
+        return rng.integers(0, n, n) if n > 1 else np.zeros(1, int)
+
     stats_ = np.empty(boots)
     for i in range(boots):
-        rows = rng.integers(0, u, u) if u > 1 else np.zeros(1, int)
         if nested:
+            rows = draw(v.shape[0])
+            k = v.shape[1]
             cols = rng.integers(0, k, (len(rows), k)) if k > 1 else np.zeros((len(rows), 1), int)
             s, c = np.take_along_axis(filled[rows], cols, 1), np.take_along_axis(w[rows], cols, 1)
         else:
-            cols = rng.integers(0, k, k) if k > 1 else np.zeros(1, int)
-            s, c = filled[np.ix_(rows, cols)], w[np.ix_(rows, cols)]
+            idx = np.ix_(*[draw(n) for n in v.shape])
+            s, c = filled[idx], w[idx]
         stats_[i] = s.sum() / c.sum() if c.sum() else np.nan
     lo, hi = np.nanquantile(stats_, [(1 - level) / 2, (1 + level) / 2])
     return mean, float(lo), float(hi)

@@ -114,3 +114,19 @@ def test_crossed_bootstrap_covers_both_factors():
     _, lo_n, hi_n = crossed_bootstrap(table, boots=2000, nested=True)  # nested: prompt noise averages over units
     assert hi_n - lo_n < 0.7 * (hi - lo)
     assert all(math.isnan(x) for x in crossed_bootstrap(np.full((2, 2), np.nan)))
+
+
+def test_crossed_bootstrap_resamples_a_third_factor():
+    """[seeds, recodings, prompts] with a recoding effect only: the interval of the mean must reach the closed form
+    1.96 x sd(recoding effects) / sqrt(recodings), which a seeds x prompts bootstrap of the pooled values misses."""
+    from analysis.stats import crossed_bootstrap
+
+    rng = np.random.default_rng(3)
+    rec = rng.normal(0, 1.0, 30)
+    table = np.broadcast_to(rec[None, :, None], (4, 30, 20)) + rng.normal(0, 0.01, (4, 30, 20))
+    _, lo, hi = crossed_bootstrap(table, boots=3000)
+    assert (hi - lo) / 2 == pytest.approx(1.96 * rec.std(ddof=1) / math.sqrt(30), rel=0.15)
+    _, lo2, hi2 = crossed_bootstrap(table.mean(1), boots=3000)
+    assert hi2 - lo2 < 0.05 * (hi - lo)
+    with pytest.raises(ValueError):
+        crossed_bootstrap(table, nested=True)
