@@ -15,9 +15,10 @@ removes one explanation, and the difference is measured again, paired over the s
 
 :func:`control_table` gives, per metric and control, the base difference and the controlled one (paired mean
 differences over seeds with Student-t 95% intervals) and each one's *conclusion*: ``a > b`` or ``a < b`` when the
-interval excludes 0, else ``within the seed spread`` (``identical on every seed`` when the differences have no
-spread, which is no evidence either way). A difference *survives* a control when the two conclusions are
-the same. :func:`seeds_statement` says what ``n`` seeds can and cannot show, from the t quantile itself.
+interval (mean +- t x the standard error over seeds) excludes 0, else ``interval includes 0`` (``identical on
+every seed`` when the differences have no variance, which is no evidence either way). These checks are exploratory:
+they are not adjusted for multiplicity (the report's primary family is). A difference *survives* a control when
+the two conclusions are the same. :func:`seeds_statement` says what ``n`` seeds can and cannot show, from the t quantile itself.
 """
 
 from __future__ import annotations
@@ -57,16 +58,16 @@ METRICS = (("loss", "val_loss"), ("behaviours", "accuracy"))
 
 
 def conclusion(d: dict, a: str, b: str) -> str:
-    """``"a > b"``, ``"a < b"`` or ``"within the seed spread"`` from a :func:`paired_difference` result."""
+    """``"a > b"``, ``"a < b"`` or ``"interval includes 0"`` from a :func:`paired_difference` result."""
     if d["n"] < 2 or not np.isfinite(d["lo"]):
         return "too few seeds"
-    if d["hi"] - d["lo"] <= 1e-12 * max(1.0, abs(d["diff"])):  # identical differences: no spread to judge by
+    if d.get("identical") or d["hi"] - d["lo"] <= 1e-12 * max(1.0, abs(d["diff"])):  # no variance to judge by
         return "identical on every seed"
     if d["lo"] > 0:
         return f"{a} > {b}"
     if d["hi"] < 0:
         return f"{a} < {b}"
-    return "within the seed spread"
+    return "interval includes 0"
 
 
 def _paired(g: pd.DataFrame, a: str, b: str) -> dict | None:
@@ -135,12 +136,16 @@ def seeds_statement(n: int) -> str:
                 "(--seeds 0-4).")
     t = float(stats.t.ppf(0.975, n - 1))
     t3 = float(stats.t.ppf(0.975, 2))
-    return (f"With {n} seeds a paired difference exceeds the seed spread only when its mean is larger than "
-            f"{t / np.sqrt(n):.2f} times the standard deviation of the per-seed differences (t = {t:.2f} with "
-            f"{n - 1} degrees of freedom; with 3 seeds it was {t3 / np.sqrt(3):.2f} times). What this cannot show: "
-            "that two variants are the same (a difference within the spread may be one these seeds cannot resolve); "
-            "how the result varies with the recipe, the data or the scale (every seed shares them); and, over the "
-            f"{len(CHECKS)} control checks and several metrics, about one interval in twenty excludes 0 by chance.")
+    return (f"With {n} seeds a paired difference's 95% interval (mean +- t x standard error) excludes 0 only when "
+            f"its mean is larger than {t / np.sqrt(n):.2f} times the standard deviation of the per-seed differences "
+            f"(t = {t:.2f} with {n - 1} degrees of freedom; with 3 seeds it would be {t3 / np.sqrt(3):.2f} times), "
+            f"and the exact sign-flip test cannot give a p-value below {2 / 2 ** n:.3g} (2 / 2^{n}; 0.25 with 3 "
+            "seeds): "
+            "with fewer than 6 seeds no difference reaches p < 0.05 without assuming normal per-seed differences. "
+            "What this cannot show: that two variants are the same (an interval that includes 0 may hold a "
+            "difference these seeds cannot resolve); how the result varies with the recipe, the data or the scale "
+            f"(every seed shares them); and, over the {len(CHECKS)} control checks and several metrics, about one "
+            "unadjusted interval in twenty excludes 0 by chance.")
 
 
 __all__ = ["CHECKS", "ControlCheck", "METRICS", "conclusion", "control_table", "control_lines", "seeds_statement"]

@@ -164,11 +164,18 @@ def measure(analysis: str, model, reference=None) -> pd.DataFrame:
 # (flips, transvections, erasure of a code bit).
 @register("behaviours", when="all")
 def _behaviours(model, reference=None) -> pd.DataFrame:
-    from analysis.evaluation.behaviours import behaviour_table
+    from analysis.evaluation.behaviours import pair_scores, summarize
 
-    t = behaviour_table(model, n=64)
-    return _rows("behaviours", [(m, r.task, getattr(r, m)) for r in t.itertuples() for m in ("accuracy",
-                                                                                              "logit_diff")])
+    scores = pair_scores(model, n=64)
+    t = summarize(scores)
+    df = _rows("behaviours", [(m, r.task, getattr(r, m)) for r in t.itertuples() for m in ("accuracy",
+                                                                                            "logit_diff")])
+    # per prompt (the same prompts for every seed and variant): the report's bootstrap over seeds and prompts
+    df.attrs["items"] = pd.concat([pd.DataFrame({"analysis": "behaviours", "metric": m, "key": scores.task,
+                                                 "item": scores.pair, "value": scores[c].astype(float)})
+                                   for m, c in (("accuracy", "correct"), ("logit_diff", "logit_diff"))],
+                                  ignore_index=True)
+    return df
 
 
 @register("loss", when="all")
@@ -288,14 +295,16 @@ def _head(model, reference=None) -> pd.DataFrame:
 @register("context", when="final")
 def _context(model, reference=None) -> pd.DataFrame:
     from analysis.corpus import corpus_tokens
-    from analysis.causal.context import component_shares, context_curve
+    from analysis.causal.context import component_effects, context_curve
 
     x = corpus_tokens(model, tokens=TOKENS)
-    curve = context_curve(model, x, ks=(1, 4, 16), positions=min(32, x.shape[1] // 2))
-    shares = component_shares(model, x)
-    return _rows("context", [("loss", "whole window" if r.k != r.k else f"k={int(r.k)}", r.loss)
-                             for r in curve.itertuples()]
-                 + [("ablation_share", f"{r.component} L{int(r.layer)}", r.share) for r in shares.itertuples()])
+    curve = context_curve(model, x, ks=(1, 4, 16), positions=min(32, x.shape[1] // 2), mask=("window", "crop"))
+    eff = component_effects(model, x, how="resample", seed=0)
+    rows = [("loss", "whole window" if r.mask == "none" else f"{r.mask} k={int(r.k)}", r.loss)
+            for r in curve.itertuples()]
+    rows += [("ablation_delta_loss", r.effect, r.delta_loss) for r in eff.itertuples()]
+    rows += [("ablation_share", r.effect, r.share) for r in eff.itertuples() if r.share == r.share]
+    return _rows("context", rows)
 
 
 def _write(df: pd.DataFrame, path: Path) -> None:
@@ -335,7 +344,10 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False
         reference = None
         if ANALYSES[analysis].reference and (seed, "learned") in ckpts:
             reference = loaded[cdir] if variant == "learned" else load(ckpts[(seed, "learned")])
-        _write(measure(analysis, loaded[cdir], reference), path)
+        rows = measure(analysis, loaded[cdir], reference)
+        if "items" in rows.attrs:  # per-item values beside the measurement, written first (the measurement marks done)
+            _write(rows.attrs["items"], out / "items" / path.relative_to(out / "measurements"))
+        _write(rows, path)
     for seed in sorted({s for s, _ in ckpts}):
         path = out / "measurements" / f"seed{seed}" / "canonical vs gf2" / f"step{cfg.train.steps}" / "similarity.csv"
         if path.exists() or (seed, "canonical") not in ckpts or (seed, "gf2") not in ckpts:
@@ -361,6 +373,17 @@ def collect_measurements(out: Path) -> pd.DataFrame:
         raise AnalysisError(f"{out} holds no measurements (OUT/measurements/seed*/<variant>/step*/*.csv)")
     df = pd.concat(frames, ignore_index=True)
     return df[["analysis", "metric", "key", "variant", "seed", "step", "value"]]
+
+
+def collect_items(out: Path) -> pd.DataFrame | None:
+    """Every per-item file under ``OUT/items`` (the behaviours' per-prompt scores) with ``seed, variant, step``
+    columns, or None when there are none."""
+    frames = []
+    for path in sorted((out / "items").glob("seed*/*/step*/*.csv")):
+        df = pd.read_csv(path, dtype={"key": str})
+        seed, variant, step = path.parts[-4], path.parts[-3], path.parts[-2]
+        frames.append(df.assign(seed=int(seed[4:]), variant=variant, step=int(step[4:])))
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 # ------------------------------------------------------------------------------------------------------- main
@@ -391,8 +414,10 @@ def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, 
     measure_all(cfg, out, ckpts, quiet=quiet)
     df = collect_measurements(out)
     df = df[df.seed.isin(seeds)]
+    items = collect_items(out)
+    items = items[items.seed.isin(seeds)] if items is not None else None
     return write_results(df, out, meta={"seeds": seeds, "gf2_seeds": gf2_seeds, "steps": cfg.train.steps,
-                                        "keep": cfg.train.snapshot_steps})
+                                        "keep": cfg.train.snapshot_steps}, items=items)
 
 
 def main(argv=None) -> None:
@@ -420,4 +445,4 @@ def main(argv=None) -> None:
 
 
 __all__ = ["ANALYSES", "Analysis", "register", "parse_seeds", "training_runs", "train_all", "measure", "measure_all",
-           "collect_measurements", "run_study", "main"]
+           "collect_measurements", "collect_items", "run_study", "main"]

@@ -4,9 +4,10 @@ Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis,
 
 - :func:`summarise`: per (analysis, metric, key, variant, step) the mean over seeds with a Student-t 95% interval
   (``lo``/``hi``; NaN with a single seed) and the number of seeds ``n``;
-- :func:`compare`: per (analysis, metric, key, step) and pair of variants, the mean of the paired per-seed
-  differences ``a - b`` with its Student-t interval; ``exceeds`` says whether that interval excludes 0 (the
-  difference exceeds the seed spread; never with fewer than 2 shared seeds);
+- :func:`compare` (:mod:`analysis.study.comparisons`): per (analysis, metric, key, step) and pair of variants, the
+  mean of the paired per-seed differences ``a - b`` with its Student-t interval (mean +- t x standard error), the
+  t test's and the exact sign-flip p-values, a bootstrap that also resamples prompts or trained recodings, and the
+  declared primary family with Holm-adjusted p-values; identical differences are never flagged;
 - :func:`draw_figures`: every figure from the tables alone (``fixedid-analyze figures --results DIR`` redraws them
   from ``measurements.csv`` without touching a model), each with per-seed points beside mean and interval;
 - :func:`write_results`: the CSVs, the figures and ``report.md`` (with :mod:`analysis.study.controls`: which
@@ -23,24 +24,14 @@ import pandas as pd
 from fixedid.atomic import write_text_atomic
 
 from analysis.errors import AnalysisError
-from analysis.stats import paired_difference, t_interval
+from analysis.stats import t_interval
+from analysis.study.comparisons import (CONTROLS, ORDER, POOLED, compare, family_lines, variant_order,  # noqa: F401
+                                        with_pooled)
 
 KEYS = ["analysis", "metric", "key"]
 #: Metrics that live in [0, 1]: their intervals are clipped to it in the figures and the report (the CSVs keep
 #: the unclipped Student-t bounds).
 BOUNDED = {"accuracy", "acc", "acc_norm", "score", "control", "majority", "probe", "cka", "debiased"}
-ORDER = ("learned", "canonical", "gf2", "canonical-matched", "gf2-matched")
-#: The controls the study trains by default, in the order tables and figures show them (after ORDER's variants).
-CONTROLS = ("permuted", "frozen_random", "canonical-matched", "learned-randomhead", "canonical-randomhead")
-_DISPLAY = ("learned", "canonical", "gf2") + CONTROLS + ("gf2-matched", "canonical-codehead")
-
-
-def variant_order(variants) -> list[str]:
-    """The study's variants first (learned, canonical, gf2), then the controls, then the others (gf2-r1, ...) by
-    name."""
-    return sorted(dict.fromkeys(variants), key=lambda v: (_DISPLAY.index(v) if v in _DISPLAY else len(_DISPLAY), v))
-
-
 def _clip(metric: str, lo, hi):
     return (max(lo, 0.0), min(hi, 1.0)) if metric in BOUNDED and np.isfinite(lo) else (lo, hi)
 
@@ -49,7 +40,11 @@ MEASUREMENT_COLUMNS = ["analysis", "metric", "key", "variant", "seed", "step", "
 
 
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (analysis, metric, key, variant, step): ``n`` seeds, ``mean`` and its Student-t 95% interval
+    (``lo``/``hi``), the ``seeds``; ``gf2 (pooled)`` (per seed the mean over trained recodings) where several were
+    trained."""
     rows = []
+    df = with_pooled(df)
     df = df.assign(_o=df.variant.map({v: i for i, v in enumerate(variant_order(df.variant))})).sort_values(
         ["_o", "step"], kind="stable").drop(columns="_o")
     for k, g in df.groupby(KEYS + ["variant", "step"], sort=False):
@@ -57,19 +52,6 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
         rows.append(dict(zip(KEYS + ["variant", "step"], k), n=int(g.value.notna().sum()), mean=m, lo=lo, hi=hi,
                          seeds=",".join(map(str, sorted(g.seed)))))
     return pd.DataFrame(rows)
-
-
-def compare(df: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for k, g in df.groupby(KEYS + ["step"], sort=False):
-        wide = g.pivot_table(index="seed", columns="variant", values="value")
-        variants = variant_order(g.variant)
-        for i, b in enumerate(variants):  # a - b with b the earlier variant: canonical - learned, gf2 - canonical
-            for a in variants[i + 1:]:
-                pd_ = paired_difference(wide[a].to_numpy(float), wide[b].to_numpy(float))
-                if pd_["n"]:
-                    rows.append(dict(zip(KEYS + ["step"], k), a=a, b=b, **pd_))
-    return pd.DataFrame(rows, columns=KEYS + ["step", "a", "b", "n", "diff", "lo", "hi", "exceeds"])
 
 
 def _fmt(m, lo, hi, pct=False) -> str:
@@ -206,14 +188,17 @@ def training_figure(df: pd.DataFrame):
 
 
 def study_pairs(comp: pd.DataFrame) -> pd.DataFrame:
-    """The comparisons a study reports: between the three variants, and each further GF(2) recoding against gf2."""
-    return comp[comp.b.isin(ORDER) & (comp.a.isin(ORDER) | ((comp.b == "gf2") & comp.a.str.startswith("gf2-r")))]
+    """The comparisons a study reports: between the three variants (gf2 also pooled over its trained recodings), and
+    each further GF(2) recoding against gf2."""
+    base = set(ORDER) | {POOLED}
+    return comp[comp.b.isin(base) & (comp.a.isin(base) | ((comp.b == "gf2") & comp.a.str.startswith("gf2-r")))]
 
 
 def comparison_figure(comp: pd.DataFrame):
-    """Each headline paired difference (a - b over seeds) in units of its own 95% half-width, so that the seed
-    spread is the band [-1, 1]: a point outside it (filled) is a difference that exceeds the seed spread. Units
-    differ between rows (accuracy, nats); the report gives the differences themselves."""
+    """Each headline paired difference (a - b over seeds) in units of its own 95% half-width (t x standard error),
+    so that the band [-1, 1] holds the differences whose interval includes 0: a point outside it (filled) has an
+    interval that excludes 0 (unadjusted; the report's primary family is Holm-adjusted). Units differ between
+    rows (accuracy, nats); the report gives the differences themselves."""
     from analysis.figures.style import subplots
 
     d = study_pairs(comp)
@@ -243,10 +228,10 @@ def comparison_figure(comp: pd.DataFrame):
         ax.tick_params(labelsize=7)
     axes[0, 0].set_yticks(range(len(labels)), labels, fontsize=6)
     axes[0, 0].invert_yaxis()
-    fig.supxlabel("paired difference / its 95% half-width (grey: within the seed spread; arrows: beyond 4)",
-                  fontsize=7)
-    fig.suptitle("differences between variants over seeds (filled: exceeds the seed spread)", fontsize=9, x=0.02,
-                 ha="left")
+    fig.supxlabel("paired difference / its 95% half-width, t x standard error over seeds (grey: interval includes "
+                  "0; arrows: beyond 4)", fontsize=7)
+    fig.suptitle("differences between variants over seeds (filled: 95% interval excludes 0, unadjusted)",
+                 fontsize=9, x=0.02, ha="left")
     return fig
 
 
@@ -255,7 +240,7 @@ HEADLINE = {("behaviours", "accuracy"), ("eval", "acc"), ("loss", "val_loss"), (
             ("interventions", "bitflip_delta_loss"), ("recoding", "delta_loss"), ("erasure", "delta_loss")}
 
 
-def draw_figures(df: pd.DataFrame, out_dir) -> list[str]:
+def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None) -> list[str]:
     """Every figure of a study from its measurement table; returns the stems written (PNG + PDF each)."""
     from analysis.figures.style import save_figure
 
@@ -263,7 +248,7 @@ def draw_figures(df: pd.DataFrame, out_dir) -> list[str]:
     if missing:
         raise AnalysisError(f"the measurement table lacks the column(s) {sorted(missing)}")
     pair = df.variant.str.contains(" vs ")
-    comp = compare(df[~pair])
+    comp = compare(df[~pair]) if comp is None else comp
     sim, df = df[pair], df[~pair]
     figures = {
         "behaviours_eval": forest(df, [("behaviours", "accuracy", "held-out accuracy (built-in tasks)"),
@@ -276,8 +261,10 @@ def draw_figures(df: pd.DataFrame, out_dir) -> list[str]:
                                      ("recoding", "delta_loss", "loss change under recoding (no retraining)"),
                                      ("erasure", "delta_loss", "loss change, LEACE of canonical bit 2 vs placebo"),
                                      ("patching", "final", "IOI info restored at the final position"),
-                                     ("context", "loss", "loss with the context cut to k tokens"),
-                                     ("context", "ablation_share", "share of the ablation loss increase")],
+                                     ("context", "loss", "loss with the context limited to k tokens (window mask / "
+                                                         "crop)"),
+                                     ("context", "ablation_delta_loss", "loss increase, attention/MLP output from "
+                                                                        "other windows (nats)")],
                                 title="interventions, recoding, erasure, patching (final step; 95% interval over "
                                       "seeds)"),
         "probes": depth_figure(df, "probes", "score", ylabel="held-out accuracy", control="control",
@@ -327,11 +314,16 @@ def _comparisons(comp: pd.DataFrame, analysis: str, metric: str, step) -> list[s
         if r.n < 2:
             out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} (one shared seed: no interval)")
             continue
-        verdict = "exceeds the seed spread" if r.exceeds else "within the seed spread"
-        if r.lo == r.hi:
-            verdict += " (the seeds' differences are identical: no spread to compare with)"
+        if r.identical:
+            verdict = "identical on every seed (no variance: no test)"
+        else:
+            verdict = ("95% interval excludes 0" if r.excludes_zero else "95% interval includes 0") + \
+                f"; p = {r.p:.2g} (t), {r.p_sign:.2g} (sign-flip)"
+            if r.family == "primary":
+                verdict += f", Holm-adjusted {r.p_holm:.2g} (primary family)"
+        boot = f"; bootstrap over {r.boot}: [{r.boot_lo:+.3g}, {r.boot_hi:+.3g}]" if r.boot else ""
         out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}] over {r.n} seeds, "
-                   f"{verdict}")
+                   f"{verdict}{boot}")
     return out + ([""] if out else [])
 
 
@@ -363,9 +355,15 @@ SECTIONS = [
      "Share of each token's 10 nearest neighbours (cosine) that the head rows and the learned input table of the "
      "same seed agree on (chance ~k / vocabulary)."),
     ("Context use", "context", "loss", False,
-     "Next-token loss at the same positions (the last 32 of each window) when the model sees only the last k tokens."),
-    ("Attention and MLP", "context", "ablation_share", False,
-     "Share of the loss increase from mean-ablating each layer's attention or MLP output."),
+     "Next-token loss at the same positions (the last 32 of each window) when the model sees only the last k tokens: "
+     "`window` masks every attention read to its last k positions at their true positions (the reach grows with "
+     "depth), `crop` runs the last k tokens alone (what every training window's start looks like)."),
+    ("Attention and MLP", "context", "ablation_delta_loss", False,
+     "Loss increase (nats) when a layer's attention or MLP output is replaced by its output at the same position of "
+     "another window (resample ablation), each alone, jointly, and the interaction terms (joint minus the sum of "
+     "its parts: the effects are not additive)."),
+    ("Shares of the joint effect", "context", "ablation_share", False,
+     "Each effect as a share of its joint ablation (unclipped; NaN where the joint effect's interval includes 0)."),
     ("Similarity of canonical and gf2", "similarity", "debiased", False,
      "Debiased linear CKA between the two fixed-code variants of a seed, same hook point."),
 ]
@@ -382,9 +380,13 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
              f"Seeds {', '.join(map(str, seeds))} (initialisation and data order); GF(2) recodings trained: "
              f"{', '.join(map(str, meta.get('gf2_seeds', [0])))}; {final} training steps"
              + (f", snapshots kept at {meta['keep']}" if meta.get("keep") else "") + ".", "",
-             "Every cell: mean over seeds [95% interval, Student t; for accuracies clipped to 0-100%]. Every "
-             "comparison: the mean paired per-seed difference [95% interval]; it *exceeds the seed spread* when that "
-             "interval excludes 0. The per-seed values are in measurements.csv and as dots in the figures.", ""]
+             "Every cell: mean over seeds [95% interval: mean +- t x standard error over seeds; for accuracies "
+             "clipped to 0-100%]. Every comparison: the mean paired per-seed difference [its 95% t interval], the "
+             "paired t test's p and the exact sign-flip p; only the primary family below is adjusted for "
+             "multiplicity, every other comparison is exploratory. Differences that are identical on every seed are "
+             "never counted as evidence. `gf2 (pooled)` is gf2 over every trained recoding. The per-seed values are "
+             "in measurements.csv and as dots in the figures.", ""]
+    lines += family_lines(comp)
     for title, analysis, metric, pct, text in SECTIONS:
         table = _table(summary, analysis, metric, final, pct)
         if not table:
@@ -409,21 +411,23 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
     return write_text_atomic(out / "report.md", "\n".join(lines))
 
 
-def write_results(df: pd.DataFrame, out, meta: dict | None = None) -> Path:
+def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.DataFrame | None = None) -> Path:
     """``measurements.csv``, ``summary.csv``, ``comparisons.csv``, ``controls.csv`` (when controls were trained),
-    ``figures/`` and ``report.md`` in ``out``."""
+    ``figures/`` and ``report.md`` in ``out``; ``items``: per-item values (the behaviours' per-prompt scores) for
+    the bootstrap over seeds and prompts."""
     from analysis.outputs import write_csv
 
     from analysis.study.controls import control_table
 
     out = Path(out)
-    summary, comp, controls = summarise(df), compare(df), control_table(df)
+    pair = df.variant.str.contains(" vs ")
+    summary, comp, controls = summarise(df), compare(df[~pair], items), control_table(df)
     write_csv(df, out / "measurements.csv")
     write_csv(summary, out / "summary.csv")
     write_csv(comp, out / "comparisons.csv")
     if not controls.empty:
         write_csv(controls, out / "controls.csv")
-    figures = draw_figures(df, out / "figures")
+    figures = draw_figures(df, out / "figures", comp)
     return write_report(out, df, summary, comp, figures, meta or {}, controls)
 
 

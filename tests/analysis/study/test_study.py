@@ -76,7 +76,18 @@ def test_study_trains_measures_and_reports_over_seeds(study):
     assert {("canonical", "learned"), ("gf2", "learned"), ("gf2", "canonical"), ("gf2-r1", "gf2")} <= set(
         zip(c.a, c.b))
     text = report.read_text()
-    assert "seed spread" in text and "## Behaviours on the built-in tasks" in text and "## Across training" in text
+    assert "standard error" in text and "seed spread" not in text and "## Behaviours on the built-in tasks" in text
+    # the primary family (Holm), the pooled recodings, and the prompts' bootstrap from the per-item files
+    assert "## The primary comparisons" in text and "gf2 (pooled) - canonical" in text
+    fam = c[c.family == "primary"]
+    assert (fam.family_size == fam.p.notna().sum()).all() and set(zip(fam.a, fam.b)) == {("canonical", "learned"),
+                                                                             ("gf2 (pooled)", "canonical")}
+    pooled = c[c.a == "gf2 (pooled)"]
+    assert pooled.boot.dropna().str.startswith("seeds x recodings").all()
+    assert (pooled[pooled.analysis == "behaviours"].boot == "seeds x recodings x prompts").all()
+    beh = c[(c.analysis == "behaviours") & (c.a == "canonical") & (c.b == "learned") & (c.step == 16)]
+    assert (beh.boot == "seeds x prompts").all() and len(list((out / "items").rglob("behaviours.csv"))) >= 10
+    assert "## Across training" in text
     # the permuted control re-measures learned - canonical and canonical - gf2 (as canonical - permuted)
     ctrl = pd.read_csv(out / "controls.csv", dtype={"key": str})
     assert set(ctrl.control) == {"permuted"} and set(ctrl.base) == {"learned - canonical", "canonical - gf2"}
@@ -146,5 +157,60 @@ def test_control_table_says_which_differences_survive():
     assert r.base_conclusion == "learned < canonical" and r.control_conclusion == "learned < canonical"
     assert r.survives and r.base_n == r.control_n == 5
     h = t.loc["learned-randomhead, canonical-randomhead"]
-    assert h.control_conclusion == "within the seed spread" and not h.survives
+    assert h.control_conclusion == "interval includes 0" and not h.survives
     assert "1.24 times" in seeds_statement(5) and "2.48 times" in seeds_statement(5)  # t(4)/sqrt5, t(2)/sqrt3
+
+
+def _long(values: dict, analysis="loss", metric="val_loss", key="", step=9):
+    return pd.DataFrame([{"analysis": analysis, "metric": metric, "key": key, "variant": v, "seed": s, "step": step,
+                          "value": x} for v, xs in values.items() for s, x in enumerate(xs)])
+
+
+def test_comparisons_pool_recodings_declare_a_family_and_never_flag_identical_differences():
+    """Known-answer tables: the pooled gf2 is the per-seed mean over recodings; identical differences are not
+    flagged; the primary family's Holm adjustment is recomputed by hand (2 tests: p x 2, then the running max)."""
+    from analysis.study.comparisons import compare
+
+    df = _long({"learned": [1.0, 1.1, 0.9], "canonical": [1.2, 1.3, 1.1],  # canonical - learned = +0.2 every seed
+                "gf2": [1.5, 1.2, 1.4], "gf2-r1": [1.3, 1.6, 1.2]})
+    c = compare(df).set_index(["a", "b"])
+    ident = c.loc[("canonical", "learned")]
+    assert ident.identical and not ident.excludes_zero and not ident.exceeds and np.isnan(ident.p)
+    pooled = c.loc[("gf2 (pooled)", "canonical")]
+    d = (np.array([1.4, 1.4, 1.3]) - np.array([1.2, 1.3, 1.1]))
+    assert np.isclose(pooled["diff"], d.mean()) and np.isclose(pooled.p, stats.ttest_1samp(d, 0).pvalue)
+    assert pooled.p_sign == pytest.approx(0.25) and pooled.boot == "seeds x recodings"
+    assert pooled.boot_lo <= pooled["diff"] <= pooled.boot_hi
+    assert ("gf2 (pooled)", "gf2") not in c.index and ("gf2-r1", "gf2") in c.index  # never against its own pool
+    # a second primary metric: behaviours accuracy; the family is {canonical - learned, pooled - canonical} x metrics
+    acc = _long({"learned": [0.9, 0.8, 0.85], "canonical": [0.7, 0.75, 0.6], "gf2": [0.6, 0.7, 0.5],
+                 "gf2-r1": [0.65, 0.6, 0.55]}, analysis="behaviours", metric="accuracy", key="ioi")
+    c2 = compare(pd.concat([df, acc], ignore_index=True))
+    fam = c2[c2.family == "primary"].set_index(["analysis", "a", "b"])
+    assert len(fam) == 4 and (fam.family_size == 3).all()  # the identical one has no p and is not counted
+    ps = fam.p.dropna().sort_values()
+    by_hand = np.minimum(np.maximum.accumulate(ps.to_numpy() * np.array([3, 2, 1])), 1)
+    assert np.allclose(fam.loc[ps.index, "p_holm"].to_numpy(), by_hand)
+    assert (c2[c2.family == "exploratory"].p_holm.isna()).all()
+
+
+def test_item_bootstrap_widens_an_interval_that_seeds_alone_make_narrow():
+    """Per-prompt values: the same 40 prompts for every seed, a large prompt-to-prompt spread in the difference and
+    almost none between seeds. The t interval over seeds is then far narrower than the crossed bootstrap, which
+    must be close to the closed form 1.96 x sd(prompt differences) / sqrt(40)."""
+    from analysis.study.comparisons import compare
+
+    rng = np.random.default_rng(0)
+    effect = rng.normal(0.1, 1.0, 40)  # per-prompt canonical - learned
+    rows, items = [], []
+    for seed in range(3):
+        for v, add in (("learned", 0.0), ("canonical", 1.0)):
+            vals = 2.0 + add * effect + rng.normal(0, 0.001, 40)
+            items += [{"analysis": "behaviours", "metric": "logit_diff", "key": "ioi", "variant": v, "seed": seed,
+                       "step": 5, "item": i, "value": x} for i, x in enumerate(vals)]
+            rows.append({"analysis": "behaviours", "metric": "logit_diff", "key": "ioi", "variant": v, "seed": seed,
+                         "step": 5, "value": vals.mean()})
+    c = compare(pd.DataFrame(rows), pd.DataFrame(items)).iloc[0]
+    assert c.boot == "seeds x prompts"
+    half = 1.96 * effect.std(ddof=1) / np.sqrt(40)
+    assert (c.boot_hi - c.boot_lo) / 2 == pytest.approx(half, rel=0.2) and (c.hi - c.lo) < 0.1 * (c.boot_hi - c.boot_lo)

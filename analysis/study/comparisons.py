@@ -1,0 +1,207 @@
+"""Paired comparisons between a study's variants over seeds: what each difference is, how sure, and in which family.
+
+Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis, metric, key, variant, seed, step,
+value``) and, optionally, per-item values (``... , item, value``: the behaviours' per-prompt scores).
+
+:func:`compare` gives, per (analysis, metric, key, step) and pair of variants ``a - b``:
+
+- ``n``, ``diff``, ``lo``, ``hi``: the mean of the paired per-seed differences and its Student-t 95% interval,
+  i.e. mean +- t x the *standard error* of the per-seed differences (not a spread of seeds);
+- ``p`` (the paired t test), ``p_sign`` (the exact sign-flip permutation p-value: with n seeds it cannot go below
+  2 / 2^n, 0.25 for 3 seeds, 0.0625 for 5), ``identical`` (every seed's difference the same: no variance, so no
+  test; never flagged) and ``excludes_zero`` (the t interval excludes 0; ``exceeds`` is the same column under its
+  former name);
+- ``boot_lo``, ``boot_hi``, ``boot``: a percentile interval from :func:`analysis.stats.crossed_bootstrap` that
+  resamples a second factor beside the seeds: the prompts (``seeds x prompts``) where per-item values were
+  recorded - every seed is measured on the same prompts, so the t interval over seeds leaves the prompts' variance
+  out - and the trained recodings for the pooled gf2 variant (``seeds x recodings x prompts``, or ``seeds x
+  recodings`` without per-item values). With 2-5 seeds a percentile bootstrap understates the seed variance:
+  read it beside the t interval, not instead of it;
+- ``family``: ``primary`` for the declared headline comparisons (:data:`PRIMARY_PAIRS` x
+  :data:`PRIMARY_METRICS` at the final step), ``exploratory`` otherwise; ``family_size`` and ``p_holm``, the Holm
+  adjusted p-value of ``p`` within the primary family (NaN for exploratory rows: read them as such).
+
+``gf2 (pooled)`` is the gf2 variant pooled over every trained GF(2) recoding (``gf2``, ``gf2-r1``, ...): its
+per-seed value is the mean over the recodings of that seed, and its bootstrap treats the recoding as a random
+factor crossed with the seed, so a claim about "gf2" is a claim about recodings in general, not about one matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats import crossed_bootstrap, holm, paired_difference
+
+KEYS = ["analysis", "metric", "key"]
+POOLED = "gf2 (pooled)"
+ORDER = ("learned", "canonical", "gf2", "canonical-matched", "gf2-matched")
+#: The controls the study trains by default, in the order tables and figures show them (after ORDER's variants).
+CONTROLS = ("permuted", "frozen_random", "canonical-matched", "learned-randomhead", "canonical-randomhead")
+_DISPLAY = ("learned", "canonical", "gf2", POOLED) + CONTROLS + ("gf2-matched", "canonical-codehead")
+
+
+def variant_order(variants) -> list[str]:
+    """The study's variants first (learned, canonical, gf2), then the controls, then the others (gf2-r1, ...) by
+    name."""
+    return sorted(dict.fromkeys(variants), key=lambda v: (_DISPLAY.index(v) if v in _DISPLAY else len(_DISPLAY), v))
+
+
+#: The primary family's pairs (a, b): is a trainable table needed, and is a model tied to its code. With trained
+#: recodings the gf2 side is the pooled variant.
+PRIMARY_PAIRS = (("canonical", "learned"), ("gf2", "canonical"))
+#: The primary family's measurements (analysis, metric), each at every key it has, at the final step.
+PRIMARY_METRICS = (("loss", "val_loss"), ("behaviours", "accuracy"), ("eval", "acc"))
+COLUMNS = KEYS + ["step", "a", "b", "n", "diff", "lo", "hi", "p", "p_sign", "identical", "excludes_zero", "exceeds",
+                  "boot_lo", "boot_hi", "boot", "family", "family_size", "p_holm"]
+
+
+def recodings_of(variants) -> list[str]:
+    """The gf2 variants of a study: ``gf2`` and its further trained recodings ``gf2-r<R>``."""
+    return sorted(v for v in set(variants) if v == "gf2" or str(v).startswith("gf2-r"))
+
+
+def _order(variants) -> list[str]:
+    vs = variant_order([v for v in variants if v != POOLED])
+    if POOLED in set(variants):
+        vs.insert(vs.index("gf2") + 1 if "gf2" in vs else len(vs), POOLED)
+    return vs
+
+
+def with_pooled(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` plus the ``gf2 (pooled)`` rows (per seed, the mean over the trained recodings) when more than one
+    recoding was trained."""
+    recs = recodings_of(df.variant)
+    if len(recs) < 2:
+        return df
+    g = df[df.variant.isin(recs)]
+    pooled = g.groupby(KEYS + ["seed", "step"], sort=False, as_index=False).value.mean()
+    return pd.concat([df, pooled.assign(variant=POOLED)], ignore_index=True)
+
+
+def _recoding_table(g: pd.DataFrame, a: str, b: str) -> np.ndarray | None:
+    """[seeds, recodings] of ``a - gf2_r`` (or ``gf2_r - b``) for a pair with the pooled variant on one side."""
+    recs = recodings_of(g.variant)
+    wide = g.pivot_table(index="seed", columns="variant", values="value")
+    other = b if a == POOLED else a
+    if other not in wide or other == POOLED:
+        return None
+    table = np.stack([wide[r].to_numpy(float) if r in wide else np.full(len(wide), np.nan) for r in recs], 1)
+    other_v = wide[other].to_numpy(float)[:, None]
+    return table - other_v if a == POOLED else other_v - table
+
+
+def _item_table(items: pd.DataFrame, a: str, b: str) -> np.ndarray | None:
+    """[seeds, items] of per-item ``a - b`` (the same items for every seed), or for the pooled gf2 on one side
+    [seeds, recodings, items]."""
+    def wide(v):
+        return items[items.variant == v].pivot_table(index="seed", columns="item", values="value")
+
+    if POOLED not in (a, b):
+        wa, wb = wide(a), wide(b)
+        if wa.empty or wb.empty:
+            return None
+        wa, wb = wa.align(wb, join="inner")
+        return (wa - wb).to_numpy(float) if wa.size else None
+    other = wide(b if a == POOLED else a)
+    recs = [wide(r) for r in recodings_of(items.variant)]
+    if other.empty or len(recs) < 2 or any(r.empty for r in recs):
+        return None
+    for r in recs:
+        other, _ = other.align(r, join="inner")
+    if not other.size:
+        return None
+    stack = np.stack([r.reindex(index=other.index, columns=other.columns).to_numpy(float) for r in recs], 1)
+    base = other.to_numpy(float)[:, None, :]
+    return stack - base if a == POOLED else base - stack
+
+
+def compare(df: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every paired comparison of the table (see the module docstring), ``a - b`` with ``b`` the earlier variant
+    (canonical - learned, gf2 - canonical)."""
+    df = with_pooled(df)
+    final = df.step.max() if len(df) else None
+    by_item = {k: g for k, g in items.groupby(KEYS + ["step"], sort=False)} if items is not None and len(items) else {}
+    rows = []
+    for k, g in df.groupby(KEYS + ["step"], sort=False):
+        wide = g.pivot_table(index="seed", columns="variant", values="value")
+        variants = _order(g.variant)
+        for i, b in enumerate(variants):
+            for a in variants[i + 1:]:
+                if POOLED in (a, b) and ({a, b} - {POOLED}) <= set(recodings_of([a, b])):
+                    continue  # a recoding against the pool it is part of
+                d = paired_difference(wide[a].to_numpy(float), wide[b].to_numpy(float))
+                if not d["n"]:
+                    continue
+                boot, table = "", None
+                if k in by_item:
+                    table = _item_table(by_item[k], a, b)
+                    boot = "seeds x recodings x prompts" if POOLED in (a, b) else "seeds x prompts"
+                if table is None and POOLED in (a, b):
+                    table, boot = _recoding_table(g, a, b), "seeds x recodings"
+                lo_b = hi_b = np.nan
+                if table is not None and np.isfinite(table).sum() >= 2:
+                    _, lo_b, hi_b = crossed_bootstrap(table)
+                else:
+                    boot = ""
+                rows.append(dict(zip(KEYS + ["step"], k), a=a, b=b, **d, excludes_zero=d["exceeds"], boot_lo=lo_b,
+                                 boot_hi=hi_b, boot=boot))
+    out = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("family", "family_size", "p_holm")])
+    return declare_family(out, final)
+
+
+def primary_pairs(variants) -> list[tuple[str, str]]:
+    """The primary pairs present: gf2's side pooled over recodings when more than one was trained."""
+    pooled = POOLED in set(variants) or len(recodings_of(variants)) >= 2
+    return [(POOLED if (a == "gf2" and pooled) else a, b) for a, b in PRIMARY_PAIRS]
+
+
+def declare_family(comp: pd.DataFrame, final=None) -> pd.DataFrame:
+    """Mark the primary family (its pairs and metrics at the final step) and Holm-adjust its t-test p-values."""
+    comp = comp.copy()
+    if comp.empty:
+        return comp.assign(family=pd.Series(dtype=str), family_size=pd.Series(dtype=int), p_holm=pd.Series(dtype=float))
+    final = comp.step.max() if final is None else final
+    pairs = set(primary_pairs(set(comp.a) | set(comp.b)))
+    primary = (comp.step == final) & comp.apply(lambda r: (r.a, r.b) in pairs
+                                                and (r.analysis, r.metric) in PRIMARY_METRICS, axis=1)
+    comp["family"] = np.where(primary, "primary", "exploratory")
+    comp["p_holm"] = np.nan
+    if primary.any():
+        comp.loc[primary, "p_holm"] = holm(comp.loc[primary, "p"].to_numpy(float))
+    comp["family_size"] = np.where(primary, int(np.isfinite(comp.loc[primary, "p"]).sum()), 0)
+    return comp[COLUMNS]
+
+
+def family_lines(comp: pd.DataFrame, alpha: float = 0.05) -> list[str]:
+    """The report's section on the primary family: what it is, its size, and each member's adjusted p-value."""
+    fam = comp[comp.family == "primary"]
+    if fam.empty:
+        return []
+    n = int(fam.n.max())
+    lines = ["## The primary comparisons", "",
+             f"Declared before looking: {', '.join(f'{a} - {b}' for a, b in sorted(set(zip(fam.a, fam.b))))} on "
+             f"{', '.join(f'{a} {m}' for a, m in PRIMARY_METRICS)} at the final step - a family of "
+             f"{int(fam.family_size.iloc[0])} tests, Holm-adjusted (family-wise error {alpha:g}). Every other "
+             "comparison in this report is exploratory (unadjusted). Beside each: the paired t test's p, the exact "
+             f"sign-flip p (with {n} seeds it cannot go below {2 / 2 ** n:.3g}), and where recorded a bootstrap "
+             "interval that also resamples the prompts or the trained recodings.", "",
+             "| comparison | difference [95% t interval] | bootstrap 95% | p (t) | p (Holm) | p (sign-flip) |",
+             "|---|---|---|---:|---:|---:|"]
+    for r in fam.itertuples():
+        label = f"{r.analysis} {r.metric} ({r.key}): {r.a} - {r.b}"
+        ci = f"{r.diff:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}]" if np.isfinite(r.lo) else f"{r.diff:+.3g}"
+        if r.identical:
+            ci += " (identical on every seed: no test)"
+        boot = f"[{r.boot_lo:+.3g}, {r.boot_hi:+.3g}] ({r.boot})" if r.boot else "-"
+        p = lambda x: "-" if not np.isfinite(x) else f"{x:.3g}"  # noqa: E731
+        mark = " *" if np.isfinite(r.p_holm) and r.p_holm <= alpha else ""
+        lines.append(f"| {label} | {ci} | {boot} | {p(r.p)} | {p(r.p_holm)}{mark} | {p(r.p_sign)} |")
+    k = int((fam.p_holm <= alpha).sum())
+    lines += ["", f"{k} of {int(fam.family_size.iloc[0])} primary comparisons have a Holm-adjusted p <= {alpha:g} "
+              "(marked *).", ""]
+    return lines
+
+
+__all__ = ["compare", "declare_family", "family_lines", "with_pooled", "recodings_of", "primary_pairs", "POOLED",
+           "PRIMARY_PAIRS", "PRIMARY_METRICS"]
