@@ -2,13 +2,14 @@
 
 from analysis.causal.ablation import ablation
 from analysis.causal.bitmap import bit_layer_map
-from analysis.causal.context import component_shares, context_curve, segmentation_cost
+from analysis.causal.components import component_effects
+from analysis.causal.context import component_shares, context_curve, segmentation_cost, window_hooks
 from analysis.causal.erasure import erasure
 from analysis.causal.flow import information_flow
 from analysis.causal.interventions import input_intervention
 from analysis.causal.patching import activation_patching, attribution_patching, to_tensor
 from analysis.causal.recoding import permuted_inputs, recoded, recoding_sweep
 
-__all__ = ["ablation", "bit_layer_map", "component_shares", "context_curve", "segmentation_cost", "erasure",
+__all__ = ["ablation", "bit_layer_map", "component_effects", "component_shares", "window_hooks", "context_curve", "segmentation_cost", "erasure",
            "information_flow", "input_intervention", "activation_patching", "attribution_patching", "to_tensor",
            "permuted_inputs", "recoded", "recoding_sweep"]

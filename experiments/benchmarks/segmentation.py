@@ -44,10 +44,10 @@ KS = (1, 4, 16)
 
 def measure(model, words: int) -> list[tuple[str, float]]:
     seg = segmentation_cost(model, corpus_texts(model), max_words=words)
-    curve = context_curve(model, ks=KS, positions=32, tokens=8192)
+    curve = context_curve(model, ks=KS, positions=32, tokens=8192, mask=("window", "crop"))
     out = [("default_nats", float(seg.default_nats.mean())), ("split_nats", float(seg.split_nats.mean())),
            ("extra_nats", seg.attrs["extra_nats"])]
-    return out + [("loss whole window" if r.k != r.k else f"loss k={int(r.k)}", float(r.loss))
+    return out + [("loss whole window" if r.mask == "none" else f"loss {r.mask} k={int(r.k)}", float(r.loss))
                   for r in curve.itertuples()]
 
 
