@@ -27,7 +27,8 @@ with ``items`` ``(metric, key, value)`` triples) and register it with its name a
 
 That one entry in :data:`ANALYSES` is all: :func:`measure` looks it up and :func:`measure_all` runs it and writes
 ``OUT/measurements/seed<S>/<variant>/step<N>/my_analysis.csv``. ``register(..., reference=True)`` passes the learned
-variant of the same seed as ``reference``. Keep heavy imports inside the function.
+variant of another seed (the next one, cyclically) as ``reference``: never the same run, whose variants share an
+initialisation and a data order. Keep heavy imports inside the function.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def checkpoints_of(variant_dir: Path, cfg: TrainConfig) -> dict[int, Path]:
 class Analysis:
     """One entry of :data:`ANALYSES`: ``fn(model, reference)`` measures one checkpoint as long-format rows;
     ``when``: "all" (every kept snapshot and the final checkpoint) or "final"; ``reference``: whether ``fn`` is
-    given the learned variant of the same seed (otherwise ``reference`` is None); ``controls``: whether it also runs
+    given the learned variant of another seed (otherwise ``reference`` is None); ``controls``: whether it also runs
     on the control variants (the report's control checks read behaviours and loss)."""
 
     name: str
@@ -152,8 +153,8 @@ def _rows(analysis: str, items) -> pd.DataFrame:
 
 def measure(analysis: str, model, reference=None) -> pd.DataFrame:
     """One analysis of one checkpoint as long-format rows (see the module docstring); ``reference``: the learned
-    variant of the same seed, for the analyses registered with ``reference=True`` (the head's comparison with its
-    input table)."""
+    variant of another seed, for the analyses registered with ``reference=True`` (the head's comparison with a
+    learned input table)."""
     entry = ANALYSES.get(analysis)
     if entry is None:
         raise AnalysisError(f"unknown analysis {analysis!r}; use {list(ANALYSES)}")
@@ -272,24 +273,44 @@ def _recoding(model, reference=None) -> pd.DataFrame:
 
 @register("erasure", when="final")
 def _erasure(model, reference=None) -> pd.DataFrame:
-    if not model.cfg.has_code or model.cfg.n_layers < 2:
+    """LEACE of canonical bit 2 (every variant has it) and, for the fixed codes, of the model's own code column at
+    the same LSB index, at every depth of the residual stream; the estimand is erasure minus the placebo (LEACE of
+    matched random control concepts) per held-out sequence."""
+    if model.cfg.n_layers < 2:
         return _rows("erasure", [])
-    from analysis.causal.erasure import erasure
+    from analysis.causal.erasure import erasure_by_depth
 
-    df = erasure(model, "canonical_bit:2", "blocks.1.hook_resid_pre", tokens=TOKENS, placebo_draws=2,
-                 tasks=("ioi",), n_pairs=N_PAIRS)
-    return _rows("erasure", [("delta_loss", "LEACE", df[df.condition == "leace"].delta_loss.mean()),
-                             ("delta_loss", "placebo", df[df.condition == "placebo"].delta_loss.mean()),
-                             ("probe", "after LEACE", df[df.condition == "leace"].probe.mean()),
-                             ("probe", "before", df[df.condition == "none"].probe.mean())])
+    concepts = {"canonical_bit:2": "canonical_bit"}
+    if model.cfg.has_code:
+        own = model.cfg.n_bits - 3 if model.cfg.bit_order == "msb" else 2
+        concepts[f"code_bit:{own}"] = "own_code_bit"
+    df = erasure_by_depth(model, list(concepts), tokens=2 * TOKENS, placebo_draws=3, tasks=("ioi",),
+                          n_pairs=N_PAIRS)
+    items = []
+    for (concept, hook), g in df.groupby(["concept", "hook"], sort=False):
+        key = f"{concepts[concept]}@{hook}"
+        le, pl, none = (g[g.condition == c] for c in ("leace", "placebo", "none"))
+        items += [("minus_placebo", key, le.minus_placebo.mean()), ("edit_norm_leace", key, le.edit_norm.mean()),
+                  ("edit_norm_placebo", key, pl.edit_norm.mean()), ("delta_loss_leace", key, le.delta_loss.mean()),
+                  ("delta_loss_placebo", key, pl.delta_loss.mean()), ("probe_after", key, le.probe.mean()),
+                  ("rank", key, le["rank"].mean())]
+        if len(none):
+            items.append(("probe_before", key, none.probe.mean()))
+    return _rows("erasure", items)
 
 
 @register("head", when="final", reference=True)
 def _head(model, reference=None) -> pd.DataFrame:
+    """The output head's geometry; ``reference``: the learned variant of another seed (never the same run)."""
     from analysis.readouts.head import head_geometry
 
-    df = head_geometry(model, reference)
-    return _rows("head", [(r.measure, r.basis, r.value) for r in df.itertuples()])
+    df = head_geometry(model, reference, progress=False)
+    items = [(r.measure, r.basis, r.value) for r in df.itertuples()]
+    for r in df.itertuples():
+        if r.null_mean == r.null_mean:
+            items += [(f"{r.measure}_null", r.basis, r.null_mean), (f"{r.measure}_excess", r.basis,
+                                                                     r.value - r.null_mean)]
+    return _rows("head", items)
 
 
 @register("context", when="final")
@@ -319,6 +340,13 @@ def _is_base(variant: str) -> bool:
     return variant in BASE_VARIANTS or variant.startswith("gf2-r")
 
 
+def _other_seed(seed: int, ckpts: dict) -> int | None:
+    """The seed whose learned variant is ``seed``'s reference: the next seed with one, cyclically (never ``seed``
+    itself: one seed's variants share an initialisation and a data order)."""
+    others = sorted(s for s, v in ckpts if v == "learned" and s != seed)
+    return next((s for s in others if s > seed), others[0] if others else None)
+
+
 def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False) -> None:
     """Every analysis of every checkpoint that has no measurement file yet, and the CKA between the fixed-code
     variants of each seed (final checkpoints)."""
@@ -342,8 +370,9 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False
             loaded.clear()
             loaded[cdir] = load(cdir)
         reference = None
-        if ANALYSES[analysis].reference and (seed, "learned") in ckpts:
-            reference = loaded[cdir] if variant == "learned" else load(ckpts[(seed, "learned")])
+        other = _other_seed(seed, ckpts)
+        if ANALYSES[analysis].reference and other is not None:
+            reference = load(ckpts[(other, "learned")])
         rows = measure(analysis, loaded[cdir], reference)
         if "items" in rows.attrs:  # per-item values beside the measurement, written first (the measurement marks done)
             _write(rows.attrs["items"], out / "items" / path.relative_to(out / "measurements"))

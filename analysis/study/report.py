@@ -146,7 +146,8 @@ def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, t
                 c = [g[(g.variant == v) & (g.hook == h) & (g.metric == control)].value.mean() for h in hooks]
                 ax.plot(x, c, linestyle="--", color=colours[v], linewidth=0.9, alpha=0.8)
         ax.set_xticks(range(len(hooks)), [short_hook(h) for h in hooks], rotation=30, ha="right", fontsize=7)
-        ax.set_title({**GROUP_LABELS, "lens": "logit lens", "cka": "same hook point"}.get(group, group), fontsize=8)
+        ax.set_title({**GROUP_LABELS, "lens": "logit lens", "cka": "same hook point",
+                      "own_code_bit": "the model's own code column"}.get(group, group), fontsize=8)
         ax.grid(color="0.9")
     axes[0, 0].set_ylabel(ylabel, fontsize=8)
     axes[0, -1].legend(fontsize=7, frameon=False)
@@ -236,8 +237,8 @@ def comparison_figure(comp: pd.DataFrame):
 
 
 #: The comparisons the figure and the report lead with.
-HEADLINE = {("behaviours", "accuracy"), ("eval", "acc"), ("loss", "val_loss"), ("head", "nn_overlap"),
-            ("interventions", "bitflip_delta_loss"), ("recoding", "delta_loss"), ("erasure", "delta_loss")}
+HEADLINE = {("behaviours", "accuracy"), ("eval", "acc"), ("loss", "val_loss"), ("head", "nn_overlap_excess"),
+            ("interventions", "bitflip_delta_loss"), ("recoding", "delta_loss"), ("erasure", "minus_placebo")}
 
 
 def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None) -> list[str]:
@@ -259,7 +260,8 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None) ->
         "interventions": forest(df, [("interventions", "bitflip_delta_loss", "loss change, one code bit flipped"),
                                      ("interventions", "noise_delta_loss", "loss change, input noise"),
                                      ("recoding", "delta_loss", "loss change under recoding (no retraining)"),
-                                     ("erasure", "delta_loss", "loss change, LEACE of canonical bit 2 vs placebo"),
+                                     ("erasure", "minus_placebo", "loss change, LEACE minus its placebo "
+                                                                  "(held-out sequences, nats)"),
                                      ("patching", "final", "IOI info restored at the final position"),
                                      ("context", "loss", "loss with the context limited to k tokens (window mask / "
                                                          "crop)"),
@@ -272,9 +274,16 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None) ->
         "lens": depth_figure(df, "lens", "accuracy", ylabel="next-token accuracy of the lens",
                              title="logit lens: the final norm and head at each depth (band: 95% interval over "
                                    "seeds)"),
-        "head": forest(df, [("head", "bits_r2", "R^2 of head rows from code bits"),
-                            ("head", "cka_to_learned_input", "linear CKA, head rows vs the learned input table"),
-                            ("head", "nn_overlap", "nearest-neighbour overlap with the learned input table")],
+        "erasure": depth_figure(df, "erasure", "minus_placebo", ylabel="loss change, LEACE - placebo (nats)",
+                                title="erasure by depth: LEACE minus a matched placebo (band: 95% interval over "
+                                      "seeds)"),
+        "head": forest(df, [("head", "logfreq_r2", "held-out R^2 of head rows from log-frequency alone"),
+                            ("head", "bits_r2", "held-out R^2 of head rows from code bits"),
+                            ("head", "bits_partial_r2", "partial R^2 of the bits beyond log-frequency"),
+                            ("head", "debiased_cka_to_learned_input", "debiased CKA, head rows vs a learned input "
+                                                                      "table of another seed"),
+                            ("head", "nn_overlap_excess", "neighbour overlap with another seed's learned table, "
+                                                          "minus its frequency-binned null")],
                        title="the output head's geometry (final step; 95% interval over seeds)"),
         "similarity": depth_figure(sim.assign(key="cka@" + sim.key), "similarity", "debiased",
                                    ylabel="debiased linear CKA",
@@ -339,9 +348,13 @@ SECTIONS = [
     ("Recoding without retraining", "recoding", "delta_loss", False,
      "Loss change when the model reads its code through k random transvections, or input rows cycled between k "
      "token ids (token-permutation, every variant)."),
-    ("Erasure", "erasure", "delta_loss", False,
-     "Loss change when LEACE erases canonical bit 2 at the residual stream entering block 1, against a placebo of "
-     "as many random directions."),
+    ("Erasure", "erasure", "minus_placebo", False,
+     "Loss change on held-out sequences when LEACE erases canonical bit 2 (and, for the fixed codes, the model's own "
+     "code column at the same index) at each depth of the residual stream, minus the change from LEACE of random "
+     "type-level control concepts with the same label distribution (the placebo), per sequence (nats)."),
+    ("Erasure: the size of the edits", "erasure", "edit_norm_leace", False,
+     "Mean squared norm of the LEACE edit per token (the placebo's is edit_norm_placebo in measurements.csv): a "
+     "difference in the loss can be a difference in the edit's size."),
     ("IOI patching: information at the final position", "patching", "final", False,
      "Share of the clean IOI behaviour restored by patching the final position's residual stream entering each "
      "layer."),
@@ -350,10 +363,15 @@ SECTIONS = [
     ("Logit lens", "lens", "accuracy", False,
      "Next-token accuracy when the final norm and head read each depth's residual stream (the last row is the model)."),
     ("The output head", "head", "bits_r2", False,
-     "R^2 of the head rows from the token id's bits (canonical) and from the model's own code bits."),
-    ("The output head and the learned input table", "head", "nn_overlap", False,
-     "Share of each token's 10 nearest neighbours (cosine) that the head rows and the learned input table of the "
-     "same seed agree on (chance ~k / vocabulary)."),
+     "Held-out R^2 (5 disjoint folds, bootstrap over tokens) of the head rows from the token id's bits (canonical) "
+     "and from the model's own code bits."),
+    ("The output head beyond frequency", "head", "bits_partial_r2", False,
+     "Partial R^2 of the bits beyond a polynomial in log-frequency (1 - SSE(bits + log-freq) / SSE(log-freq)): ids "
+     "are frequency ranks, so bits also spell frequency; logfreq_r2 is frequency alone."),
+    ("The output head and a learned input table", "head", "nn_overlap_excess", False,
+     "Share of each token's 10 nearest neighbours (cosine) that the head rows and the learned input table of "
+     "another seed agree on, minus a null that permutes rows within frequency bins (raw overlap and null in "
+     "measurements.csv; biased CKA reads ~0.16 by chance at this size, so the figure shows debiased CKA)."),
     ("Context use", "context", "loss", False,
      "Next-token loss at the same positions (the last 32 of each window) when the model sees only the last k tokens: "
      "`window` masks every attention read to its last k positions at their true positions (the reach grows with "
