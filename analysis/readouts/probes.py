@@ -1,60 +1,107 @@
 """Depth-wise linear probes with controls: what is linearly readable at each hook point, and is it the probe's doing?
 
-A probe is fitted per hook point x target on activations (:mod:`analysis.readouts.activations`), split into train and test by
-sequence (never by token), with standardised inputs. Class targets get an L2-regularised logistic regression (``C``,
-as scikit-learn's ``LogisticRegression``; binary targets one logit, others multinomial), scalar targets a ridge
-regression (``alpha``, as ``Ridge``); the score is test accuracy or R^2.
+A probe is fitted per hook point x target on activations (:mod:`analysis.readouts.activations`), with inputs
+standardised on its training rows. Class targets get an L2-regularised logistic regression (``C``, as scikit-learn's
+``LogisticRegression``; binary targets one logit, others multinomial), scalar targets a ridge regression (``alpha =
+1 / C``, as ``Ridge``); the score is test accuracy or R^2.
+
+Splits (column ``split``):
+
+- ``sequence`` (every target): train and test on disjoint whole sequences (never split inside a sequence);
+- ``type`` (the targets that are a function of the token id, except token identity itself: code bits, canonical
+  bits, XORs, permuted-id bits, frequency bucket; ``splits=("sequence", "type")``): train on the tokens of a seeded
+  ``test_fraction`` of the token types' complement, test on tokens of types never seen in training. A type-level
+  target a probe only memorises per type is high on the sequence split and near ``majority`` here.
+
+``C`` is chosen per hook point x target x split on the training rows only (``C="cv"``, the default): grouped
+``folds``-fold cross-validation over the training sequences (the training types for the type split) on the grid
+``Cs`` (default 0.01, 0.1, 1, 10, 100); the C with the highest pooled validation score wins (ties: the smaller C),
+and the probe is refitted on all training rows with it. Where no fold can be scored (fewer than 2 training groups,
+or one class in every fold) C falls back to the grid's middle value. A number for ``C`` fixes it (and ``alpha`` for
+ridge). The control task and the shuffled labels reuse the target's chosen C (the same probe); the random-init
+probes choose their own.
 
 Targets (:func:`targets`):
 
 - ``code_bit:j``: column ``j`` of the model's own code (configured bit order) - fixed-code variants only;
 - ``canonical_bit:i``: bit ``i`` (LSB first) of the token id; ``xor:i,k``: canonical bits ``i`` XOR ``k``;
+- ``perm_bit:i``: bit ``i`` of a seeded random relabelling of the ids (``perm[id]``, ``perm`` a permutation of
+  ``0 .. V-1`` from the probes' ``seed``, a stream of its own): ids are frequency ranks, so canonical bits also carry
+  frequency; these are frequency-free type-level bits with no GF(2) relation to the code, the memorisation control;
 - ``token``: identity among the ``top_k`` most frequent tokens (other tokens are left out of that probe);
   ``prev_token``: the previous token's identity among the same ``top_k``; ``position`` (scalar); ``freq_bucket``;
 - on the built-in language's own validation data, its latent labels (:mod:`analysis.labels`): ``pos_tag``,
   ``number`` (sg/pl words only), ``depth`` (clause depth), ``ioi_role`` (the names of IOI sentences) and
   ``fact_entity`` (which entity of the fact base an ENTITY token names).
 
-Each bit target carries ``gf2_weight``: how many of the model's own code bits XOR together to give it (1: a code
-bit itself, linearly readable at the input; 2 or more: a nonlinear feature of the code), NA for the learned variant.
+``level``: ``type`` for targets that are a function of the token id (bits, XORs, ``token``, ``freq_bucket``),
+``context`` for the others (``prev_token``, ``position`` and the latent labels).
+
+Each bit target carries ``gf2_weight``: the fewest of the model's own code bits whose XOR gives the target over the
+vocabulary ids ``0 .. V-1`` (a constant is free: a probe's intercept absorbs a NOT). Over fewer than ``2**n_bits``
+ids many XOR sets give one function; the weight is the exact minimum over them
+(:func:`fixedid.codes.coset_min_weight`), not the row weight of ``A^-1``. 1: a code bit itself, linearly readable at
+the input; 2 or more: a nonlinear feature of the code; 0: constant over the vocabulary; NA where the target is no
+XOR of code bits (``perm_bit`` targets, the ``permuted`` variant's canonical bits) or the model reads no bit code.
+The vocabulary, not the ids in the sample, so the weight does not depend on the data.
 A target that is constant over the data (the high bits of ids of a small vocabulary) is reported as ``constant``,
 never as accuracy 1.0; ``balance`` is its majority-class share.
 
-Controls beside every probe: ``majority`` (the test accuracy of always answering the train split's most common
-class), ``control`` (a control task: every token type mapped to a fixed random label drawn from the target's label
-distribution - the previous token's type for ``prev_token``; ``selectivity = accuracy - control``; Hewitt and
-Liang, 2019), ``shuffled`` (the labels permuted across
-training tokens), and - through :func:`probe_table` with ``baseline=`` - the same probes on a randomly initialised
-model of the same interface.
+Controls beside every probe:
 
-The fast path fits all class targets of a hook point (bits, XORs, token identities, labels) together, by one batched
-per-target L-BFGS with each target's exact initial Hessian as preconditioner (:mod:`analysis.readouts.logistic`), and scalar
-targets in closed form. It agrees with scikit-learn at the same ``C``/``alpha`` (tests; ``method="sklearn"`` runs the
-reference, one ``LogisticRegression`` or ``Ridge`` per target).
+- ``majority``: the test accuracy of always answering the train split's most common class;
+- ``lexical`` (``context`` targets, sequence split): each token type's majority label among the training tokens
+  (unseen types: the global majority; for ``position`` the type's mean, scored as R^2) - what the token's identity
+  alone gives, the reference for a contextual label;
+- ``control``: a control task, every token type mapped to a fixed random label drawn from the target's label
+  distribution (the previous token's type for ``prev_token``), and ``selectivity = score - control`` (Hewitt and
+  Liang, 2019) - for ``type`` targets only (NaN for ``context`` ones, where a type-keyed control means nothing;
+  ``control`` is still reported there);
+- ``shuffled``: the labels permuted across training tokens;
+- ``random_init`` (through ``baseline=``, e.g. :func:`baseline_activations`): the same probes on a randomly
+  initialised model of the same interface on the same tokens.
+
+``C`` is the inverse L2 strength used for the row's probe (logistic ``C``; ``1 / alpha`` for ridge) and
+``converged`` whether every fit behind the row's numbers (probe, control, shuffled, random-init; not the
+cross-validation fits, which only rank the grid) reached its tolerance; a warning says how many did not.
+
+The fast path fits all class targets of a hook point (bits, XORs, token identities, labels; in the
+cross-validation every target x fold, one grid value after the other, each warm-started from the last and stopped
+at a 10x looser tolerance, since those fits only rank the grid) together, by one batched per-target L-BFGS with each target's exact initial Hessian as
+preconditioner (:mod:`analysis.readouts.logistic`), and scalar targets in closed form. It agrees with scikit-learn
+at the same ``C``/``alpha`` (tests; ``method="sklearn"`` runs the reference, one ``LogisticRegression`` or ``Ridge``
+per target and fold).
 
 What a probe does NOT establish: that the model *uses* the information (causal erasure answers that), nor that it is
 absent where a linear probe fails (it may be nonlinearly encoded); high accuracy on an easy target can be the
-probe's own capacity, which the control task's selectivity exposes.
+probe's own capacity, which the control task's selectivity and the type split expose. A contextual label above its
+lexical baseline is read from context, but not necessarily by the model.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from fixedid.codes import GF2Code, id_permutation, ids_to_bits
+from fixedid.codes import GF2Code, coset_min_weight, id_permutation, ids_to_bits
 from fixedid.config import CODED
+from fixedid.errors import CodeError
 
-from analysis.errors import AnalysisError
+from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.readouts.logistic import fit_logistic
 
-TARGET_FAMILIES = ("code_bits", "canonical_bits", "xor", "token", "prev_token", "position", "freq_bucket",
-                   "pos_tag", "number", "depth", "ioi_role", "fact_entity")
+TARGET_FAMILIES = ("code_bits", "canonical_bits", "xor", "perm_bits", "token", "prev_token", "position",
+                   "freq_bucket", "pos_tag", "number", "depth", "ioi_role", "fact_entity")
 #: Latent-label targets (the built-in language's own validation data only) and the label values left out.
 LABEL_TARGETS = {"pos_tag": ("EOT",), "number": ("none",), "depth": (-1,), "ioi_role": ("none",)}
+SPLITS = ("sequence", "type")
+C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+CV_FOLDS = 3
+CV_GTOL = 1e-3  # the cross-validation fits' tolerance (10x the final fits': they only rank the grid)
 
 
 @dataclass
@@ -64,50 +111,74 @@ class Target:
     kind: str  # "class" or "scalar"
     gf2_weight: int | None = None
     type_key: str = "id"  # the token column whose type the control task keys on (the previous token's for prev_token)
+    level: str = "type"  # "type": a function of the token id; "context": not
+    by_type: bool = False  # whether the held-out-types split applies
 
 
 # ------------------------------------------------------------------------------------------------------ targets
-def _own_inverse_rows(meta) -> np.ndarray | None:
-    """Rows of R^{-1} (LSB-first bits): canonical bit i = XOR of code bits (own LSB index) in row i, plus a constant.
-    None where the canonical bits are no GF(2)-affine function of the code (learned, permuted, frozen_random)."""
+def _vocab_code(meta) -> np.ndarray | None:
+    """The model's own code bits (LSB-first) of every vocabulary id ``[V, n_bits]``; None without a bit code."""
+    n, V = meta["n_bits"], meta["vocab_size"]
+    ids = np.arange(V)
+    if meta["interface"] == "permuted":
+        return ids_to_bits(id_permutation(V, meta.get("table_seed", 0)), n)
     if meta["interface"] not in ("canonical", "gf2"):
         return None
-    n = meta["n_bits"]
-    if meta.get("recoding") is None:
-        return np.eye(n, dtype=np.uint8)
-    return GF2Code.from_json(meta["recoding"]).inverse().matrix.astype(np.uint8)
+    bits = ids_to_bits(ids, n)
+    return bits if meta.get("recoding") is None else GF2Code.from_json(meta["recoding"]).encode_bits(bits)
+
+
+def _weight(values: np.ndarray, code: np.ndarray | None) -> int | None:
+    """Coset-minimal GF(2) weight of a 0/1 function of the vocabulary ids in the code ``code`` (None: no XOR)."""
+    if code is None:
+        return None
+    try:
+        found = coset_min_weight(values, code)
+    except CodeError as e:
+        raise AnalysisError(f"GF(2) weight: {e}") from None
+    return None if found is None else found[0]
+
+
+def perm_table(vocab_size: int, seed: int = 0) -> np.ndarray:
+    """The seeded relabelling of ``0 .. vocab_size-1`` whose bits are the ``perm_bit`` targets."""
+    return np.random.default_rng([int(seed), 29]).permutation(vocab_size)
 
 
 def _bit_targets(meta, ids: np.ndarray, families, xor_pairs: int, seed: int) -> list[Target]:
-    """The model's own code bits, the id's canonical bits and XORs of pairs of varying canonical bits."""
-    n_bits = meta["n_bits"]
-    inv = _own_inverse_rows(meta)
-    canon = ids_to_bits(ids, n_bits)  # [N, n_bits], LSB first
+    """The model's own code bits, the id's canonical bits, XORs of pairs of varying canonical bits and the bits of
+    a random relabelling of the ids, each with its coset-minimal GF(2) weight over the vocabulary."""
+    n_bits, V = meta["n_bits"], meta["vocab_size"]
+    if ids.size and ids.max() >= V:
+        raise AnalysisError(f"token id {int(ids.max())} is outside the model's vocabulary of {V}")
+    code = _vocab_code(meta)
+    canon_v = ids_to_bits(np.arange(V), n_bits)  # [V, n_bits], LSB first
     out: list[Target] = []
+
+    def add(name, table):  # a 0/1 function of the vocabulary ids
+        out.append(Target(name, table[ids].astype(np.int64), "class", _weight(table, code), by_type=True))
+
     if "code_bits" in families:
         if meta["interface"] not in CODED:
             raise AnalysisError(f"code_bits targets need a model that reads an n-bit code; the {meta['interface']} "
                                 "variant has none")
-        if meta["interface"] == "permuted":
-            code = ids_to_bits(id_permutation(meta["vocab_size"], meta.get("table_seed", 0))[ids], n_bits)
-        else:
-            code = canon if meta.get("recoding") is None else GF2Code.from_json(meta["recoding"]).encode_bits(canon)
         for j in range(n_bits):  # column j in the configured order
             lsb = n_bits - 1 - j if meta.get("bit_order", "msb") == "msb" else j
-            out.append(Target(f"code_bit:{j}", code[:, lsb].astype(np.int64), "class", 1))
-    weight = (lambda row: int(row.sum())) if inv is not None else (lambda row: None)
+            add(f"code_bit:{j}", code[:, lsb])
     if "canonical_bits" in families:
         for i in range(n_bits):
-            out.append(Target(f"canonical_bit:{i}", canon[:, i].astype(np.int64), "class",
-                              None if inv is None else weight(inv[i])))
+            add(f"canonical_bit:{i}", canon_v[:, i])
     if "xor" in families:
+        canon = canon_v[ids]
         varying = [i for i in range(n_bits) if canon[:, i].min() != canon[:, i].max()]
         pairs = [(i, k) for a, i in enumerate(varying) for k in varying[a + 1:]]
         rng = np.random.default_rng(seed)
         for a in sorted(rng.permutation(len(pairs))[:xor_pairs]):
             i, k = pairs[a]
-            out.append(Target(f"xor:{i},{k}", (canon[:, i] ^ canon[:, k]).astype(np.int64), "class",
-                              None if inv is None else weight(inv[i] ^ inv[k])))
+            add(f"xor:{i},{k}", canon_v[:, i] ^ canon_v[:, k])
+    if "perm_bits" in families:
+        perm = ids_to_bits(perm_table(V, seed), n_bits)
+        for i in range(n_bits):
+            add(f"perm_bit:{i}", perm[:, i])
     return out
 
 
@@ -123,11 +194,11 @@ def _token_targets(tok: pd.DataFrame, families, top_k: int) -> list[Target]:
         if "prev_token" in families:
             prev = tok["prev_id"].to_numpy()
             out.append(Target("prev_token", np.array([lookup.get(t, -1) for t in prev], dtype=np.int64), "class",
-                              type_key="prev_id"))
+                              type_key="prev_id", level="context"))
     if "position" in families:
-        out.append(Target("position", tok["pos"].to_numpy(dtype=float), "scalar"))
+        out.append(Target("position", tok["pos"].to_numpy(dtype=float), "scalar", level="context"))
     if "freq_bucket" in families:
-        out.append(Target("freq_bucket", tok["freq_bucket"].to_numpy(dtype=np.int64), "class"))
+        out.append(Target("freq_bucket", tok["freq_bucket"].to_numpy(dtype=np.int64), "class", by_type=True))
     return out
 
 
@@ -145,14 +216,14 @@ def _label_targets(tok: pd.DataFrame, families) -> list[Target]:
         classes = sorted(set(values[keep].tolist()))
         code = {c: i for i, c in enumerate(classes)}
         out.append(Target(name, np.array([code[v] if k else -1 for v, k in zip(values, keep)], dtype=np.int64),
-                          "class"))
+                          "class", level="context"))
     if "fact_entity" in families:
         if "entity" not in tok.columns:
             raise AnalysisError("target 'fact_entity' is a latent label of the built-in language: it exists on the "
                                 "checkpoint's own validation data only (run without --data)")
         is_entity = (tok["pos_tag"] == "ENTITY").to_numpy()
         out.append(Target("fact_entity", np.where(is_entity, tok["entity"].to_numpy(), -1).astype(np.int64),
-                          "class"))
+                          "class", level="context"))
     return out
 
 
@@ -183,7 +254,30 @@ def control_labels(target: Target, ids: np.ndarray, seed: int = 0) -> np.ndarray
     return np.array([table.get(t, -1) if k else -1 for t, k in zip(ids, keep)], dtype=np.int64)
 
 
-# ------------------------------------------------------------------------------------------------------- fitting
+def lexical_baseline(target: Target, ids: np.ndarray, test: np.ndarray) -> float:
+    """The score of predicting each test token's label from its type alone: the type's majority label among the
+    training tokens (ties: the smaller class), unseen types the training majority; for a scalar target the type's
+    mean (unseen: the training mean), scored as R^2. NaN without labelled test or training rows."""
+    if target.kind == "scalar":
+        keep_tr, keep_te = ~test, test
+    else:
+        keep_tr, keep_te = ~test & (target.labels >= 0), test & (target.labels >= 0)
+    if not keep_tr.any() or not keep_te.any():
+        return float("nan")
+    train = pd.DataFrame({"id": ids[keep_tr], "y": target.labels[keep_tr]})
+    if target.kind == "scalar":
+        table = train.groupby("id").y.mean()
+        pred = pd.Series(ids[keep_te]).map(table).fillna(train.y.mean()).to_numpy()
+        return _r2(target.labels[keep_te], pred)
+    counts = train.groupby(["id", "y"]).size().reset_index(name="n").sort_values(["id", "n", "y"],
+                                                                                ascending=[True, False, True])
+    table = counts.drop_duplicates("id").set_index("id").y
+    vals, n = np.unique(train.y, return_counts=True)
+    pred = pd.Series(ids[keep_te]).map(table).fillna(vals[n.argmax()]).to_numpy()
+    return float((pred == target.labels[keep_te]).mean())
+
+
+# ------------------------------------------------------------------------------------------------------- splits
 def split_by_sequence(seq: np.ndarray, test_fraction: float = 0.2, seed: int = 0) -> np.ndarray:
     """A boolean mask of test rows: whole sequences, a ``test_fraction`` of them."""
     seqs = np.unique(seq)
@@ -196,18 +290,35 @@ def split_by_sequence(seq: np.ndarray, test_fraction: float = 0.2, seed: int = 0
     return np.isin(seq, test)
 
 
+def split_by_type(ids: np.ndarray, test_fraction: float = 0.2, seed: int = 0) -> np.ndarray:
+    """A boolean mask of test rows: every token of a seeded ``test_fraction`` of the distinct token types (so no
+    test type is seen in training)."""
+    types = np.unique(ids)
+    if len(types) < 2:
+        raise AnalysisError(f"the held-out-types split needs at least 2 token types; the data has {len(types)}")
+    rng = np.random.default_rng([seed, 13])
+    n_test = min(len(types) - 1, max(1, int(round(test_fraction * len(types)))))
+    return np.isin(ids, rng.choice(types, size=n_test, replace=False))
+
+
+def _folds(groups: np.ndarray, k: int, seed: int) -> np.ndarray | None:
+    """A fold index per row: the distinct groups dealt at random into ``min(k, groups)`` folds; None under 2."""
+    uniq = np.unique(groups)
+    k = min(k, len(uniq))
+    if k < 2:
+        return None
+    perm = np.random.default_rng([seed, 17]).permutation(uniq)
+    fold_of = np.empty(len(uniq), dtype=np.int64)
+    fold_of[np.searchsorted(uniq, perm)] = np.arange(len(uniq)) % k
+    return fold_of[np.searchsorted(uniq, groups)]
+
+
+# ------------------------------------------------------------------------------------------------------- fitting
 def _standardise(x_train, x_test):
     mu = x_train.mean(0, keepdims=True)
     sd = x_train.std(0, keepdims=True)
     sd = np.where(sd > 1e-6, sd, 1.0)
     return (x_train - mu) / sd, (x_test - mu) / sd
-
-
-def _sklearn_logistic(x_train, y_train, x_test, classes, y_test, C) -> float:
-    from sklearn.linear_model import LogisticRegression
-
-    clf = LogisticRegression(C=C, max_iter=1000, tol=1e-4).fit(x_train, y_train)
-    return float((classes[clf.predict(x_test)] == y_test).mean())
 
 
 def _ridge(x_train, y_train, x_test, alpha):
@@ -222,45 +333,144 @@ def _r2(y, pred):
     return float(1 - ((y - pred) ** 2).sum() / ss) if ss > 0 else float("nan")
 
 
-def fit_probes(x: np.ndarray, tgts: list[Target], test: np.ndarray, *, C: float = 1.0, alpha: float = 1.0,
-               method: str = "fast") -> dict[str, float]:
-    """Test score of each target (accuracy, or R^2 for scalars) for activations ``x`` ``[N, d]``; constant targets
-    (one class over the rows used) get NaN. ``method``: ``fast`` (joint torch/closed form) or ``sklearn``."""
-    xtr_all, xte_all = _standardise(np.asarray(x[~test], dtype=np.float64), np.asarray(x[test], dtype=np.float64))
-    scores: dict[str, float] = {}
-    logistic = []
+def _logistic(x, labels, masks, ks, Cs, method, gtol=1e-4, init=None):
+    """``[(W [d + 1, 1 or K], converged)]`` per problem: the batched fast path (from ``init``, if given) or one
+    scikit-learn fit each (``tol=gtol``)."""
+    if not labels:
+        return []
+    if method == "fast":
+        ws, conv = fit_logistic(x, labels, masks, ks, Cs, return_converged=True, gtol=gtol, init=init)
+        return list(zip(ws, conv.tolist()))
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    out = []
+    for y, m, k, C in zip(labels, masks, ks, Cs):
+        with warnings.catch_warnings():  # recorded in ``converged``
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            clf = LogisticRegression(C=C, max_iter=1000, tol=gtol).fit(x[m], y[m])
+        W = np.vstack([clf.coef_.T, clf.intercept_[None]])
+        if k > 2 and len(clf.classes_) < k:  # classes absent from these rows never win
+            if W.shape[1] == 1:  # two classes left: logits (0, z)
+                W = np.hstack([np.zeros_like(W), W])
+            full = np.zeros((W.shape[0], k))
+            full[-1] = -np.inf
+            full[:, clf.classes_] = W
+            W = full
+        out.append((W, bool(np.max(clf.n_iter_) < 1000)))
+    return out
+
+
+def _predict(x, W):
+    z = x @ W[:-1] + W[-1]
+    return (z[:, 0] > 0).astype(np.int64) if z.shape[1] == 1 else np.nan_to_num(z, neginf=-1e300).argmax(1)
+
+
+@dataclass
+class _Fit:
+    score: float
+    C: float
+    converged: bool | None
+
+
+def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=None, folds=CV_FOLDS, seed=0,
+         fixed_C: dict | None = None) -> dict[str, _Fit]:
+    """Score, C and convergence of each target's probe on activations ``x`` ``[N, d]``, trained on ``~test``.
+    ``C="cv"``: C chosen per target by cross-validation over ``groups`` (one per row) inside the training rows;
+    a number: that C (and ``alpha`` for ridge); ``fixed_C``: a C per target name that overrides both."""
+    xtr, xte = _standardise(np.asarray(x[~test], dtype=np.float64), np.asarray(x[test], dtype=np.float64))
+    cv = isinstance(C, str)
+    fold = _folds(groups[~test], folds, seed) if cv and groups is not None else None
+    middle = float(sorted(Cs)[len(Cs) // 2])
+    out: dict[str, _Fit] = {}
+    plan = []  # class targets that get fitted: (target, classes, train labels as class indices, train mask)
     for t in tgts:
+        given = None if fixed_C is None else fixed_C.get(t.name)
         if t.kind == "scalar":
             ytr, yte = t.labels[~test], t.labels[test]
+            if given is not None:
+                a = 1.0 / given
+            elif not cv:
+                a = alpha
+            else:
+                a = 1.0 / _cv_ridge(xtr, ytr, fold, Cs, middle)
             if method == "sklearn":
                 from sklearn.linear_model import Ridge
-                pred = Ridge(alpha=alpha).fit(xtr_all, ytr).predict(xte_all)
+                pred = Ridge(alpha=a).fit(xtr, ytr).predict(xte)
             else:
-                pred = _ridge(xtr_all, ytr, xte_all, alpha)
-            scores[t.name] = _r2(yte, pred)
+                pred = _ridge(xtr, ytr, xte, a)
+            out[t.name] = _Fit(_r2(yte, pred), 1.0 / a, True)
             continue
         keep_tr, keep_te = t.labels[~test] >= 0, t.labels[test] >= 0
-        ytr = t.labels[~test][keep_tr]
-        classes = np.unique(ytr)
+        classes = np.unique(t.labels[~test][keep_tr])
         if len(classes) < 2 or not keep_te.any():
-            scores[t.name] = float("nan")
+            out[t.name] = _Fit(float("nan"), float("nan"), None)
             continue
-        ytr_i = np.searchsorted(classes, ytr)
-        if method == "sklearn":
-            scores[t.name] = _sklearn_logistic(xtr_all[keep_tr], ytr_i, xte_all[keep_te], classes,
-                                               t.labels[test][keep_te], C)
+        y = np.zeros(len(keep_tr), dtype=np.int64)
+        y[keep_tr] = np.searchsorted(classes, t.labels[~test][keep_tr])
+        plan.append((t, classes, y, keep_tr, given))
+    # cross-validation of C for the class targets: for each C (ascending, each warm-started from the last), every
+    # (target, fold) in one batched solve, at a looser tolerance (these fits only rank the grid)
+    chosen = {}
+    problems = []  # (target name, fit rows, validation rows, class indices, classes)
+    for t, classes, y, keep, given in plan:
+        if given is not None or not cv:
+            chosen[t.name] = float(given if given is not None else C)
+        elif fold is None:
+            chosen[t.name] = middle
         else:
-            y_full = np.zeros(len(keep_tr), dtype=np.int64)
-            y_full[keep_tr] = ytr_i
-            logistic.append((t, classes, keep_tr, keep_te, y_full))
-    if logistic:  # every class target of this hook point in one batched solve (analysis.readouts.logistic)
-        weights = fit_logistic(xtr_all, [y_full for *_, y_full in logistic],
-                               [k for _, _, k, _, _ in logistic], [len(c) for _, c, _, _, _ in logistic], C)
-        for (t, classes, _, keep_te, _), W in zip(logistic, weights):
-            z = xte_all[keep_te] @ W[:-1] + W[-1]
-            pred = (z[:, 0] > 0).astype(np.int64) if z.shape[1] == 1 else z.argmax(1)
-            scores[t.name] = float((classes[pred] == t.labels[test][keep_te]).mean())
-    return scores
+            for f in range(fold.max() + 1):
+                fit_rows, val_rows = keep & (fold != f), keep & (fold == f)
+                if val_rows.any() and len(np.unique(y[fit_rows])) >= 2:
+                    problems.append((t.name, fit_rows, val_rows, y, len(classes)))
+    if problems:
+        tally: dict[tuple[str, float], list[int]] = {}
+        init = None
+        for c in sorted(Cs):
+            fits = _logistic(xtr, [p[3] for p in problems], [p[1] for p in problems], [p[4] for p in problems],
+                             [c] * len(problems), method, gtol=CV_GTOL, init=init)
+            init = [W for W, _ in fits]
+            for (name, _, val, y, _), (W, _) in zip(problems, fits):
+                hit = tally.setdefault((name, c), [0, 0])
+                hit[0] += int((_predict(xtr[val], W) == y[val]).sum())
+                hit[1] += int(val.sum())
+        for t, *_ in plan:
+            if t.name not in chosen:
+                ranked = [(hit[0] / hit[1], -c) for (n, c), hit in tally.items() if n == t.name]
+                chosen[t.name] = -max(ranked)[1] if ranked else middle
+    for t, *_ in plan:
+        chosen.setdefault(t.name, middle)
+    final = _logistic(xtr, [p[2] for p in plan], [p[3] for p in plan], [len(p[1]) for p in plan],
+                      [chosen[p[0].name] for p in plan], method)
+    for (t, classes, _, _, _), (W, conv) in zip(plan, final):
+        keep_te = t.labels[test] >= 0
+        pred = classes[_predict(xte[keep_te], W)]
+        out[t.name] = _Fit(float((pred == t.labels[test][keep_te]).mean()), chosen[t.name], conv)
+    return out
+
+
+def _cv_ridge(xtr, ytr, fold, Cs, middle) -> float:
+    """The C (= 1 / alpha) of the grid with the best pooled validation R^2 over the folds (ties: the smaller)."""
+    if fold is None:
+        return middle
+    best = None
+    for c in sorted(Cs):
+        pred = np.empty_like(ytr)
+        for f in range(fold.max() + 1):
+            val = fold == f
+            pred[val] = _ridge(xtr[~val], ytr[~val], xtr[val], 1.0 / c)
+        r2 = _r2(ytr, pred)
+        if np.isfinite(r2) and (best is None or r2 > best[0]):
+            best = (r2, c)
+    return middle if best is None else best[1]
+
+
+def fit_probes(x: np.ndarray, tgts: list[Target], test: np.ndarray, *, C: float = 1.0, alpha: float = 1.0,
+               method: str = "fast") -> dict[str, float]:
+    """Test score of each target (accuracy, or R^2 for scalars) for activations ``x`` ``[N, d]`` at a fixed ``C``
+    (ridge: ``alpha``); targets with one class in training get NaN. ``method``: ``fast`` (joint torch/closed form)
+    or ``sklearn``. :func:`probe_table` adds the choice of C, convergence and the controls."""
+    return {k: v.score for k, v in _fit(x, tgts, test, C=float(C), alpha=alpha, method=method).items()}
 
 
 def _majority(t: Target, test: np.ndarray) -> tuple[float, float]:
@@ -279,54 +489,104 @@ def _majority(t: Target, test: np.ndarray) -> tuple[float, float]:
 
 
 # --------------------------------------------------------------------------------------------------------- table
+def baseline_activations(model, acts, seed: int | None = None):
+    """The activations of ``model``'s random-init twin (:func:`analysis.readouts.similarity.random_init_twin`: the
+    same architecture and interface from the checkpoint's own initial seed, or ``seed``) on the same tokens and hook
+    points as ``acts``: the ``baseline=`` of :func:`probe_table`."""
+    import torch
+
+    from analysis.readouts.activations import collect
+    from analysis.readouts.similarity import random_init_twin
+
+    x = torch.tensor(acts.tokens["id"].to_numpy()).view(acts.meta["n_sequences"], acts.meta["seq_len"])
+    return collect(random_init_twin(model, seed), x, hooks=acts.hooks)
+
+
 def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 32, xor_pairs: int = 8,
-                C: float = 1.0, alpha: float = 1.0, test_fraction: float = 0.2, seed: int = 0,
-                method: str = "fast", controls: bool = True, shuffled: bool = True,
-                progress: bool = False) -> pd.DataFrame:
-    """One row per hook point x target: ``hook, depth, target, kind, n_test`` (held-out rows with a label),
-    ``gf2_weight, status, score, majority, balance,
-    control, selectivity, shuffled`` and, with ``baseline`` (the activations of a randomly initialised model on the
-    same tokens), ``random_init``. ``controls=False`` skips the control task and the shuffled labels,
-    ``shuffled=False`` the shuffled labels only (NaN columns)."""
+                C: float | str = "cv", Cs=C_GRID, folds: int = CV_FOLDS, alpha: float = 1.0,
+                splits=("sequence",), test_fraction: float = 0.2, seed: int = 0, method: str = "fast",
+                controls: bool = True, shuffled: bool = True, progress: bool = False) -> pd.DataFrame:
+    """One row per hook point x target x split: ``hook, depth, target, kind, level, split, n_test`` (held-out rows
+    with a label), ``gf2_weight, status, score, majority, balance, lexical, control, selectivity, shuffled,
+    random_init, C, converged`` (see the module docstring). ``baseline``: the activations of a randomly initialised
+    model on the same tokens (:func:`baseline_activations`), else ``random_init`` is NaN. ``splits``: ``sequence``
+    and/or ``type`` (the held-out-types split, for the ``by_type`` targets). ``C``: ``"cv"`` (chosen on the
+    training rows over ``Cs`` by ``folds``-fold grouped cross-validation) or a number. ``controls=False`` skips the
+    control task and the shuffled labels, ``shuffled=False`` the shuffled labels only (NaN columns)."""
     if method not in ("fast", "sklearn"):
         raise AnalysisError(f"method must be 'fast' or 'sklearn', got {method!r}")
+    if isinstance(C, str) and C != "cv" or not isinstance(C, str) and not C > 0:
+        raise AnalysisError(f"C must be 'cv' or a positive number, got {C!r}")
+    if not Cs or not all(c > 0 for c in Cs) or folds < 2:
+        raise AnalysisError("Cs must be positive values and folds at least 2")
+    splits = tuple(splits)
+    if not splits or any(s not in SPLITS for s in splits):
+        raise AnalysisError(f"splits must be some of {SPLITS}, got {splits}")
     tgts = targets(acts, families, top_k=top_k, xor_pairs=xor_pairs, seed=seed)
-    test = split_by_sequence(acts.tokens["seq"].to_numpy(), test_fraction, seed)
-    ctl = [Target(t.name, control_labels(t, acts.tokens[t.type_key].to_numpy(), seed), t.kind) for t in tgts]
-    rng = np.random.default_rng([seed, 5])
-    shuf = []
-    for t in tgts:
-        lab = t.labels.copy()
-        lab[~test] = rng.permutation(lab[~test])
-        shuf.append(Target(t.name, lab, t.kind))
+    ids, seq = acts.tokens["id"].to_numpy(), acts.tokens["seq"].to_numpy()
     if baseline is not None and len(baseline) != len(acts):
         raise AnalysisError("the baseline activations must come from the same tokens")
+    parts = []  # (split, its targets, test mask, CV groups)
+    if "sequence" in splits:
+        parts.append(("sequence", tgts, split_by_sequence(seq, test_fraction, seed), seq))
+    typed = [t for t in tgts if t.by_type]
+    if "type" in splits and typed:
+        parts.append(("type", typed, split_by_type(ids, test_fraction, seed), ids))
+    ctl = {t.name: Target(t.name, control_labels(t, acts.tokens[t.type_key].to_numpy(), seed), t.kind)
+           for t in tgts}
+    rng = np.random.default_rng([seed, 5])
+    test_seq = parts[0][2] if parts[0][0] == "sequence" else None
+    shuf = {}
+    if test_seq is not None:
+        for t in tgts:
+            lab = t.labels.copy()
+            lab[~test_seq] = rng.permutation(lab[~test_seq])
+            shuf[t.name] = Target(t.name, lab, t.kind)
+    lexical = {t.name: lexical_baseline(t, ids, test_seq) for t in tgts if t.level == "context"} \
+        if test_seq is not None else {}
+    opts = dict(C=C, Cs=Cs, alpha=alpha, method=method, folds=folds, seed=seed)
     rows = []
     for depth, hook in enumerate(tqdm(acts.hooks, desc="probes", unit="hook", disable=not progress, leave=False)):
         x = acts.acts[hook]
-        score = fit_probes(x, tgts, test, C=C, alpha=alpha, method=method)
-        control = fit_probes(x, ctl, test, C=C, alpha=alpha, method=method) if controls else {}
-        shuffled_ = fit_probes(x, shuf, test, C=C, alpha=alpha, method=method) if controls and shuffled else {}
-        rand = (fit_probes(baseline.acts[hook], tgts, test, C=C, alpha=alpha, method=method)
-                if baseline is not None else {})
-        for t in tgts:
-            maj, bal = _majority(t, test)
-            constant = t.kind == "class" and len(np.unique(t.labels[t.labels >= 0])) < 2
-            s = score[t.name]
-            n_test = int((test & (t.labels >= 0)).sum()) if t.kind == "class" else int(test.sum())
-            rows.append({"hook": hook, "depth": depth, "target": t.name, "kind": t.kind, "n_test": n_test,
-                         "gf2_weight": t.gf2_weight, "status": "constant" if constant else "fitted",
-                         "score": float("nan") if constant else s, "majority": maj, "balance": bal,
-                         "control": control.get(t.name, float("nan")),
-                         "selectivity": s - control.get(t.name, float("nan")),
-                         "shuffled": shuffled_.get(t.name, float("nan")),
-                         "random_init": rand.get(t.name, float("nan"))})
+        for split, ts, test, groups in parts:
+            fit = _fit(x, ts, test, groups=groups, **opts)
+            picked = {n: f.C for n, f in fit.items() if np.isfinite(f.C)}
+            on_seq = split == "sequence"
+            control = (_fit(x, [ctl[t.name] for t in ts], test, fixed_C=picked, **opts)
+                       if controls and on_seq else {})
+            shuffled_ = (_fit(x, [shuf[t.name] for t in ts], test, fixed_C=picked, **opts)
+                         if controls and shuffled and on_seq else {})
+            rand = _fit(baseline.acts[hook], ts, test, groups=groups, **opts) if baseline is not None else {}
+            for t in ts:
+                maj, bal = _majority(t, test)
+                constant = t.kind == "class" and len(np.unique(t.labels[t.labels >= 0])) < 2
+                f = fit[t.name]
+                n_test = int((test & (t.labels >= 0)).sum()) if t.kind == "class" else int(test.sum())
+                extra = [d[t.name] for d in (control, shuffled_, rand) if t.name in d]
+                conv = [g.converged for g in [f] + extra if g.converged is not None]
+                c_score = control[t.name].score if t.name in control else float("nan")
+                rows.append({"hook": hook, "depth": depth, "target": t.name, "kind": t.kind, "level": t.level,
+                             "split": split, "n_test": n_test, "gf2_weight": t.gf2_weight,
+                             "status": "constant" if constant else "fitted",
+                             "score": float("nan") if constant else f.score, "majority": maj, "balance": bal,
+                             "lexical": lexical.get(t.name, float("nan")) if on_seq else float("nan"),
+                             "control": c_score,
+                             "selectivity": f.score - c_score if t.level == "type" else float("nan"),
+                             "shuffled": shuffled_[t.name].score if t.name in shuffled_ else float("nan"),
+                             "random_init": rand[t.name].score if t.name in rand else float("nan"),
+                             "C": f.C, "converged": all(conv) if conv else None})
     df = pd.DataFrame(rows)
     df["gf2_weight"] = df["gf2_weight"].astype("Int64")
-    df.attrs.update(interface=acts.meta.get("interface"), n_tokens=len(acts), n_test=int(test.sum()), C=C,
-                    alpha=alpha, method=method)
+    df["converged"] = df["converged"].astype("boolean")
+    missed = int((df.converged == False).sum())  # noqa: E712 (NA stays out)
+    if missed:
+        warnings.warn(f"{missed} of {int(df.converged.notna().sum())} probe rows rest on a fit that did not converge "
+                      "within max_iter (column 'converged')", AnalysisWarning, stacklevel=2)
+    df.attrs.update(interface=acts.meta.get("interface"), n_tokens=len(acts), n_test=int(parts[0][2].sum()),
+                    C=C, Cs=list(Cs), folds=folds, alpha=alpha, method=method, splits=list(splits),
+                    vocab_size=acts.meta.get("vocab_size"))
     return df
 
 
-__all__ = ["TARGET_FAMILIES", "Target", "targets", "control_labels", "split_by_sequence", "fit_probes",
-           "probe_table"]
+__all__ = ["TARGET_FAMILIES", "SPLITS", "C_GRID", "Target", "targets", "control_labels", "lexical_baseline",
+           "perm_table", "split_by_sequence", "split_by_type", "fit_probes", "baseline_activations", "probe_table"]

@@ -95,8 +95,8 @@ def test_fast_path_agrees_with_scikit_learn_and_controls_behave(tmp_path_factory
     m = make(tmp_path_factory, tokenizer, "gf2")
     acts = collect(m, uniform_ids(m, n=40), hooks=["blocks.1.hook_resid_pre"])
     fams = ["canonical_bits", "xor", "token", "position", "freq_bucket"]
-    fast = probe_table(acts, fams, controls=False)
-    ref = probe_table(acts, fams, controls=False, method="sklearn")
+    fast = probe_table(acts, fams, controls=False, C=1.0)
+    ref = probe_table(acts, fams, controls=False, method="sklearn", C=1.0)
     assert np.nanmax(np.abs(fast.score.to_numpy() - ref.score.to_numpy())) <= 0.01
     full = probe_table(acts, ["canonical_bits", "token"])
     fitted = full[full.status == "fitted"]
