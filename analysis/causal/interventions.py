@@ -300,5 +300,30 @@ def bit_groups(summary: pd.DataFrame, measure: str = "delta_loss") -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def matched_decoding(summary: pd.DataFrame, levels=(0.9, 0.5), measure: str = "delta_loss") -> pd.DataFrame:
+    """Noise effects at common decoding accuracies, so variants are compared at matched decodability.
+
+    Per variant (``variant`` column, else ``interface``) the noise rows are averaged over draws per scale
+    (``decode_acc``, ``measure``), and ``measure`` is interpolated linearly against ``decode_acc`` at each level of
+    ``levels``; where several scales decode equally (typically every row still decoding) the largest of them is the
+    curve's point (the last before decoding falls). Outside the measured range: NaN (nothing is extrapolated). One
+    row per (variant, level): ``variant, decode_acc, <measure>, scale`` (the noise scale interpolated the same
+    way: how much noise that variant takes to reach the level)."""
+    if "decode_acc" not in summary.columns:
+        raise AnalysisError("matched_decoding needs noise summaries with decode_acc (input_intervention 'noise')")
+    label = "variant" if "variant" in summary.columns else "interface"
+    out = []
+    for v, g in summary[summary.kind == "noise"].groupby(label, sort=False):
+        pts = g.groupby("scale")[["decode_acc", measure]].mean().reset_index()
+        pts = pts.sort_values("scale").groupby("decode_acc").last().reset_index().sort_values("decode_acc")
+        d = pts.decode_acc.to_numpy(float)
+        for level in levels:
+            inside = d.min() <= level <= d.max()
+            out.append({"variant": v, "decode_acc": float(level),
+                        measure: float(np.interp(level, d, pts[measure].to_numpy(float))) if inside else np.nan,
+                        "scale": float(np.interp(level, d, pts.scale.to_numpy(float))) if inside else np.nan})
+    return pd.DataFrame(out)
+
+
 __all__ = ["KINDS", "DEFAULT_SCALES", "SUPPORT_COLUMNS", "InterventionResult", "input_intervention", "input_edits",
-           "input_rms", "run_input_edits", "bit_groups"]
+           "input_rms", "run_input_edits", "bit_groups", "matched_decoding"]

@@ -4,10 +4,17 @@
     fixedid-analyze interventions --ckpt DIR --kind swap --task ioi
     fixedid-analyze interventions --ckpt DIR --kind ablate --component head --ablation resample
     fixedid-analyze interventions --ckpt DIR --kind bit-layer --task ioi
+    fixedid-analyze interventions --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --kind flip-split
 
-Writes ``interventions.csv`` (one row per edit and variant: mean and 95% interval of each measure),
-``interventions_items.csv`` (per sequence or pair) and ``interventions.png``/``.pdf``; ``bit-layer`` writes
-``bit_layer.csv`` and ``bit_layer.png``/``.pdf``. Nothing is written until every checkpoint has been measured.
+Writes ``interventions.csv`` (one row per edit and variant: mean and 95% interval of each measure, with how far the
+edit moves the input: ``edited``, ``on_support``, ``hamming``, and ``decode_acc`` for noise),
+``interventions_items.csv`` (per sequence or pair) and ``interventions.png``/``.pdf``; ``noise`` also writes
+``interventions_decode.png``/``.pdf`` (the effect against the nearest-row decoding accuracy, for comparing variants
+at matched decodability); ``flip-split`` (:mod:`analysis.causal.flipsplit`: each bit flip's on- and off-support
+parts beside swaps to the landing and to random tokens) also writes ``flip_split.csv`` (one row per bit);
+``bit-layer`` writes ``bit_layer.csv`` and ``bit_layer.png``/``.pdf``. Per-bit summaries leave the code columns
+that are constant over the vocabulary out of the "largest" lists and means, and count them apart. Nothing is
+written until every checkpoint has been measured.
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ from pathlib import Path
 from analysis.cli.args import checkpoint_dirs, float_list, int_list
 from analysis.errors import AnalysisError
 
-KIND_CHOICES = ("bitflip", "midpoint", "swap", "noise", "ablate", "bit-layer")
+KIND_CHOICES = ("bitflip", "midpoint", "swap", "noise", "ablate", "bit-layer", "flip-split")
 
 
-HELP = "edit the input code, ablate components, or map where a code bit's information goes (bit x layer)"
+HELP = ("edit the input code, ablate components, split bit flips by where they land, or map where a code bit's "
+        "information goes (bit x layer)")
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -54,7 +62,8 @@ USES = {"bitflip": {"bits": None, "pos": None}, "midpoint": {"bits": None, "pos"
         "swap": {"positions": None, "token": None},
         "noise": {"scales": "0.1,0.25,0.5,1", "draws": 2, "pos": None},
         "ablate": {"component": "head", "ablation": "mean", "layers": None, "heads": None, "pos": None},
-        "bit-layer": {"bits": None, "pos": None, "site": "resid_pre", "metric": "kl"}}
+        "bit-layer": {"bits": None, "pos": None, "site": "resid_pre", "metric": "kl"},
+        "flip-split": {"bits": None, "pos": None}}
 OPTIONS = sorted({o for uses in USES.values() for o in uses})
 
 
@@ -91,8 +100,9 @@ def _run_edits(args, models, out) -> int:
 
     from analysis.figures.style import save_figure
     from analysis.outputs import write_csv
-    from analysis.figures.interventions import effect_measure, effect_plot
+    from analysis.figures.interventions import effect_measure, effect_plot, flip_split_plot, noise_decode_plot
     from analysis.causal.ablation import ablation
+    from analysis.causal.flipsplit import flip_split, split_table
     from analysis.causal.interventions import input_intervention
 
     data = None if args.task else args.data
@@ -111,6 +121,8 @@ def _run_edits(args, models, out) -> int:
         elif args.kind == "swap":
             r = input_intervention(model, "swap", positions=int_list(args.positions, "--positions"), token=args.token,
                                    **common)
+        elif args.kind == "flip-split":
+            r = flip_split(model, bits=int_list(args.bits, "--bits"), pos=args.pos, **common)
         else:
             r = input_intervention(model, args.kind, bits=int_list(args.bits, "--bits"), pos=args.pos, **common)
         results[name] = r
@@ -125,20 +137,71 @@ def _run_edits(args, models, out) -> int:
     what = f"{args.ablation} ablation of each {args.component}" if args.kind == "ablate" else f"{args.kind} edits"
     if args.kind != "swap" and args.pos is not None:
         what += f" at position {args.pos}"
-    fig = effect_plot({v: r.summary for v, r in results.items()}, title=f"{what}, {where}",
-                      str_tokens=_str_tokens(next(iter(models.values())), args) if args.kind == "swap" else None)
+    if args.kind == "flip-split":
+        split = pd.concat([split_table(r.summary, measure).assign(variant=v) for v, r in results.items()],
+                          ignore_index=True)
+        split = split[["variant"] + [c for c in split.columns if c != "variant"]]
+        fig = flip_split_plot(split, title=f"{what}, {where}", measure_label=measure)
+    else:
+        fig = effect_plot({v: r.summary for v, r in results.items()}, title=f"{what}, {where}",
+                          str_tokens=_str_tokens(next(iter(models.values())), args) if args.kind == "swap" else None)
     write_csv(summary, out / "interventions.csv")
     write_csv(items, out / "interventions_items.csv")
     save_figure(fig, out, "interventions")
+    wrote = [out / "interventions.csv", out / "interventions_items.csv", out / "interventions.png"]
+    if args.kind == "noise":
+        save_figure(noise_decode_plot({v: r.summary for v, r in results.items()}, title=f"{what}, {where}"), out,
+                    "interventions_decode")
+        wrote.append(out / "interventions_decode.png")
+    if args.kind == "flip-split":
+        write_csv(split, out / "flip_split.csv")
+        wrote.append(out / "flip_split.csv")
+        _print_split(split, measure, what, where)
+    elif args.kind == "noise":
+        print(f"{what} over {where}: {measure} (mean over draws) and decode_acc (share of noised rows still nearest "
+              "their own input row) per scale")
+        for v, r in results.items():
+            g = r.summary.groupby("scale")[[measure, "decode_acc"]].mean()
+            print(f"  {v}: " + "; ".join(f"scale {sc:g} {row[measure]:+.3f} (decode {row.decode_acc:.0%})"
+                                         for sc, row in g.iterrows()))
+    else:
+        _print_largest(results, measure, what, where)
+    print("wrote " + ", ".join(str(p) for p in wrote[:-1]) + f" and {wrote[-1]} (+ .pdf)")
+    return 0
+
+
+def _print_largest(results, measure, what, where) -> None:
+    import pandas as pd
+
     print(f"{what} over {where}: {measure} (mean [95% interval]), largest per variant")
     for v, r in results.items():
-        s = r.summary.reindex(r.summary[measure].abs().sort_values(ascending=False).index)[:5]
+        s = r.summary
+        const = s["bit_constant"].fillna(False).astype(bool) if "bit_constant" in s else None
+        if const is not None:  # a column no token differs in is another kind of edit: counted apart
+            s = s[~const]
+        s = s.reindex(s[measure].abs().sort_values(ascending=False).index)[:5]
         parts = [f"{_label(row)} {row[measure]:+.3f} [{row[f'{measure}_lo']:+.3f}, {row[f'{measure}_hi']:+.3f}]"
+                 + (f" (on support {row.on_support:.0%})" if "bit" in row and pd.notna(row.get("on_support"))
+                    and pd.notna(row.get("bit")) else "")
                  for _, row in s.iterrows()]
-        print(f"  {v}: " + "; ".join(parts))
-    print(f"wrote {out / 'interventions.csv'}, {out / 'interventions_items.csv'} and {out / 'interventions.png'} "
-          "(+ .pdf)")
-    return 0
+        line = f"  {v}: " + "; ".join(parts)
+        if const is not None and const.any():
+            line += (f"  [{int(const.sum())} columns constant over the vocabulary left out: mean "
+                     f"{r.summary[const][measure].mean():+.3f}]")
+        print(line)
+
+
+def _print_split(split, measure, what, where) -> None:
+    print(f"{what} over {where}: {measure} of each varying bit's flip = on-support part (a swap to the token it "
+          "lands on) + off-support part; a random swap at the on-support positions beside it")
+    for v, g in split.groupby("variant", sort=False):
+        vary = g[~g.bit_constant.astype(bool)]
+        cells = [f"bit {int(r.bit)} {r.flip:+.3f} (every row off support)" if r.on_support == 0 else
+                 f"bit {int(r.bit)} {r.flip:+.3f} (every row on support; random {r.random:+.3f})" if r.on_support == 1
+                 else f"bit {int(r.bit)} {r.flip:+.3f} = on {r.on:+.3f} ({r.on_support:.0%}) + off {r.off:+.3f}, "
+                 f"random {r.random:+.3f}" for r in vary.itertuples()]
+        print(f"  {v}: " + "; ".join(cells) + (f"  [{len(g) - len(vary)} constant columns left out]"
+                                               if len(g) > len(vary) else ""))
 
 
 def _str_tokens(model, args):
@@ -189,9 +252,10 @@ def _run_bit_layer(args, models, out) -> int:
     first = next(iter(maps.values())).attrs
     print(f"bit x layer maps: bit flipped at position {first['flip_pos']} {first['str_tokens'][first['flip_pos']]!r}, "
           f"clean {args.site} patched in, metric {args.metric}; fraction of the flip's effect restored "
-          "(mean over bits)")
+          "(mean over the bits that vary over the vocabulary)")
     for v, d in maps.items():
         last = d.attrs["n_pos"] - 1
+        d = d[~d.bit_constant]
         at_p = d[d.pos == d.attrs["flip_pos"]].groupby("layer").restored.mean()
         at_last = d[d.pos == last].groupby("layer").restored.mean()
         cells = ", ".join(f"L{layer}: {at_p[layer]:.2f} / {at_last[layer]:.2f}" for layer in at_p.index)

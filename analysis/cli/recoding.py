@@ -2,7 +2,10 @@
 
     fixedid-analyze recoding --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --family transvection --draws 4
 
-Writes ``recoding.csv`` (one row per map and variant, the map as JSON) and ``recoding.png``/``.pdf``.
+Writes ``recoding.csv`` (one row per map and variant, the map as JSON, with its frequency-weighted ``hamming``
+distance from the own code and ``on_support`` share), ``recoding.png``/``.pdf`` (loss change against ``k``) and,
+for the fixed-code variants, ``recoding_hamming.png``/``.pdf`` (loss change and code support against the Hamming
+distance: variants compared at matched disturbance, not at equal ``k``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     import pandas as pd
 
-    from analysis.figures.recoding import recoding_plot
+    from analysis.figures.recoding import disturbance_plot, recoding_plot
     from analysis.figures.style import save_figure
     from analysis.outputs import write_csv
     from analysis.loading import load
@@ -54,13 +57,23 @@ def run(args) -> int:
     write_csv(df, out / "recoding.csv")
     n_tok = frames[0].attrs["n_tokens"]
     save_figure(recoding_plot(df, title=f"{args.family} recodings, loss over {n_tok:,} tokens"), out, "recoding")
+    figures = [out / "recoding.png"]
+    if df.hamming.notna().any():
+        save_figure(disturbance_plot(df, title=f"{args.family} recodings against the Hamming distance, loss over "
+                                     f"{n_tok:,} tokens"), out, "recoding_hamming")
+        figures.append(out / "recoding_hamming.png")
     acc = [c for c in df.columns if c.startswith("acc_")]
-    print(f"recoding family {args.family}: loss change from each model's own code (mean [min, max] over draws)"
+    print(f"recoding family {args.family}: loss change from each model's own code (mean [min, max] over draws), "
+          "mean Hamming distance from the own code and share of token rows on a token's code (frequency-weighted)"
           + (", task accuracy mean" if acc else ""))
     for (variant, k), g in df.groupby(["variant", "k"], sort=False):
         line = (f"  {variant} k={k}: own {g.base_loss.iloc[0]:.3f} nats, delta {g.delta_loss.mean():+.3f} "
                 f"[{g.delta_loss.min():+.3f}, {g.delta_loss.max():+.3f}]")
+        if g.hamming.notna().any():
+            line += f", hamming {g.hamming.mean():.2f}, on support {g.on_support.mean():.0%}"
+        if "bit_constant" in g and g.bit_constant.notna().any() and bool(g.bit_constant.iloc[0]):
+            line += " (a column constant over the vocabulary)"
         line += "".join(f", {c[4:]} {g[c].mean():.0%}" for c in acc)
         print(line)
-    print(f"wrote {out / 'recoding.csv'} and {out / 'recoding.png'} (+ .pdf)")
+    print(f"wrote {out / 'recoding.csv'} and " + " and ".join(str(f) for f in figures) + " (+ .pdf)")
     return 0

@@ -1,5 +1,12 @@
-"""The demo's bit-flip section: what flipping one code bit costs each fixed-code variant, the input-noise analogue
-that every variant has, and where the information a bit carries moves across layers on the IOI prompts."""
+"""The demo's bit-flip section: what flipping one code bit costs each fixed-code variant, split by where the flip
+lands (another token's code, or none); the input-noise analogue that every variant has, compared at matched
+nearest-row decodability; and where the information a bit carries moves across layers on the IOI prompts.
+
+Every flip moves a code by exactly one bit, but what the model is shown differs: in the canonical code of
+frequency-ranked ids most flips give another real token's code, in a gf2 code many give a code no token has. Means
+and maxima over bits are taken over the code columns that vary over the vocabulary (constant ones are reported
+apart), and each variant's flips are split into their on- and off-support parts (:mod:`analysis.causal.flipsplit`).
+"""
 
 from __future__ import annotations
 
@@ -9,79 +16,214 @@ import numpy as np
 import pandas as pd
 
 from analysis.causal.bitmap import bit_layer_map
+from analysis.causal.flipsplit import flip_split, split_table
+from analysis.causal.interventions import bit_groups, input_intervention, matched_decoding
 from analysis.corpus import corpus_tokens
 from analysis.errors import AnalysisWarning
-from analysis.causal.interventions import input_intervention
 
 TOKENS = 8192  # validation tokens
-NOISE_SCALES = (0.25, 0.5, 1.0)
+NOISE_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)  # wide enough for the learned table's rows to stop decoding too
+DECODE_LEVELS = (0.9, 0.5)  # nearest-row decoding accuracies at which the variants' noise effects are compared
+EQUAL_SCALE = 0.5  # the scale the study compares the variants at (the unmatched comparison)
 
 
 def bitflip_tables(models: dict, pairs):
-    """(per-bit flip summary of the fixed variants, noise summary of all variants, bit x layer maps by variant)."""
-    flips, noise, maps = [], [], {}
+    """(per-bit flip summary of the fixed variants, noise summary of all variants, bit x layer maps by variant).
+
+    The flip summary carries, in ``attrs["split"]``, the :func:`analysis.causal.flipsplit.split_table` of every
+    fixed variant's varying columns (one row per variant and bit: ``flip, on, off, landing, random, interaction,
+    on_support, hamming_random, bit_constant``), which :func:`bitflip_reading` reports."""
+    flips, noise, maps, splits = [], [], {}, []
     for v, m in models.items():
         x = corpus_tokens(m, tokens=TOKENS)
         if m.cfg.has_code:
-            flips.append(input_intervention(m, "bitflip", x).summary.assign(variant=v))
+            s = input_intervention(m, "bitflip", x).summary
+            flips.append(s.assign(variant=v))
+            varying = [int(b) for b in s.bit[~s.bit_constant.astype(bool)]]
+            if varying:
+                splits.append(split_table(flip_split(m, x, bits=varying).summary).assign(variant=v))
             with warnings.catch_warnings():  # bits whose flip moves nothing are NaN and left out of the means
                 warnings.simplefilter("ignore", AnalysisWarning)
                 maps[v] = bit_layer_map(m, pairs)
         noise.append(input_intervention(m, "noise", x, scales=NOISE_SCALES).summary.assign(variant=v))
     first = lambda df: df[["variant"] + [c for c in df.columns if c != "variant"]]  # noqa: E731
-    return (first(pd.concat(flips, ignore_index=True)).dropna(axis=1, how="all"),
-            first(pd.concat(noise, ignore_index=True)).dropna(axis=1, how="all"), maps)
+    flips = first(pd.concat(flips, ignore_index=True)).dropna(axis=1, how="all")
+    flips.attrs["split"] = first(pd.concat(splits, ignore_index=True)) if splits else None
+    return flips, first(pd.concat(noise, ignore_index=True)).dropna(axis=1, how="all"), maps
 
 
-def bitflip_reading(flips: pd.DataFrame, noise: pd.DataFrame, maps: dict) -> list[str]:
-    """Report lines generated from the tables."""
+def _pct(x) -> str:
+    return "n/a" if pd.isna(x) else f"{100 * x:.0f}%"
+
+
+def flip_lines(flips: pd.DataFrame) -> list[str]:
+    """One line per variant: mean and largest flip over the varying columns, their code support, the constant
+    columns apart."""
+    lines = []
+    for v, g in flips.groupby("variant", sort=False):
+        b = bit_groups(g).set_index("group")
+        if "varying" in b.index:
+            r = b.loc["varying"]
+            vary = g[~g.bit_constant.astype(bool)]
+            s = (f"- {v}: flipping one of its {int(r.n_bits)} varying columns costs {r.mean_delta_loss:+.2f} nats on "
+                 f"average (range {vary.delta_loss.min():+.2f} to {vary.delta_loss.max():+.2f}; largest: bit "
+                 f"{int(r.max_bit)}, {r.max_delta_loss:+.2f} [{r.max_delta_loss_lo:+.2f}, {r.max_delta_loss_hi:+.2f}]);"
+                 f" the flipped code is another token's for {_pct(vary.on_support.mean())} of the token rows on "
+                 f"average (per column {_pct(vary.on_support.min())} to {_pct(vary.on_support.max())})")
+        else:
+            s = f"- {v}: no column varies over the vocabulary"
+        if "constant" in b.index:
+            c = b.loc["constant"]
+            s += (f"; its {int(c.n_bits)} columns that are constant over the vocabulary (no token id in use sets "
+                  f"them differently: the flip gives no token's code) cost {c.mean_delta_loss:+.2f} on average, "
+                  "reported apart")
+        else:
+            s += "; every column varies over the vocabulary"
+        lines.append(s + ".")
+    return lines
+
+
+def split_lines(split: pd.DataFrame | None, flips: pd.DataFrame) -> list[str]:
+    """The flips split into their on- and off-support parts, and what the unmatched comparison hid."""
+    if split is None or not len(split):
+        return []
+    lines = ["### A flip split by where it lands", "",
+             "Each varying column's flip run three more ways: only where the flipped code is another token's (the "
+             "on-support part: exactly a swap to that token, checked against a swap built from the token ids), only "
+             "where it is no token's (the off-support part), and, at the on-support positions, a swap to a random "
+             "other token. Loss change in nats per token; the first five columns are means over the varying "
+             "columns, the last three over the columns whose flip lands on a token for some rows:", "",
+             "| variant | rows on support | whole flip | on-support part | off-support part | flip - (on + off) | "
+             "columns landing on tokens | landing token there | random token there | bits to the random token |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    means = {}
+    for v, g in split.groupby("variant", sort=False):
+        g = g[~g.bit_constant.astype(bool)]
+        some = g[g.on_support > 0]
+        m = dict(on_support=g.on_support.mean(), flip=g.flip.mean(), on=g.on.mean(), off=g.off.mean(),
+                 inter=g.interaction.mean(), random=some.random.mean() if len(some) else np.nan,
+                 landing=some.landing.mean() if len(some) else np.nan,
+                 ham=some.hamming_random.mean() if len(some) else np.nan, n_some=len(some), n=len(g))
+        means[v] = m
+        fmt = lambda x, f="+.3f": "n/a" if np.isnan(x) else format(x, f)  # noqa: E731
+        lines.append(f"| {v} | {_pct(m['on_support'])} | {m['flip']:+.3f} | {m['on']:+.3f} | {m['off']:+.3f} | "
+                     f"{m['inter']:+.3f} | {m['n_some']} of {m['n']} | {fmt(m['landing'])} | {fmt(m['random'])} | "
+                     f"{fmt(m['ham'], '.1f')} |")
+    lines.append("")
+    for v, m in means.items():
+        if m["n_some"] == 0:
+            lines.append(f"- {v}: no flip of a varying column gives another token's code here, so every flip is "
+                         "a row the model never saw in training.")
+            continue
+        nearer = "less" if m["landing"] < m["random"] else "more"
+        lines.append(f"- {v}: over the {m['n_some']} columns whose flip lands on tokens, reading the token one bit "
+                     f"away costs {m['landing']:+.3f} nats and a random token at the same positions "
+                     f"{m['random']:+.3f} (on average {m['ham']:.1f} bits away): by point estimate a code neighbour "
+                     f"is {nearer} harmful than an arbitrary token.")
+    if len(means) > 1:
+        shares = ", ".join(f"{v} {_pct(m['on_support'])}" for v, m in means.items())
+        lines += ["", f"What this changes: the per-bit comparison above sets flips of equal size (one bit) side by "
+                  f"side, but the share of flipped rows that are another token's code differs ({shares}), so it "
+                  "compares token swaps in one variant with unseen code rows in another. Neither the whole flips nor "
+                  "their parts are matched across variants (the parts act on different shares of the rows); what is "
+                  "matched is within a variant: the token one bit away against a random token at the same "
+                  "positions, and the off-support part ("
+                  + ", ".join(f"{v} {m['off']:+.3f}" for v, m in means.items())
+                  + ") as the effect of code rows no token has."]
+    return lines + [""]
+
+
+def noise_lines(noise: pd.DataFrame) -> list[str]:
+    """Noise per scale with its decoding accuracy, then the variants at matched decodability."""
+    g = noise.groupby(["variant", "scale"], sort=False)[["delta_loss", "decode_acc"]].mean()
+    variants = list(dict.fromkeys(noise.variant))
+    lines = ["", "| variant | " + " | ".join(f"noise {s:g}" for s in NOISE_SCALES) + " |",
+             "|---|" + "---:|" * len(NOISE_SCALES)]
+    for v in variants:
+        lines.append(f"| {v} | " + " | ".join(f"{g.loc[(v, s), 'delta_loss']:+.2f} ({_pct(g.loc[(v, s), 'decode_acc'])})"
+                                              for s in NOISE_SCALES) + " |")
+    lines += ["", "Noise cells: loss change (nats per token) with input-row noise of that s.d. relative to the RMS of "
+              "the rows, and in brackets the share of noised rows whose nearest row of the variant's input table is "
+              "still its own (nearest-row decoding accuracy). One relative scale is not one disturbance: the "
+              "learned table's rows lie further apart than code rows that differ in one bit.", ""]
+    matched = matched_decoding(noise, DECODE_LEVELS).set_index(["variant", "decode_acc"])
+    lines += ["| variant | " + " | ".join(f"decoding {_pct(d)}" for d in DECODE_LEVELS) + " |",
+              "|---|" + "---:|" * len(DECODE_LEVELS)]
+    for v in variants:
+        cells = []
+        for d in DECODE_LEVELS:
+            r = matched.loc[(v, d)]
+            cells.append("not reached" if np.isnan(r.delta_loss) else f"{r.delta_loss:+.3f} (scale {r.scale:.2g})")
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    lines += ["", "Matched cells: the loss change interpolated at that nearest-row decoding accuracy (and the noise "
+              "scale it takes), so the variants are compared at equal decodability of their inputs."]
+    at_equal = {v: g.loc[(v, EQUAL_SCALE), "delta_loss"] for v in variants if (v, EQUAL_SCALE) in g.index}
+    level = DECODE_LEVELS[-1]
+    at_matched = {v: matched.loc[(v, level), "delta_loss"] for v in variants}
+    if len(at_equal) > 1 and all(np.isfinite(list(at_matched.values()))):
+        order = lambda d: " > ".join(sorted(d, key=lambda v: -d[v]))  # noqa: E731
+        same = order(at_equal) == order(at_matched)
+        decoded = ", ".join(f"{v} {_pct(g.loc[(v, EQUAL_SCALE), 'decode_acc'])}" for v in at_equal)
+        lines += ["", f"What this changes: at equal scale {EQUAL_SCALE:g} (the unmatched comparison) the rows still "
+                  f"decoding were {decoded}, and the costs ("
+                  + ", ".join(f"{v} {x:+.3f}" for v, x in at_equal.items()) + f") rank {order(at_equal)}; at "
+                  f"equal decoding accuracy {_pct(level)} ("
+                  + ", ".join(f"{v} {x:+.3f}" for v, x in at_matched.items()) + f") they rank {order(at_matched)}"
+                  + (" - the same order." if same else " - the order changes, so the equal-scale comparison "
+                     "measured how far apart each table's rows are as much as how the model reads them.")
+                  + " (Point estimates of one draw per scale and one seed per variant.)"]
+    return lines + [""]
+
+
+def bitflip_reading(flips: pd.DataFrame, noise: pd.DataFrame, maps: dict, split: pd.DataFrame | None = None,
+                    split_figure: str | None = None, noise_figure: str | None = None) -> list[str]:
+    """Report lines generated from the tables; ``split`` defaults to ``flips.attrs["split"]``; ``split_figure`` and
+    ``noise_figure``: file names of the flip-split and noise-against-decoding figures to link, if written."""
+    split = flips.attrs.get("split") if split is None else split
     lines = ["## Bit flips: how each fixed-code variant reads its code", "",
              f"Each code column (bit, in the configured order, every repeated copy) flipped for every token of "
              f"{TOKENS:,} validation tokens; loss change in nats per token, mean over sequences with its 95% "
-             f"interval. The learned variant has no bits; its analogue is Gaussian noise on the input rows "
-             f"(relative to the RMS of the rows), which every variant gets.", "",
+             f"interval. The learned variant has no bits; its analogue is Gaussian noise on the input rows, which "
+             f"every variant gets. Shares of token rows are weighted by the tokens' frequencies in these windows.", "",
              "![loss change per flipped bit](bitflips.png)", ""]
-    for v, g in flips.groupby("variant", sort=False):
-        top = g.sort_values("delta_loss", ascending=False).iloc[0]
-        const, vary = g[g.bit_constant.astype(bool)], g[~g.bit_constant.astype(bool)]
-        s = (f"- {v}: flipping one bit costs {g.delta_loss.mean():+.2f} nats on average over the {len(g)} bits (range "
-             f"{g.delta_loss.min():+.2f} to {g.delta_loss.max():+.2f}; largest: bit {int(top.bit)}, "
-             f"{top.delta_loss:+.2f} [{top.delta_loss_lo:+.2f}, {top.delta_loss_hi:+.2f}])")
-        if len(const):
-            s += (f"; the {len(const)} columns that are constant over the vocabulary (no token id in use sets them "
-                  f"differently) cost {const.delta_loss.mean():+.2f} on average, the {len(vary)} that vary "
-                  f"{vary.delta_loss.mean():+.2f}")
-        else:
-            s += f"; every one of the {len(g)} columns varies over the vocabulary"
-        lines.append(s + ".")
-    lines += ["", "| variant | " + " | ".join(f"noise {s:g}" for s in NOISE_SCALES) + " |",
-              "|---|" + "---:|" * len(NOISE_SCALES)]
-    for v, g in noise.groupby("variant", sort=False):
-        g = g.set_index("scale")
-        lines.append(f"| {v} | " + " | ".join(f"{g.loc[s, 'delta_loss']:+.2f}" for s in NOISE_SCALES) + " |")
-    lines += ["", "Noise cells: loss change (nats per token) with input-row noise of that relative s.d.", ""]
+    lines += flip_lines(flips)
+    lines += [""] + split_lines(split, flips)
+    if split_figure:
+        lines += [f"![a bit flip split by where it lands]({split_figure})", ""]
+    lines += noise_lines(noise)
+    if noise_figure:
+        lines += [f"![input noise against nearest-row decoding accuracy]({noise_figure})", ""]
     if maps:
-        a = next(iter(maps.values())).attrs
-        p, last = a["flip_pos"], a["n_pos"] - 1
-        lines += [f"### Where a bit's information goes (IOI prompts, bit flipped at position {p}, "
-                  f"{a['str_tokens'][p]!r})", "",
-                  f"Each bit flipped at position {p} of the {a['n_items']} patched IOI prompts; the clean residual "
-                  "stream entering each layer is written back at one position, and the fraction of the flip's effect "
-                  "on the final distribution (KL from the clean run) that this removes is measured. Mean over the "
-                  "bits whose flip moves the output:", "",
-                  "![bit x layer maps](bit_layer.png)", "",
-                  "| variant | layer | at the flipped position | at the final position |", "|---|---:|---:|---:|"]
-        for v, df in maps.items():
-            for layer in range(a["n_layers"]):
-                at_p = df[(df.layer == layer) & (df.pos == p)].restored.mean()
-                at_f = df[(df.layer == layer) & (df.pos == last)].restored.mean()
-                lines.append(f"| {v} | {layer} | {at_p:.2f} | {at_f:.2f} |")
-        lines.append("")
-        for v, df in maps.items():
-            lines.append("- " + _moved(v, df, p, last))
-        lines += ["", "A flipped bit makes an input row that may be another token's code or none, so these maps show "
-                  "where the *difference* the flip made travels, not what the model computes from one bit alone; "
-                  "one seed per variant.", ""]
+        lines += _map_lines(maps)
+    return lines
+
+
+def _map_lines(maps: dict) -> list[str]:
+    a = next(iter(maps.values())).attrs
+    p, last = a["flip_pos"], a["n_pos"] - 1
+    lines = [f"### Where a bit's information goes (IOI prompts, bit flipped at position {p}, "
+             f"{a['str_tokens'][p]!r})", "",
+             f"Each bit flipped at position {p} of the {a['n_items']} patched IOI prompts; the clean residual "
+             "stream entering each layer is written back at one position, and the fraction of the flip's effect "
+             "on the final distribution (KL from the clean run) that this removes is measured. Mean over the "
+             "varying bits whose flip moves the output (columns constant over the vocabulary left out):", "",
+             "![bit x layer maps](bit_layer.png)", "",
+             "| variant | layer | at the flipped position | at the final position |", "|---|---:|---:|---:|"]
+    varying = {v: df[~df.bit_constant.astype(bool)] for v, df in maps.items()}
+    for v, df in varying.items():
+        for layer in range(a["n_layers"]):
+            at_p = df[(df.layer == layer) & (df.pos == p)].restored.mean()
+            at_f = df[(df.layer == layer) & (df.pos == last)].restored.mean()
+            lines.append(f"| {v} | {layer} | {at_p:.2f} | {at_f:.2f} |")
+    lines.append("")
+    for v, df in varying.items():
+        on = df.groupby("bit").on_support.first().mean() if "on_support" in df else np.nan
+        lines.append("- " + _moved(v, df, p, last) + (f" A flip at position {p} gives another token's code for "
+                                                      f"{_pct(on)} of the prompts (mean over the varying bits)."
+                                                      if np.isfinite(on) else ""))
+    lines += ["", "A flipped bit makes an input row that may be another token's code or none, so these maps show "
+              "where the *difference* the flip made travels, not what the model computes from one bit alone; "
+              "one seed per variant.", ""]
     return lines
 
 

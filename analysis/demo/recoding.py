@@ -1,18 +1,27 @@
 """The demo's recoding section: is each fixed-code variant tied to its code, and how does that compare with the
-control that every variant has (cycling input rows between token ids)?"""
+control that every variant has (cycling input rows between token ids)?
+
+Walks of equal length ``k`` disturb the two fixed codes by different amounts (a canonical code of frequency-ranked
+ids has high bits that are 1 for few, rare tokens), so the section compares the variants at matched disturbance:
+the loss change interpolated at common frequency-weighted Hamming distances from the own code
+(:func:`analysis.causal.recoding.matched_hamming`), with the share of token rows landing on another token's code
+beside it, and says what that changes relative to the comparison at equal ``k``."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from analysis.corpus import corpus_tokens
-from analysis.causal.recoding import recoding_sweep
+from analysis.causal.recoding import matched_hamming, recoding_sweep
 
 TOKENS = 8192  # validation tokens per map
 TRANSVECTIONS = (0, 1, 2, 4, 8, 16)
 TOKEN_CYCLES = (0, 8, 32, 128)
 DRAWS = 3
 TASKS = ("ioi", "agreement")
+HAMMING = (0.5, 1.0, 2.0, 3.0)  # mean bits moved at which the variants are compared
+EQUAL_K = 4  # the walk length of the unmatched comparison the study made
 
 
 def recoding_table(models: dict) -> pd.DataFrame:
@@ -30,8 +39,15 @@ def recoding_table(models: dict) -> pd.DataFrame:
     return df[["variant"] + [c for c in df.columns if c != "variant"]]
 
 
-def recoding_reading(df: pd.DataFrame) -> list[str]:
-    """Report lines generated from the table."""
+def _dist(g) -> str:
+    if g.hamming.isna().all():
+        return "n/a | n/a"
+    return f"{g.hamming.mean():.2f} | {100 * g.on_support.mean():.0f}%"
+
+
+def recoding_reading(df: pd.DataFrame, hamming_figure: str | None = None) -> list[str]:
+    """Report lines generated from the table; ``hamming_figure``: the file name of
+    :func:`analysis.figures.recoding.disturbance_plot` to link, if written."""
     def mean(variant, family, k):
         g = df[(df.variant == variant) & (df.family == family) & (df.k == k)]
         return g.delta_loss.mean(), g.delta_loss.min(), g.delta_loss.max(), g
@@ -42,10 +58,12 @@ def recoding_reading(df: pd.DataFrame) -> list[str]:
              f"walks of k random transvections from its own code ({DRAWS} draws per k), and the other fixed "
              f"variant's code. The control that applies to every variant cycles the input rows of k random token "
              f"ids. Loss change in nats per token over {TOKENS:,} validation tokens (mean, range over draws); "
-             f"accuracy on {', '.join(TASKS)} prompts under the map.", "",
+             f"accuracy on {', '.join(TASKS)} prompts under the map; the disturbance itself: the mean number of code "
+             f"bits a token's row moves (Hamming distance) and the share of token rows whose new code is some token's "
+             f"code, both weighted by the tokens' frequencies in those windows.", "",
              "![loss change under transvection walks](recoding.png)", "",
-             "| variant | map | token rows changed | loss change | " + " | ".join(TASKS) + " |",
-             "|---|---|---:|---:|" + "---:|" * len(TASKS)]
+             "| variant | map | token rows changed | bits moved | on a token's code | loss change | "
+             + " | ".join(TASKS) + " |", "|---|---|---:|---:|---:|---:|" + "---:|" * len(TASKS)]
     acc = [f"acc_{t}" for t in TASKS]
     for v in dict.fromkeys(df.variant):
         rows = [("transvection", k) for k in TRANSVECTIONS[1:]] if v in fixed else []
@@ -56,7 +74,7 @@ def recoding_reading(df: pd.DataFrame) -> list[str]:
             what = {"transvection": f"{k} transvection{'s' * (k > 1)}", "other-variant": "other variant's code",
                     "token-permutation": f"{k} token rows cycled"}[family]
             spread = f" [{lo:+.2f}, {hi:+.2f}]" if len(g) > 1 else ""
-            lines.append(f"| {v} | {what} | {100 * g.changed.mean():.0f}% | {m:+.2f}{spread} | "
+            lines.append(f"| {v} | {what} | {100 * g.changed.mean():.0f}% | {_dist(g)} | {m:+.2f}{spread} | "
                          + " | ".join(f"{100 * g[a].mean():.0f}%" for a in acc) + " |")
     lines.append("")
     for v in fixed:
@@ -65,21 +83,60 @@ def recoding_reading(df: pd.DataFrame) -> list[str]:
         other, *_ = mean(v, "other-variant", 0)
         cyc, *_ = mean(v, "token-permutation", TOKEN_CYCLES[-1])
         lines.append(f"- {v}: one transvection costs {one:+.2f} nats (changing {100 * g1.changed.mean():.0f}% of the "
-                     f"token rows), {TRANSVECTIONS[-1]} cost {far:+.2f}; the other variant's code costs {other:+.2f} "
-                     f"(cycling {TOKEN_CYCLES[-1]} token rows: {cyc:+.2f}).")
+                     f"token rows, {g1.hamming.mean():.2f} bits on average), {TRANSVECTIONS[-1]} cost {far:+.2f}; the "
+                     f"other variant's code costs {other:+.2f} (cycling {TOKEN_CYCLES[-1]} token rows: {cyc:+.2f}).")
     for v in [v for v in dict.fromkeys(df.variant) if v not in fixed]:
         cyc, *_ = mean(v, "token-permutation", TOKEN_CYCLES[-1])
         lines.append(f"- {v} (no code to recode): cycling {TOKEN_CYCLES[-1]} token rows costs {cyc:+.2f} nats.")
-    one = {v: mean(v, "transvection", 1)[3].changed.mean() for v in fixed}
-    if len(set(round(c, 2) for c in one.values())) > 1:
-        shares = ", ".join(f"{100 * c:.0f}% of {v}'s" for v, c in one.items())
-        lines += ["", f"Equal k is not equal disturbance: one transvection changed {shares} token rows. A transvection "
-                  "changes the rows whose added bit is 1; in the canonical code of frequency-ranked ids the high bits "
-                  "are 1 for fewer (and rarer) tokens, or for none when the vocabulary leaves them constant, while a "
-                  "gf2 code mixes every column. Compare at equal 'token rows changed' too."]
+    if len(fixed) > 1:
+        lines += [""] + matched_lines(df, fixed)
+        if hamming_figure:
+            lines += ["", f"![loss change and code support against the Hamming distance]({hamming_figure})"]
+    lines += ["", "A large loss change says the trained weights are tied to the code they were trained on; it does "
+              "not say which weights, nor whether a short fine-tuning would re-bind them; equal bits moved is equal "
+              "distance in the code, not in what the model computes from it.", ""]
+    return lines
+
+
+def matched_lines(df: pd.DataFrame, fixed: list[str]) -> list[str]:
+    """The fixed variants' transvection curves at common Hamming distances, and what changes against equal k."""
+    m = matched_hamming(df[df.variant.isin(fixed)], HAMMING).set_index(["variant", "hamming"])
+    lines = ["### At matched disturbance", "",
+             "Each variant's walk curve (mean over draws per k) interpolated at common mean Hamming distances from "
+             "its own code; no extrapolation beyond the distances a variant's walks reached:", "",
+             "| bits moved | " + " | ".join(f"{v}: loss change (on a token's code)" for v in fixed) + " |",
+             "|---:|" + "---:|" * len(fixed)]
+    for h in HAMMING:
+        cells = []
+        for v in fixed:
+            r = m.loc[(v, h)]
+            cells.append("not reached" if np.isnan(r.delta_loss) else f"{r.delta_loss:+.3f} ({100 * r.on_support:.0f}%)")
+        lines.append(f"| {h:g} | " + " | ".join(cells) + " |")
+    walks = df[(df.family == "transvection") & (df.k == EQUAL_K)]
+    eq = walks.groupby("variant")[["delta_loss", "hamming", "on_support"]].mean()
+    if not set(fixed) <= set(eq.index):
+        return lines
+    lines += ["", f"At equal k = {EQUAL_K} (the unmatched comparison) the walks moved "
+              + ", ".join(f"{v}'s codes by {eq.loc[v, 'hamming']:.2f} bits ({100 * eq.loc[v, 'on_support']:.0f}% of "
+                          f"rows on a token's code) at a cost of {eq.loc[v, 'delta_loss']:+.3f}" for v in fixed) + "."]
+    a, b = fixed[:2]
+    both = [h for h in HAMMING if np.isfinite(m.loc[(a, h), "delta_loss"]) and np.isfinite(m.loc[(b, h), "delta_loss"])]
+    if not both:
+        return lines + ["No common distance was reached by both variants' walks, so no matched comparison is made."]
+    middle = eq.loc[[a, b], "hamming"].mean()  # the common distance nearest to where the equal-k walks went
+    h = min(both, key=lambda d: (abs(d - middle), d))
+    da, db = m.loc[(a, h), "delta_loss"], m.loc[(b, h), "delta_loss"]
+    gap_k = eq.loc[a, "delta_loss"] - eq.loc[b, "delta_loss"]
+    gap_h = da - db
+    if np.sign(gap_k) != np.sign(gap_h):
+        verdict = "the order of the two variants reverses"
+    elif abs(gap_h) < abs(gap_k):
+        verdict = "the gap between them shrinks"
     else:
-        lines += ["", "One transvection changed the same share of token rows in every code, so equal k is equal "
-                  "disturbance in rows (not necessarily in how frequent the changed tokens are)."]
-    lines += ["A large loss change says the trained weights are tied to the code they were trained on; it does not say "
-              "which weights, nor whether a short fine-tuning would re-bind them.", ""]
+        verdict = "the gap between them does not shrink"
+    lines.append(f"What this changes: at equal k the difference {a} - {b} is {gap_k:+.3f} nats; at a matched "
+                 f"distance of {h:g} bits it is {gap_h:+.3f}: {verdict}. Equal k compared walks that moved the codes "
+                 f"by different numbers of bits and left different shares of rows on other tokens' codes (at "
+                 f"{h:g} bits: {a} {100 * m.loc[(a, h), 'on_support']:.0f}%, {b} "
+                 f"{100 * m.loc[(b, h), 'on_support']:.0f}%, so matching the distance does not match the support).")
     return lines

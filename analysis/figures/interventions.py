@@ -2,7 +2,11 @@
 
 Every figure compares variants side by side (a dict ``variant -> result``); effects are the change a measure
 undergoes (``delta_loss`` on corpus windows, ``delta_logit_diff`` on task prompts) with the 95% interval of the
-mean over sequences or pairs as error bars.
+mean over sequences or pairs as error bars. Per-bit bars of code columns that are constant over the vocabulary are
+hatched (such a flip is the same for every token and never gives a token's code). At matched disturbance:
+:func:`noise_decode_plot` draws input noise against the nearest-row decoding accuracy of the noised rows instead of
+the noise scale, :func:`flip_split_plot` a bit flip's on- and off-support parts beside a random swap at the same
+positions (:mod:`analysis.causal.flipsplit`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
+from matplotlib.patches import Patch
 
 from analysis.figures.style import variant_colours
 
@@ -62,7 +67,12 @@ def effect_plot(summaries: dict, *, measure: str | None = None, title: str | Non
             g = s.dropna(subset=[key]).sort_values(key)
             m, err = _errorbars(g, measure)
             xs = np.array([x[int(t)] for t in g[key]]) + (i - (len(variants) - 1) / 2) * width
-            ax.bar(xs, m, width, color=colours[v], label=v, yerr=err, error_kw=dict(lw=0.8, capsize=1.5))
+            bars = ax.bar(xs, m, width, color=colours[v], label=v, yerr=err, error_kw=dict(lw=0.8, capsize=1.5))
+            if key == "bit" and "bit_constant" in g:
+                for bar, const in zip(bars, g.bit_constant.fillna(False).astype(bool)):
+                    if const:
+                        bar.set_hatch("////")
+                        bar.set_edgecolor("white")
         labels = [str(t) for t in ticks]
         if kind == "swap" and str_tokens is not None:
             labels = [f"{str_tokens[t]!r}"[1:-1].replace(" ", "\u2423") + f" ({t})" for t in ticks]
@@ -72,7 +82,13 @@ def effect_plot(summaries: dict, *, measure: str | None = None, title: str | Non
                            " (tokens of the first prompt)" if str_tokens is not None else ""),
                        "layer": f"layer whose {component} is ablated ({first['ablation'].iloc[0]})"
                        if kind == "ablate" else ""}[key])
-        ax.legend(frameon=False, fontsize=9, title="error bars: 95% interval of the mean", title_fontsize=8)
+        handles = [Patch(facecolor=colours[v], label=v) for v in variants]
+        if key == "bit" and any(s.get("bit_constant", pd.Series(dtype=bool)).fillna(False).astype(bool).any()
+                                for s in summaries.values()):
+            handles.append(Patch(facecolor="0.6", edgecolor="white", hatch="////",
+                                 label="column constant over the vocabulary"))
+        ax.legend(handles=handles, frameon=False, fontsize=9, title="error bars: 95% interval of the mean",
+                  title_fontsize=8)
     ax.axhline(0, color="0.5", linewidth=0.8)
     ax.set_ylabel(MEASURE_LABELS.get(measure, measure))
     ax.set_title(title or kind, fontsize=10)
@@ -136,3 +152,69 @@ def bit_layer_figure(maps: dict, *, title: str | None = None):
     return fig
 
 
+
+
+def noise_decode_plot(summaries: dict, *, measure: str | None = None, title: str | None = None):
+    """Input noise at matched decodability: the effect against ``decode_acc`` (the share of noised rows whose
+    nearest input-table row is still their own), one line per variant through the per-scale means over draws,
+    labelled with the noise scale; the x axis runs from 1 (every row still decodes) down to 0."""
+    first = next(iter(summaries.values()))
+    measure = measure or effect_measure(first)
+    colours = _colours(list(summaries))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    offsets = [(4, 4), (4, -10), (-16, 4), (-16, -10)]  # scale labels of different variants apart
+    for i, (v, s) in enumerate(summaries.items()):
+        g = s.groupby("scale")[[measure, "decode_acc"]].mean().reset_index()
+        ax.plot(g.decode_acc, g[measure], marker="o", color=colours[v], label=v)
+        ax.scatter(s.decode_acc, s[measure], color=colours[v], s=10, alpha=0.5)
+        for r in g.itertuples():
+            ax.annotate(f"{r.scale:g}", (r.decode_acc, getattr(r, measure)), textcoords="offset points",
+                        xytext=offsets[i % len(offsets)], fontsize=7, color=colours[v])
+    ax.set_xlim(1.07, -0.03)
+    ax.set_xlabel("nearest-row decoding accuracy of the noised input rows (share still nearest their own row)")
+    ax.set_ylabel(MEASURE_LABELS.get(measure, measure))
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.legend(frameon=False, fontsize=9, title="labels: noise s.d. / RMS of the input rows", title_fontsize=8)
+    ax.set_title(title or "Input noise at matched decodability", fontsize=10)
+    ax.grid(color="0.92")
+    ax.set_axisbelow(True)
+    return fig
+
+
+SPLIT_BARS = (("flip", "whole flip"), ("on", "on-support part (= swap to the landing token)"),
+              ("off", "off-support part"), ("random", "random swap at the on-support positions"))
+
+
+def flip_split_plot(split: pd.DataFrame, *, title: str | None = None, measure_label: str = "delta_loss"):
+    """One panel per variant of a :func:`analysis.causal.flipsplit.split_table` (``variant`` column optional): per
+    code column that varies over the vocabulary, the whole flip's effect, its on- and off-support parts and a swap
+    to random tokens at the on-support positions; the share of rows on support is printed under each bit."""
+    split = split if "variant" in split.columns else split.assign(variant="model")
+    split = split[~split.bit_constant.astype(bool)]
+    variants = list(dict.fromkeys(split.variant))
+    colours = _colours(variants)
+    n_bits = max(len(g) for _, g in split.groupby("variant"))
+    fig, axes = plt.subplots(len(variants), 1, figsize=(max(6.4, 0.55 * n_bits + 2.5), 2.6 * len(variants) + 0.6),
+                             squeeze=False, layout="constrained")
+    width = 0.2
+    styles = {"flip": dict(hatch=None, alpha=1.0), "on": dict(hatch="///", alpha=0.55),
+              "off": dict(hatch="...", alpha=0.3), "random": dict(hatch=None, alpha=1.0)}
+    for ax, v in zip(axes[:, 0], variants):
+        g = split[split.variant == v].sort_values("bit")
+        x = np.arange(len(g))
+        for i, (col, name) in enumerate(SPLIT_BARS):
+            colour = "0.55" if col == "random" else colours[v]
+            ax.bar(x + (i - 1.5) * width, g[col], width, color=colour, edgecolor="0.25", linewidth=0.4,
+                   label=name, **styles[col])
+        ax.set_xticks(x, [f"{int(b)}\n{100 * o:.0f}%" for b, o in zip(g.bit, g.on_support)], fontsize=8)
+        ax.axhline(0, color="0.5", linewidth=0.8)
+        ax.set_ylabel(f"{v}\n" + MEASURE_LABELS.get(measure_label, measure_label), fontsize=8)
+        ax.grid(axis="y", color="0.92")
+        ax.set_axisbelow(True)
+    axes[-1, 0].set_xlabel("code column flipped (varying columns only) / share of its rows landing on a token's code")
+    handles = [Patch(facecolor="0.3" if col != "random" else "0.55", edgecolor="0.25", linewidth=0.4, label=name,
+                     hatch=styles[col]["hatch"], alpha=styles[col]["alpha"]) for col, name in SPLIT_BARS]
+    axes[0, 0].legend(handles=handles, frameon=False, fontsize=7.5, ncol=2, loc="lower left",
+                      bbox_to_anchor=(0.0, 1.0))
+    fig.suptitle(title or "A bit flip split by where it lands", fontsize=10)
+    return fig

@@ -1,12 +1,23 @@
-"""The loss change of a recoding family per variant (:mod:`analysis.causal.recoding`)."""
+"""The loss change of a recoding family per variant (:mod:`analysis.causal.recoding`): against ``k``
+(:func:`recoding_plot`), and against the disturbance itself, the frequency-weighted Hamming distance from each
+token's own code, with the share of token rows that land on another token's code (:func:`disturbance_plot`)."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
 import pandas as pd
 
 from analysis.figures.style import variant_colours
+
+#: Marker of each family in :func:`disturbance_plot`.
+FAMILY_MARKERS = {"transvection": "o", "uniform": "D", "permutation": "P", "offset": "s", "other-variant": "*",
+                  "token-permutation": "^"}
+FAMILY_LABELS = {"transvection": "transvection walk (mean over draws per k)", "uniform": "uniform draw from GL(n, 2)",
+                 "permutation": "bit permutation", "offset": "one column flipped (hollow: a constant column)",
+                 "other-variant": "the other variant's code", "token-permutation": "token rows cycled"}
+
 
 def recoding_plot(df: pd.DataFrame, *, title: str | None = None):
     """Loss change under a recoding family, one colour per variant (``variant`` column, else ``interface``).
@@ -59,4 +70,53 @@ def recoding_plot(df: pd.DataFrame, *, title: str | None = None):
     ax.set_title(title or f"recoding: {family}", fontsize=10)
     ax.grid(axis="y", color="0.9")
     ax.set_axisbelow(True)
+    return fig
+
+
+def disturbance_plot(df: pd.DataFrame, *, title: str | None = None):
+    """Loss change (left) and share of token rows landing on another token's code (right) against the Hamming
+    distance from the own code (both frequency-weighted over the measured tokens), every family of ``df`` on one
+    axis, one colour per variant (``variant`` column, else ``interface``). Transvection walks are drawn as a line
+    through the per-k means (small points: single draws); every other recoding is one marker. Rows without a
+    Hamming distance (variants without an n-bit code) are left out."""
+    label = "variant" if "variant" in df.columns else "interface"
+    d = df[df.hamming.notna()]
+    variants = list(dict.fromkeys(d[label]))
+    colours = variant_colours(variants)
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.9), layout="constrained")
+    families = [f for f in FAMILY_MARKERS if f in set(d.family)]
+    for ax, col in zip(axes, ("delta_loss", "on_support")):
+        for v in variants:
+            g = d[d[label] == v]
+            c = colours[v]
+            for fam in families:
+                f = g[g.family == fam]
+                if not len(f):
+                    continue
+                mk = FAMILY_MARKERS[fam]
+                if fam == "transvection":
+                    means = f.groupby("k")[["hamming", col]].mean().sort_values("hamming")
+                    ax.plot(means.hamming, means[col], marker=mk, ms=5, color=c, lw=1.4)
+                    ax.scatter(f.hamming, f[col], color=c, s=8, alpha=0.35, linewidths=0)
+                elif fam == "offset" and "bit_constant" in f:
+                    const = f.bit_constant.fillna(False).astype(bool)
+                    ax.scatter(f.hamming[~const], f[col][~const], marker=mk, s=28, color=c, alpha=0.8)
+                    ax.scatter(f.hamming[const], f[col][const], marker=mk, s=28, facecolors="none", edgecolors=c)
+                else:
+                    ax.scatter(f.hamming, f[col], marker=mk, s=60 if mk == "*" else 30, color=c, alpha=0.85,
+                               edgecolors="white", linewidths=0.5)
+        ax.grid(color="0.92")
+        ax.set_axisbelow(True)
+    fig.supxlabel("mean Hamming distance of the recoded code from the own code (bits; token rows weighted by their "
+                  "frequency in the measured data)", fontsize=9)
+    axes[0].axhline(0, color="0.5", linewidth=0.8)
+    axes[0].set_ylabel("loss change from the own code (nats/token)")
+    axes[1].set_ylabel("token rows on another token's code (share)")
+    axes[1].set_ylim(-0.03, 1.03)
+    handles = [Line2D([], [], color=colours[v], lw=2, label=v) for v in variants]
+    handles += [Line2D([], [], color="0.35", marker=FAMILY_MARKERS[f], ls="-" if f == "transvection" else "",
+                       label=FAMILY_LABELS[f]) for f in families]
+    axes[1].legend(handles=handles, frameon=False, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(title or "Recodings at matched disturbance: loss change and code support against the Hamming "
+                 "distance", fontsize=10)
     return fig

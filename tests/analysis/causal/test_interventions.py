@@ -1,6 +1,7 @@
 """Interventions on the input code, component ablations and bit x layer maps, each against a naive hooked forward."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -310,6 +311,23 @@ def test_cli_writes_tables_and_figures_and_refuses_bad_input(model, learned, tmp
           "--bits", "0,8", "--out", str(out3)])
     assert (out3 / "bit_layer.csv").exists()
     capsys.readouterr()
+    out4 = tmp_path / "split"
+    run_ok(["interventions", "--ckpt", str(model.ckpt_dir), "--kind", "flip-split", "--data", str(npy), "--bits",
+            "0,15", "--out", str(out4)])
+    split = pd.read_csv(out4 / "flip_split.csv")
+    assert list(split.bit) == [0, 15] and {"flip", "on", "off", "landing", "random", "on_support"} <= set(split)
+    assert (out4 / "interventions.png").stat().st_size > 0 and "on-support part" in capsys.readouterr().out
+    out5 = tmp_path / "noise"
+    run_ok(["interventions", "--ckpt", str(learned.ckpt_dir), "--ckpt", str(model.ckpt_dir), "--kind", "noise",
+            "--data", str(npy), "--scales", "0.5,2", "--draws", "1", "--out", str(out5)])
+    noise = pd.read_csv(out5 / "interventions.csv")
+    assert noise.decode_acc.between(0, 1).all() and (out5 / "interventions_decode.png").stat().st_size > 0
+    assert "decode" in capsys.readouterr().out
+    if model.cfg.interface == "canonical":  # the 7 constant columns are counted apart, not listed as largest
+        run_ok(["interventions", "--ckpt", str(model.ckpt_dir), "--kind", "bitflip", "--data", str(npy), "--bits",
+                "0,1,15", "--out", str(tmp_path / "flip2")])
+        printed = capsys.readouterr().out
+        assert "2 columns constant over the vocabulary left out" in printed and "bit 0 " not in printed
     bad = [["--ckpt", str(learned.ckpt_dir), "--kind", "bitflip", "--data", str(npy)],
            ["--ckpt", str(model.ckpt_dir), "--kind", "bitflip", "--data", str(npy), "--bits", "16"],
            ["--ckpt", str(model.ckpt_dir), "--kind", "ablate", "--data", str(npy), "--heads", "9"],

@@ -220,7 +220,10 @@ def test_cli_writes_table_and_figures_and_refuses_bad_input(model, learned, tmp_
     assert len(df) == 8 and set(df.variant) == {model.cfg.interface, "learned"}
     assert {"loss", "delta_loss", "acc_ioi", "recoding", "base_loss"} <= set(df.columns)
     assert (out / "recoding.png").stat().st_size > 0 and (out / "recoding.pdf").stat().st_size > 0
-    assert "k=4" in capsys.readouterr().out
+    assert (out / "recoding_hamming.png").stat().st_size > 0  # the code model's rows have a Hamming distance
+    assert df[df.variant == "learned"].hamming.isna().all() and df[df.variant != "learned"].hamming.notna().all()
+    printed = capsys.readouterr().out
+    assert "k=4" in printed and "hamming" in printed
     bad = tmp_path / "bad"
     for args, message in ((["--ckpt", learned.ckpt_dir, "--family", "uniform"], "no code to recode"),
                           (["--ckpt", model.ckpt_dir, "--ks", "1,x"], "--ks must be comma-separated integers"),

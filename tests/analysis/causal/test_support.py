@@ -132,3 +132,19 @@ def test_bit_groups_keep_constant_columns_apart(model):
         assert g.loc["constant", "n_bits"] == 7 and g.loc["constant", "mean_on_support"] == 0.0
     with pytest.raises(AnalysisError, match="per-bit edits"):
         bit_groups(input_intervention(model, "noise", x, scales=[0.5]).summary)
+
+
+def test_matched_decoding_interpolates_against_decoding_accuracy():
+    import pandas as pd
+
+    from analysis.causal.interventions import matched_decoding
+
+    s = pd.DataFrame(dict(kind="noise", variant="a", scale=[0.5, 1.0, 2.0, 3.0], decode_acc=[1.0, 1.0, 0.8, 0.4],
+                          delta_loss=[0.1, 0.2, 0.4, 0.8]))
+    m = matched_decoding(s, (0.9, 0.5, 0.3)).set_index("decode_acc")
+    # 0.9 lies between scale 1 (the last scale at which every row decodes, 0.2) and scale 2 (0.8, 0.4)
+    assert m.loc[0.9, "delta_loss"] == pytest.approx(0.3) and m.loc[0.9, "scale"] == pytest.approx(1.5)
+    assert m.loc[0.5, "delta_loss"] == pytest.approx(0.7) and m.loc[0.5, "scale"] == pytest.approx(2.75)
+    assert np.isnan(m.loc[0.3, "delta_loss"])  # below what was measured: not extrapolated
+    with pytest.raises(AnalysisError, match="decode_acc"):
+        matched_decoding(s.drop(columns="decode_acc"))
