@@ -9,7 +9,10 @@ For activations ``X`` ``[n, p]`` and ``Y`` ``[n, q]`` of the same ``n`` tokens:
   2021), computed in feature space in ``O(n p q)`` (no ``n x n`` Gram matrix), so tens of thousands of tokens fit.
 
 :func:`cka_matrix` compares every hook point of one model with every hook point of another on the same tokens
-(:func:`layer_activations` collects them), and returns a tidy DataFrame ``hook_a, hook_b, cka, debiased``.
+(:func:`layer_activations` collects them), and returns a tidy DataFrame ``hook_a, hook_b, cka, debiased``
+(``skip_first=True`` leaves position 0 out). CKA with its references - the ceiling of two seeds of one variant,
+variants of different seeds, each model against its initialisation, a permutation null, bootstrap intervals over
+windows and Procrustes similarity beside it - is :func:`analysis.readouts.references.similarity_references`.
 
 What a CKA value does NOT establish: high similarity says the two representations are linearly related up to
 rotation and scale over these tokens; it does not say the models compute the same function from them, and low
@@ -79,11 +82,13 @@ def layer_activations(model, tokens: torch.Tensor, hooks=None, *, max_batch: int
 
 
 def cka_matrix(model_a, model_b, data=None, *, hooks=None, tokens: int = 8192, max_batch: int = 64,
-               progress: bool = False) -> pd.DataFrame:
+               skip_first: bool = False, progress: bool = False) -> pd.DataFrame:
     """CKA between every hook point of ``model_a`` and every hook point of ``model_b`` on the same token windows
     (``data`` as :func:`analysis.corpus.corpus_tokens`, tokenised by ``model_a``; the two models must share a
     vocabulary). Columns: ``hook_a, layer_a, hook_b, layer_b, cka, debiased``; ``layer`` is the hook's depth index
-    (0 = ``hook_embed``)."""
+    (0 = ``hook_embed``). ``skip_first``: leave each window's position 0 (an attention sink in a trained model) out
+    of the comparison (:mod:`analysis.readouts.references` explains why it does so by default; here the default
+    keeps every position, as before)."""
     va, vb = model_a.cfg.vocab_size, model_b.cfg.vocab_size
     ta, tb = getattr(model_a, "tokenizer", None), getattr(model_b, "tokenizer", None)
     if va != vb or (ta is not None and tb is not None and ta.get_vocab() != tb.get_vocab()):
@@ -91,13 +96,19 @@ def cka_matrix(model_a, model_b, data=None, *, hooks=None, tokens: int = 8192, m
     x = corpus_tokens(model_a, data, tokens=tokens)
     acts_a = layer_activations(model_a, x, hooks, max_batch=max_batch, progress=progress)
     acts_b = layer_activations(model_b, x, hooks, max_batch=max_batch, progress=progress)
+    if skip_first:
+        if x.shape[1] < 2:
+            raise AnalysisError("windows of one token leave nothing once position 0 is skipped")
+        keep = np.arange(x.numel()) % x.shape[1] != 0
+        acts_a, acts_b = ({h: a[keep] for h, a in acts.items()} for acts in (acts_a, acts_b))
     rows = []
     for i, (ha, a) in enumerate(acts_a.items()):
         for j, (hb, b) in enumerate(acts_b.items()):
             rows.append({"hook_a": ha, "layer_a": i, "hook_b": hb, "layer_b": j, "cka": linear_cka(a, b),
                          "debiased": debiased_cka(a, b)})
     df = pd.DataFrame(rows)
-    df.attrs.update(n_tokens=int(x.numel()), interface_a=model_a.cfg.interface, interface_b=model_b.cfg.interface)
+    df.attrs.update(n_tokens=int(x.numel()) - int(skip_first) * x.shape[0], skip_first=skip_first,
+                    interface_a=model_a.cfg.interface, interface_b=model_b.cfg.interface)
     return df
 
 

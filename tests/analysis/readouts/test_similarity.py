@@ -51,6 +51,26 @@ def test_debiasing_removes_the_small_sample_bias():
     assert linear_cka(x, y) > 0.5 and abs(debiased_cka(x, y)) < 0.1
 
 
+@pytest.mark.parametrize("n,p,q", [(400, 40, 40), (300, 20, 60), (100, 50, 50)])
+def test_linear_cka_of_independent_gaussians_sits_at_its_closed_form(n, p, q):
+    """For independent standard Gaussian X [n, p], Y [n, q] (centred: n - 1 degrees of freedom),
+    E||X'Y||^2 = (n-1) p q and E||X'X||^2 = (n-1) p (n + p), so linear CKA ~ sqrt(p q / ((n + p)(n + q))); debiased
+    CKA ~ 0."""
+    rng = np.random.default_rng(n + p)
+    draws = [(linear_cka(x, y), debiased_cka(x, y))
+             for x, y in ((rng.normal(size=(n, p)), rng.normal(size=(n, q))) for _ in range(30))]
+    lin, deb = np.array(draws).T
+    assert lin.mean() == pytest.approx(np.sqrt(p * q / ((n + p) * (n + q))), abs=4 * lin.std() / np.sqrt(30) + 1e-3)
+    assert abs(deb.mean()) < 4 * deb.std() / np.sqrt(30)
+
+
+def test_cka_of_an_orthogonal_transform_is_one():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(80, 12))
+    q, _ = np.linalg.qr(rng.normal(size=(12, 12)))
+    assert linear_cka(x, x @ q) == pytest.approx(1.0) and debiased_cka(x, 2.0 * x @ q - 1.0) == pytest.approx(1.0)
+
+
 def test_bad_shapes():
     with pytest.raises(AnalysisError, match="same tokens"):
         linear_cka(np.zeros((5, 2)), np.zeros((6, 2)))
@@ -97,6 +117,14 @@ def test_layer_by_layer_matrix_and_the_random_init_twin(models):
     assert twin.tokenizer is trained.tokenizer and not twin.training
     moved = cka_matrix(trained, twin, x).query("layer_a == layer_b and hook_a != 'hook_embed'")  # a fixed code: 1
     assert (moved.cka < 1.0 - 1e-4).all()
+    # position 0 left out: the same as dropping those rows by hand
+    skip = cka_matrix(a, b, x, skip_first=True)
+    keep = np.arange(6 * 32) % 32 != 0
+    acts_b = layer_activations(b, x)
+    for r in skip.itertuples():
+        assert r.debiased == pytest.approx(debiased_cka(acts[r.hook_a][keep], acts_b[r.hook_b][keep]))
+        assert r.cka == pytest.approx(linear_cka(acts[r.hook_a][keep], acts_b[r.hook_b][keep]))
+    assert skip.attrs["n_tokens"] == 6 * 31 and skip.attrs["skip_first"]
     other = random_init_twin(a, seed=9)
     assert not torch.equal(other.blocks[0].attn.q_proj.weight, a.blocks[0].attn.q_proj.weight)
     with pytest.raises(AnalysisError, match="unknown hook"):

@@ -1,0 +1,336 @@
+"""Similarity with its references: every cross-variant CKA (and Procrustes) value beside the ceiling of two runs of
+one variant, the level of variants that share no initialisation, each model against its initialisation, and a
+null, with a bootstrap interval over windows for every value.
+
+Canonical and gf2 of one seed start from bit-identical backbones and read the same data in the same order, so their
+similarity is inflated by what they share before training. :func:`similarity_references` takes models keyed by
+``(variant, seed)`` (the seed: ``[train] seed``, i.e. the model's ``cfg.seed``) and compares, at every hook point
+(the same hook point on both sides), every pair of them on the same token windows, each pair under one kind
+(column ``reference``, :data:`KINDS`):
+
+- ``same_interface_cross_seed``: one variant, two seeds - the ceiling, how similar two runs of one interface are;
+- ``cross_interface_cross_seed``: two variants, two seeds - the cross-variant level a shared initialisation does not
+  inflate;
+- ``cross_interface_same_seed``: two variants of one seed - what a per-seed comparison reports;
+- ``own_initialisation``: a model against its own untrained initialisation (its seed, freshly drawn);
+- ``permutation_null``: a pair of trained models (any of the kinds above but the last) with the token rows of side
+  ``b`` permuted across all tokens, ``null_draws`` times: where unrelated representations of the same marginal
+  structure sit. ``value`` is the mean over the draws and ``lo``/``hi`` their 2.5% and 97.5% quantiles (not a
+  bootstrap interval). Debiased CKA's null has mean exactly 0; linear CKA's and Procrustes' do not. It is a floor,
+  not the level of two unrelated *functions of the tokens*: any two such functions share the block structure of a
+  repeated token (two untrained learned input tables of different seeds have debiased CKA 0.16 at the input).
+
+Measures (column ``measure``): ``debiased_cka`` (the primary one), ``linear_cka`` (:mod:`analysis.readouts.similarity`)
+and ``procrustes`` (orthogonal Procrustes similarity, :mod:`analysis.readouts.procrustes`).
+
+Position 0 is left out by default (``skip_first=True``): in a trained transformer the first position of a window
+is an attention sink whose residual stream carries a few massive activations (Xiao et al., 2023; Sun et al., 2024);
+CKA is a ratio of squared norms of cross-covariances, so a handful of such rows that both models share can set it,
+whatever the other positions do (a test: two unrelated 64-wide representations of 16 windows of 48 tokens, each
+with an offset of 50 along a direction of its own at position 0, have debiased CKA 0.93 with position 0 and 0.00
+without; Procrustes, which weighs directions by their variance rather than its square, 0.57 and 0.24). At the
+input (``hook_embed``) nothing depends on position, so leaving one token in ``T`` out there changes nothing but the
+count.
+
+The bootstrap (``boot`` draws, seeded by ``seed``) resamples windows with replacement; every comparison uses the
+same draws, so a mean over pairs and a difference of kinds have intervals too (:func:`read_references`). Debiased
+CKA is computed on each draw with the copies of one token counted once (:mod:`analysis.readouts.resampling`), so its
+draws centre on the estimate (``boot_bias`` ~ 0). Linear CKA and Procrustes are biased upwards by few tokens, and a
+resample with ties holds fewer distinct tokens (about 63% of the windows), so their raw draws sit above the estimate
+by ``boot_bias``; their draws are shifted back by it before the percentile interval is read (an interval for the
+statistic at this sample size, centred on the estimate).
+
+Cost on one core, the ``tiny`` config's shape (72 wide, 4 hook points, 42 windows of 96 tokens), 1,000 draws and
+20 permutations, three variants x three seeds (45 pairs with the initialisations): 37 s for CKA alone
+(``procrustes=False``), 131 s with Procrustes (one ``72 x 72`` SVD per draw).
+
+Columns: ``reference, variant_a, seed_a, variant_b, seed_b, hook, layer, measure, value, lo, hi, boot_bias, draws,
+n_windows, n_tokens`` (``layer``: the hook's depth index, 0 = ``hook_embed``; ``draws``: bootstrap draws, or
+permutations for the null; ``n_tokens``: tokens compared per side, position 0 excluded when skipped). For
+``own_initialisation`` rows, side ``b`` is the initialisation of side ``a``'s model.
+
+What these numbers do NOT establish: the intervals cover the choice of windows, not of seeds (each seed pair is one
+value; with three seeds a ceiling rests on three pairs); similarity at or near the ceiling says two variants'
+representations are as alike as two runs of one, not that they compute the same function; similarity near the null
+says no linear (CKA) or orthogonal (Procrustes) relation over these tokens, not that no nonlinear one exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from analysis.corpus import corpus_tokens
+from analysis.errors import AnalysisError
+from analysis.readouts import resampling
+from analysis.readouts.similarity import layer_activations, random_init_twin
+
+KINDS = {
+    "same_interface_cross_seed": "one variant, two seeds: the ceiling",
+    "cross_interface_cross_seed": "two variants, two seeds: no shared initialisation",
+    "cross_interface_same_seed": "two variants of one seed: bit-identical initial backbones",
+    "own_initialisation": "a model against its untrained initialisation",
+    "permutation_null": "one side's token rows permuted: unrelated representations",
+}
+MEASURES = ("debiased_cka", "linear_cka", "procrustes")
+#: Measures whose bootstrap draws are shifted onto the estimate before the interval is read (see the docstring).
+SHIFTED = ("linear_cka", "procrustes")
+LEVEL = 0.95
+
+
+@dataclass
+class SimilarityReferences:
+    """``table``: the tidy table (module docstring); ``draws``: ``[len(table), boot]``, each row's bootstrap draws
+    (shifted for :data:`SHIFTED` measures; NaN for null rows and without a bootstrap)."""
+
+    table: pd.DataFrame
+    draws: np.ndarray
+
+    def reading(self) -> pd.DataFrame:
+        """Each cross-variant value against its ceiling and null (:func:`read_references`)."""
+        return read_references(self)
+
+
+def _entries(models) -> list:
+    if not hasattr(models, "items") or not len(models):
+        raise AnalysisError("give the models as a mapping {(variant, seed): model or checkpoint directory}")
+    out = []
+    for key, m in models.items():
+        if (not isinstance(key, tuple) or len(key) != 2 or not isinstance(key[0], str)
+                or isinstance(key[1], bool) or not isinstance(key[1], (int, np.integer))):
+            raise AnalysisError(f"model keys must be (variant name, seed) tuples such as ('gf2', 0), got {key!r}")
+        out.append((key[0], int(key[1]), m))
+    return out
+
+
+def _model(m):
+    if isinstance(m, (str, Path)):
+        from analysis.loading import load
+        return load(m)
+    return m
+
+
+def _same_tokens(first, model, name) -> None:
+    ta, tb = getattr(first, "tokenizer", None), getattr(model, "tokenizer", None)
+    if first.cfg.vocab_size != model.cfg.vocab_size or (
+            ta is not None and tb is not None and ta.get_vocab() != tb.get_vocab()):
+        raise AnalysisError(f"{name} has another tokenizer than the first model: similarity needs the same tokens")
+
+
+def _windows(acts: dict, n: int, t: int, skip_first: bool) -> dict:
+    return {h: a.reshape(n, t, -1)[:, 1 if skip_first else 0:] for h, a in acts.items()}
+
+
+def _interval(draws: np.ndarray):
+    ok = draws[np.isfinite(draws)]
+    if not len(ok):
+        return np.nan, np.nan
+    lo, hi = np.quantile(ok, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return float(lo), float(hi)
+
+
+def _kind(a, b) -> str:
+    if a[0] == b[0]:
+        return "same_interface_cross_seed"
+    return "cross_interface_same_seed" if a[1] == b[1] else "cross_interface_cross_seed"
+
+
+def similarity_references(models, data=None, *, hooks=None, tokens: int = 8192, skip_first: bool = True,
+                          boot: int = 1000, null_draws: int = 20, init: bool = True, procrustes: bool = True,
+                          seed: int = 0, max_batch: int = 64, progress: bool = False) -> SimilarityReferences:
+    """Every pair of ``models`` (``{(variant, seed): model or checkpoint directory}``), each model against its
+    initialisation (``init``) and a permutation null (``null_draws``; 0: none), at every hook point, on the same
+    windows (``data`` as :func:`analysis.corpus.corpus_tokens`, tokenised by the first model; all models must share
+    its tokenizer), with ``boot`` bootstrap draws over windows (0: no intervals). See the module docstring."""
+    entries = _entries(models)
+    keys = [(v, s) for v, s, _ in entries]
+    if len(set(keys)) != len(keys):
+        raise AnalysisError(f"two models share a (variant, seed) key: {keys}; name each run apart")
+    if len(entries) < 2 and not init:
+        raise AnalysisError("give at least two models, or one with init=True")
+    if boot < 0 or null_draws < 0:
+        raise AnalysisError(f"boot and null_draws must be >= 0, got {boot} and {null_draws}")
+    acts, order, x = {}, None, None
+    first = None
+    for variant, s, m in tqdm(entries, desc="activations", unit="model", disable=not progress):
+        model = _model(m)
+        if first is None:
+            first = model
+            x = corpus_tokens(model, data, tokens=tokens)
+            if x.shape[1] - skip_first < 1:
+                raise AnalysisError("windows of one token leave nothing once position 0 is skipped")
+        _same_tokens(first, model, f"model {(variant, s)}")
+        runs = [("trained", model)] + ([("init", random_init_twin(model))] if init else [])
+        for state, mod in runs:
+            got = _windows(layer_activations(mod, x, hooks, max_batch=max_batch), *x.shape, skip_first)
+            if order is None:
+                order = list(got)
+            elif list(got) != order:
+                raise AnalysisError(f"model {(variant, s)} has hook points {list(got)}, the first {order}; pass "
+                                    "hooks common to every model")
+            acts[(variant, s, state)] = got
+        del model, runs
+    n, t = x.shape[0], x.shape[1] - int(skip_first)
+    if boot and n < 2:
+        raise AnalysisError(f"a bootstrap over windows needs at least 2 windows, got {n}; give more tokens or boot=0")
+    if n * t < 4:
+        raise AnalysisError(f"debiased CKA needs at least 4 tokens, got {n * t}")
+    counts = resampling.window_counts(n, boot, seed) if boot else None
+    pairs = [(_kind(a, b), (*a, "trained"), (*b, "trained")) for a, b in combinations(keys, 2)]
+    pairs += [("own_initialisation", (*k, "trained"), (*k, "init")) for k in keys] if init else []
+    rows, draws = [], []
+    bar = tqdm(total=len(order) * len(pairs), desc="similarity", unit="pair", disable=not progress)
+    for layer, hook in enumerate(order):
+        sides = {k: resampling.Side(a[hook]) for k, a in acts.items()}
+        selves = {}
+
+        def self_stats(k):
+            if k not in selves:
+                side = sides[k]
+                bt = resampling.Pair(side, side, nuclear=False).evaluate(counts) if boot else None
+                selves[k] = (side.point(side, nuclear=False), bt)
+            return selves[k]
+
+        for p, (kind, ka, kb) in enumerate(pairs):
+            a, b = sides[ka], sides[kb]
+            (pa, ba), (pb, bb) = self_stats(ka), self_stats(kb)
+            point = resampling.measures(a.point(b, nuclear=procrustes), pa, pb)
+            boots = (resampling.measures(resampling.Pair(a, b, nuclear=procrustes).evaluate(counts), ba, bb)
+                     if boot else {})
+            base = {"variant_a": ka[0], "seed_a": ka[1], "variant_b": kb[0], "seed_b": kb[1], "hook": hook,
+                    "layer": layer}
+            for measure in MEASURES if procrustes else MEASURES[:2]:
+                value = float(point[measure])
+                d = np.asarray(boots.get(measure, np.full(max(boot, 1), np.nan)), dtype=float)
+                bias = float(np.nanmean(d) - value) if boot and np.isfinite(d).any() else np.nan
+                if measure in SHIFTED and np.isfinite(bias):
+                    d = d - bias
+                lo, hi = _interval(d) if boot else (np.nan, np.nan)
+                rows.append({"reference": kind, **base, "measure": measure, "value": value, "lo": lo, "hi": hi,
+                             "boot_bias": bias, "draws": boot})
+                draws.append(d[:boot] if boot else np.empty(0))
+            if null_draws and kind != "own_initialisation":
+                null = resampling.measures(resampling.permuted(a, b, null_draws, seed=[seed, p, layer],
+                                                               nuclear=procrustes), pa, pb)
+                for measure in MEASURES if procrustes else MEASURES[:2]:
+                    lo, hi = _interval(null[measure])
+                    rows.append({"reference": "permutation_null", **base, "measure": measure,
+                                 "value": float(np.mean(null[measure])), "lo": lo, "hi": hi, "boot_bias": np.nan,
+                                 "draws": null_draws})
+                    draws.append(np.full(boot, np.nan))
+            bar.update()
+    bar.close()
+    table = pd.DataFrame(rows).assign(n_windows=n, n_tokens=n * t)
+    table.attrs.update(n_tokens=n * t, n_windows=n, skip_first=skip_first, boot=boot, null_draws=null_draws,
+                       seed=seed)
+    return SimilarityReferences(table, np.vstack(draws) if boot else np.empty((len(table), 0)))
+
+
+def _mean(refs: SimilarityReferences, mask) -> tuple[float, np.ndarray, int]:
+    idx = np.flatnonzero(np.asarray(mask))
+    if not len(idx):
+        return np.nan, np.full(refs.draws.shape[1], np.nan), 0
+    value = float(refs.table.value.to_numpy()[idx].mean())
+    d = refs.draws[idx].mean(0) if refs.draws.shape[1] else np.empty(0)
+    return value, d, len(idx)
+
+
+def read_references(refs: SimilarityReferences) -> pd.DataFrame:
+    """For every pair of variants ``A``, ``B`` compared across interfaces, hook point and measure: ``quantity``
+    ``cross_seed`` (the mean over the seed pairs of ``cross_interface_cross_seed``), ``same_seed`` (of
+    ``cross_interface_same_seed``), ``ceiling_a`` and ``ceiling_b`` (``same_interface_cross_seed`` of ``A``, of
+    ``B``), ``relative`` (``cross_seed / sqrt(ceiling_a * ceiling_b)``: 1 at the ceiling), ``shared_init``
+    (``same_seed - cross_seed``: the part a shared initialisation adds) and ``null`` (the permutation null of the
+    pair's rows: mean, lowest 2.5% and highest 97.5% quantile). Intervals ``lo``/``hi`` of a mean over pairs, ratio
+    or difference come from the common bootstrap draws (windows only: seeds are not resampled); ``n_pairs``: the
+    pairs of models each quantity averages. Columns ``variant_a, variant_b, hook, layer, measure, quantity, value, lo,
+    hi, n_pairs``."""
+    t = refs.table
+    variants = list(dict.fromkeys(list(t.variant_a) + list(t.variant_b)))
+    cross_pairs = [(a, b) for a, b in combinations(variants, 2)
+                   if (t.reference.str.startswith("cross_interface")
+                       & (((t.variant_a == a) & (t.variant_b == b)) | ((t.variant_a == b) & (t.variant_b == a))))
+                   .any()]
+    cells = list(t[["hook", "layer", "measure"]].drop_duplicates().itertuples(index=False))
+    rows = []
+    for (va, vb), (hook, layer, measure) in ((p, c) for p in cross_pairs for c in cells):
+        at = (t.hook == hook) & (t.measure == measure)
+        pair = ((t.variant_a == va) & (t.variant_b == vb)) | ((t.variant_a == vb) & (t.variant_b == va))
+        got = {"cross_seed": _mean(refs, at & pair & (t.reference == "cross_interface_cross_seed")),
+               "same_seed": _mean(refs, at & pair & (t.reference == "cross_interface_same_seed")),
+               "ceiling_a": _mean(refs, at & (t.reference == "same_interface_cross_seed") & (t.variant_a == va)),
+               "ceiling_b": _mean(refs, at & (t.reference == "same_interface_cross_seed") & (t.variant_a == vb))}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            (c, cd, cn), (s, sd, sn) = got["cross_seed"], got["same_seed"]
+            (ca, cad, can), (cb, cbd, cbn) = got["ceiling_a"], got["ceiling_b"]
+            ok = ca > 0 and cb > 0
+            got["relative"] = (c / np.sqrt(ca * cb) if ok else np.nan, cd / np.sqrt(cad * cbd) if ok else cd * np.nan,
+                               cn)
+            got["shared_init"] = (s - c, sd - cd, min(sn, cn))
+        base = {"variant_a": va, "variant_b": vb, "hook": hook, "layer": layer, "measure": measure}
+        for quantity, (value, d, k) in got.items():
+            if k:
+                lo, hi = _interval(d) if len(d) else (np.nan, np.nan)
+                rows.append({**base, "quantity": quantity, "value": value, "lo": lo, "hi": hi, "n_pairs": k})
+        null = t[at & pair & (t.reference == "permutation_null")]
+        if len(null):
+            rows.append({**base, "quantity": "null", "value": float(null.value.mean()), "lo": float(null.lo.min()),
+                         "hi": float(null.hi.max()), "n_pairs": len(null)})
+    cols = ["variant_a", "variant_b", "hook", "layer", "measure", "quantity", "value", "lo", "hi", "n_pairs"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def verdict(q: dict) -> str:
+    """A reading of one pair at one hook point from its quantities ``{quantity: (value, lo, hi)}``: ``at the null``
+    (the cross-seed interval reaches the null's 97.5% quantile), ``at the ceiling`` (the relative interval reaches
+    1), ``between the null and the ceiling``, or what is missing for a reading."""
+    level = q.get("cross_seed") or q.get("same_seed")
+    if level is None:
+        return "no cross-variant value"
+    null_hi = q["null"][2] if "null" in q else np.nan
+    lo = level[1] if np.isfinite(level[1]) else level[0]
+    if np.isfinite(null_hi) and lo <= null_hi:
+        return "at the null"
+    if "cross_seed" not in q:
+        return "above the null; no cross-seed value (train a second seed)"
+    if "relative" not in q or not np.isfinite(q["relative"][0]):
+        return "above the null; no ceiling (give each variant two seeds)"
+    rel_hi = q["relative"][2] if np.isfinite(q["relative"][2]) else q["relative"][0]
+    return "at the ceiling" if rel_hi >= 1 else "between the null and the ceiling"
+
+
+def reading_lines(reading: pd.DataFrame, measure: str = "debiased_cka") -> list[str]:
+    """One sentence per (pair of variants, hook point): each cross-variant value against its ceiling and null."""
+    from_rows = reading[reading.measure == measure]
+    lines = []
+
+    def cell(v, lo, hi):
+        return f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else "")
+
+    for (va, vb, layer, hook), g in from_rows.groupby(["variant_a", "variant_b", "layer", "hook"], sort=False):
+        q = {r.quantity: (r.value, r.lo, r.hi) for r in g.itertuples()}
+        parts = []
+        if "cross_seed" in q:
+            parts.append(f"across seeds {cell(*q['cross_seed'])}")
+        if "same_seed" in q:
+            parts.append(f"same seed {cell(*q['same_seed'])}")
+        if "shared_init" in q:
+            parts.append(f"shared initialisation adds {cell(*q['shared_init'])}")
+        ceil = [f"{v} {q[k][0]:.2f}" for k, v in (("ceiling_a", va), ("ceiling_b", vb)) if k in q]
+        if ceil:
+            parts.append("ceiling " + ", ".join(ceil))
+        if "relative" in q and np.isfinite(q["relative"][0]):
+            parts.append(f"{cell(*q['relative'])} of the ceiling")
+        if "null" in q:
+            parts.append(f"null [{q['null'][1]:.2f}, {q['null'][2]:.2f}]")
+        lines.append(f"{va} vs {vb} @ {hook}: " + "; ".join(parts) + f" - {verdict(q)}")
+    return lines
+
+
+__all__ = ["KINDS", "MEASURES", "SimilarityReferences", "similarity_references", "read_references", "verdict",
+           "reading_lines"]
