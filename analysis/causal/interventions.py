@@ -8,8 +8,8 @@ column ``j`` of the code in the model's configured bit order, and an edit acts o
 - ``swap``: at one position, the input row of another token (given, or drawn per sequence), the token id and
   everything else unchanged; one edit per position;
 - ``noise``: Gaussian noise on the code bits (each repeated copy gets the same draw) or, for the learned variant, on
-  the embedding row; ``scale`` is relative to the RMS of the model's input rows over the vocabulary, so the
-  variants are comparable.
+  the embedding row; ``scale`` is relative to the RMS of the model's input rows over the vocabulary (which puts
+  the variants on one unit, not at one disturbance: compare them at matched ``decode_acc``, below).
 
 Bit edits on the learned variant are refused (it has no bits); ``swap`` and ``noise`` are its analogues, so every
 variant has a row in every comparison. Component ablations are in :mod:`analysis.causal.ablation`.
@@ -39,7 +39,8 @@ the edited positions):
 - ``decode_acc`` (``noise`` only, every variant): the share of noised rows whose nearest row of the model's input
   table over the vocabulary (Euclidean, in the space the noise is drawn in) is the token's own row. Compare
   variants at equal ``decode_acc`` (the same share of rows the nearest-row reader still recovers), not at equal
-  ``scale``: code rows and learned rows are not spaced alike, so one relative scale is not one disturbance.
+  ``scale``: code rows and learned rows are not spaced alike, so one relative scale is not one disturbance
+  (:func:`matched_decoding` interpolates each variant's noise curve at common decoding accuracies).
 
 For the variants without an n-bit code (``learned``, ``frozen_random``) ``on_support`` and ``hamming`` are NaN (no
 bits to count). ``bit_constant`` (bit edits) names the code columns no token differs in: a flip there is never on
@@ -182,7 +183,8 @@ def _noise_edit(model, scale, draw, pos, seed, sup):
 
     def support(tokens, seq):
         t = tokens[:, sl].cpu()
-        rows = (table.cpu().double()[t] + draws(seq, t.shape[1]).double()).reshape(-1, width)
+        own = table[t.to(table.device)].to("cpu", torch.float64)
+        rows = (own + draws(seq, t.shape[1]).double()).reshape(-1, width)  # the rows apply feeds the model
         out = dict(rows=t.numel(), dec=float(decode_hits(rows, t.reshape(-1), table)))
         if sup is not None:
             out.update(on=float(t.numel()) if scale == 0 else 0.0, ham=0.0 if scale == 0 else float("nan"))

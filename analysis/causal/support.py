@@ -116,10 +116,13 @@ def input_table(model) -> torch.Tensor:
 
 
 def nearest_rows(rows, table) -> np.ndarray:
-    """For each row of ``rows`` ``[N, w]`` the index of the nearest row of ``table`` ``[V, w]`` (Euclidean, float64;
-    the lowest index on an exact tie)."""
-    r = torch.as_tensor(rows).detach().to("cpu", torch.float64)
-    t = torch.as_tensor(table).detach().to("cpu", torch.float64)
+    """For each row of ``rows`` ``[N, w]`` the index of the nearest row of ``table`` ``[V, w]`` (Euclidean; the
+    lowest index on an exact tie). Computed where the table is: float64 on the CPU, float32 on an accelerator (a
+    learned table of a large vocabulary)."""
+    t = torch.as_tensor(table).detach()
+    dtype = torch.float64 if t.device.type == "cpu" else torch.float32
+    t = t.to(dtype)
+    r = torch.as_tensor(rows).detach().to(t.device, dtype)
     if r.dim() != 2 or t.dim() != 2 or r.shape[1] != t.shape[1]:
         raise AnalysisError(f"rows {tuple(r.shape)} and table {tuple(t.shape)} must be 2-D of the same width")
     out = torch.empty(r.shape[0], dtype=torch.long)
@@ -128,7 +131,7 @@ def nearest_rows(rows, table) -> np.ndarray:
     for i in range(0, r.shape[0], step):
         block = r[i:i + step]
         d = (block * block).sum(1, keepdim=True) - 2 * block @ t.T + t2[None]  # squared distances
-        out[i:i + step] = d.argmin(1)
+        out[i:i + step] = d.argmin(1).cpu()
     return out.numpy()
 
 

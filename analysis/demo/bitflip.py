@@ -140,8 +140,8 @@ def noise_lines(noise: pd.DataFrame) -> list[str]:
     lines = ["", "| variant | " + " | ".join(f"noise {s:g}" for s in NOISE_SCALES) + " |",
              "|---|" + "---:|" * len(NOISE_SCALES)]
     for v in variants:
-        lines.append(f"| {v} | " + " | ".join(f"{g.loc[(v, s), 'delta_loss']:+.2f} ({_pct(g.loc[(v, s), 'decode_acc'])})"
-                                              for s in NOISE_SCALES) + " |")
+        cells = [f"{g.loc[(v, s), 'delta_loss']:+.2f} ({_pct(g.loc[(v, s), 'decode_acc'])})" for s in NOISE_SCALES]
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
     lines += ["", "Noise cells: loss change (nats per token) with input-row noise of that s.d. relative to the RMS of "
               "the rows, and in brackets the share of noised rows whose nearest row of the variant's input table is "
               "still its own (nearest-row decoding accuracy). One relative scale is not one disturbance: the "

@@ -110,7 +110,8 @@ def matched_lines(df: pd.DataFrame, fixed: list[str]) -> list[str]:
         cells = []
         for v in fixed:
             r = m.loc[(v, h)]
-            cells.append("not reached" if np.isnan(r.delta_loss) else f"{r.delta_loss:+.3f} ({100 * r.on_support:.0f}%)")
+            cells.append("not reached" if np.isnan(r.delta_loss)
+                         else f"{r.delta_loss:+.3f} ({100 * r.on_support:.0f}%)")
         lines.append(f"| {h:g} | " + " | ".join(cells) + " |")
     walks = df[(df.family == "transvection") & (df.k == EQUAL_K)]
     eq = walks.groupby("variant")[["delta_loss", "hamming", "on_support"]].mean()
