@@ -125,6 +125,8 @@ def references_figure(table, measures=("debiased_cka", "procrustes"), *, title: 
                frameon=False, fontsize=7)
     n_tok = table.n_tokens.iloc[0] if "n_tokens" in table else None
     where = "" if n_tok is None else f" over {int(n_tok):,} tokens"
+    if table.attrs.get("skip_first"):
+        where += " (position 0 left out)"
     fig.suptitle(title or f"similarity with its references{where}\n(bars: 95% bootstrap interval over windows)",
                  fontsize=10)
     return fig

@@ -6,7 +6,8 @@ Canonical and gf2 of one seed start from bit-identical backbones and read the sa
 similarity is inflated by what they share before training. :func:`similarity_references` takes models keyed by
 ``(variant, seed)`` (the seed: ``[train] seed``, i.e. the model's ``cfg.seed``) and compares, at every hook point
 (the same hook point on both sides), every pair of them on the same token windows, each pair under one kind
-(column ``reference``, :data:`KINDS`):
+(column ``reference``, :data:`KINDS`; the "interface" of a kind's name is the variant name as given, so ``gf2-r1``
+or ``canonical-matched`` is one of its own):
 
 - ``same_interface_cross_seed``: one variant, two seeds - the ceiling, how similar two runs of one interface are;
 - ``cross_interface_cross_seed``: two variants, two seeds - the cross-variant level a shared initialisation does not
