@@ -30,9 +30,10 @@ EQUAL_SCALE = 0.5  # the scale the study compares the variants at (the unmatched
 def bitflip_tables(models: dict, pairs):
     """(per-bit flip summary of the fixed variants, noise summary of all variants, bit x layer maps by variant).
 
-    The flip summary carries, in ``attrs["split"]``, the :func:`analysis.causal.flipsplit.split_table` of every
-    fixed variant's varying columns (one row per variant and bit: ``flip, on, off, landing, random, interaction,
-    on_support, hamming_random, bit_constant``), which :func:`bitflip_reading` reports."""
+    The flip summary carries, in ``attrs["split"]`` (as records: ``pd.DataFrame(flips.attrs["split"])``), the
+    :func:`analysis.causal.flipsplit.split_table` of every fixed variant's varying columns (one row per variant and
+    bit: ``flip, on, off, landing, random, interaction, on_support, hamming_random, bit_constant``), which
+    :func:`bitflip_reading` reports."""
     flips, noise, maps, splits = [], [], {}, []
     for v, m in models.items():
         x = corpus_tokens(m, tokens=TOKENS)
@@ -48,7 +49,8 @@ def bitflip_tables(models: dict, pairs):
         noise.append(input_intervention(m, "noise", x, scales=NOISE_SCALES).summary.assign(variant=v))
     first = lambda df: df[["variant"] + [c for c in df.columns if c != "variant"]]  # noqa: E731
     flips = first(pd.concat(flips, ignore_index=True)).dropna(axis=1, how="all")
-    flips.attrs["split"] = first(pd.concat(splits, ignore_index=True)) if splits else None
+    # as records (plain data): pandas copies attrs on every operation and compares them when it concatenates
+    flips.attrs["split"] = first(pd.concat(splits, ignore_index=True)).to_dict("records") if splits else None
     return flips, first(pd.concat(noise, ignore_index=True)).dropna(axis=1, how="all"), maps
 
 
@@ -179,7 +181,8 @@ def bitflip_reading(flips: pd.DataFrame, noise: pd.DataFrame, maps: dict, split:
                     split_figure: str | None = None, noise_figure: str | None = None) -> list[str]:
     """Report lines generated from the tables; ``split`` defaults to ``flips.attrs["split"]``; ``split_figure`` and
     ``noise_figure``: file names of the flip-split and noise-against-decoding figures to link, if written."""
-    split = flips.attrs.get("split") if split is None else split
+    if split is None and flips.attrs.get("split"):
+        split = pd.DataFrame(flips.attrs["split"])
     lines = ["## Bit flips: how each fixed-code variant reads its code", "",
              f"Each code column (bit, in the configured order, every repeated copy) flipped for every token of "
              f"{TOKENS:,} validation tokens; loss change in nats per token, mean over sequences with its 95% "

@@ -4,6 +4,7 @@ recomputed from the tables by hand."""
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import analysis.demo.bitflip as bitflip
@@ -50,7 +51,8 @@ def test_bit_flip_lines_leave_constant_columns_out_of_means_and_maxima(small):
 
 def test_the_split_table_is_the_flips_of_the_varying_columns(small):
     flips, _, _, _, lines, _ = small
-    split = flips.attrs["split"]
+    split = pd.DataFrame(flips.attrs["split"])
+    assert pd.concat([flips, flips]).shape[0] == 2 * len(flips)  # the attrs do not stop a concatenation
     for v, g in flips.groupby("variant"):
         vary = g[~g.bit_constant.astype(bool)].set_index("bit")
         sp = split[split.variant == v].set_index("bit")
