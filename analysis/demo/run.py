@@ -10,9 +10,13 @@ resumed), then writes to ``--out``:
   pairs for each variant, side by side; ``ioi_flow.csv``: where the IOI information sits per layer;
 - ``recoding.csv``, ``recoding.png|pdf``: the fixed-code variants fed their code through GF(2) maps (transvection
   walks, the other variant's code) and every variant under the token-row control (:mod:`analysis.causal.recoding`);
+  ``recoding_hamming.png|pdf``: the same loss changes against the bits each map moved (the matched comparison);
 - ``bitflips.csv``, ``bitflips.png|pdf``: the loss change when one code bit is flipped for every token (fixed-code
-  variants); ``input_noise.csv``: the noise analogue for every variant; ``bit_layer.csv``, ``bit_layer.png|pdf``:
-  where the information a flipped bit carries moves across layers on the IOI prompts (:mod:`analysis.causal.bitmap`);
+  variants; constant columns hatched); ``flip_split.csv``, ``flip_split.png|pdf``: each flip split into the part
+  that lands on another token's code and the part that lands on none, beside swaps to the landing and to a random
+  token (:mod:`analysis.causal.flipsplit`); ``input_noise.csv``, ``input_noise.png|pdf``: the noise analogue for
+  every variant, against nearest-row decoding accuracy; ``bit_layer.csv``, ``bit_layer.png|pdf``: where the
+  information a flipped bit carries moves across layers on the IOI prompts (:mod:`analysis.causal.bitmap`);
 - ``probes.csv``, ``probes.png|pdf``: linear probes across depth for the id's bits, the part of speech and the IOI
   role of names, with the control task (:mod:`analysis.readouts.probes`);
 - ``report.md``: the numbers and a reading generated from them.
@@ -32,11 +36,11 @@ from analysis.evaluation.behaviours import TASKS, behaviour_table
 from analysis.demo.bitflip import TOKENS, bitflip_reading, bitflip_tables
 from analysis.demo.probes import probe_reading, probe_tables
 from analysis.demo.recoding import recoding_reading, recoding_table
-from analysis.figures.recoding import recoding_plot
+from analysis.figures.recoding import disturbance_plot, recoding_plot
 from analysis.figures.style import save_figure, variant_colours
 from analysis.figures.patching import side_by_side
 from analysis.outputs import write_csv
-from analysis.figures.interventions import bit_layer_figure, effect_plot
+from analysis.figures.interventions import bit_layer_figure, effect_plot, flip_split_plot, noise_decode_plot
 from analysis.figures.probes import probe_figure
 from analysis.causal.flow import information_flow
 from analysis.loading import load
@@ -133,7 +137,7 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
               "the corrupted run scores 0 and the clean run 1 (white: no effect).", "",
               "![Residual-stream patching, side by side](ioi_resid_pre.png)", ""]
     lines += [reading(v, table[table.variant == v], df) + "\n" for v, df in results.items()]
-    lines += recoding_reading(recoding)
+    lines += recoding_reading(recoding, hamming_figure="recoding_hamming.png")
     lines += bitflips
     lines += probes
     lines += ["## What this does not show", "",
@@ -175,9 +179,15 @@ def run_demo(args) -> int:
     save_figure(recoding_plot(recoding[recoding.family == "transvection"],
                               title="Fixed-code variants fed their code through k random transvections"),
                 out, "recoding")
+    save_figure(disturbance_plot(recoding), out, "recoding_hamming")
     flips, noise, maps = bitflip_tables(models, pairs)
+    split = pd.DataFrame(flips.attrs["split"]) if flips.attrs.get("split") else None
     write_csv(flips, out / "bitflips.csv")
     write_csv(noise, out / "input_noise.csv")
+    save_figure(noise_decode_plot({v: g for v, g in noise.groupby("variant", sort=False)}), out, "input_noise")
+    if split is not None and len(split):
+        write_csv(split, out / "flip_split.csv")
+        save_figure(flip_split_plot(split), out, "flip_split")
     write_csv(pd.concat([d.assign(variant=v) for v, d in maps.items()], ignore_index=True), out / "bit_layer.csv")
     save_figure(effect_plot({v: g for v, g in flips.groupby("variant", sort=False)},
                             title=f"One code bit flipped for every token ({TOKENS:,} validation tokens)"),
@@ -186,8 +196,10 @@ def run_demo(args) -> int:
     probes = probe_tables(models)
     write_csv(probes, out / "probes.csv")
     save_figure(probe_figure(probes), out, "probes")
-    report = write_report(out, run_dir, table, results, pairs, recoding, bitflip_reading(flips, noise, maps),
-                          probe_reading(probes))
+    flip_text = bitflip_reading(flips, noise, maps, split=split,
+                                split_figure="flip_split.png" if split is not None and len(split) else None,
+                                noise_figure="input_noise.png")
+    report = write_report(out, run_dir, table, results, pairs, recoding, flip_text, probe_reading(probes))
     for v in VARIANTS:
         t = table[table.variant == v].set_index("task")
         print(f"{v:>9}: " + ", ".join(f"{k} {100 * t.loc[k, 'accuracy']:.0f}%" for k in TASKS))

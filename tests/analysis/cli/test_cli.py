@@ -98,6 +98,10 @@ def test_demo_end_to_end_then_cached(tmp_path, capsys):
     assert set(noise.variant) == {"learned", "canonical", "gf2"}
     maps = pd.read_csv(tmp_path / "demo" / "bit_layer.csv")
     assert set(maps.variant) == {"canonical", "gf2"} and {"bitflips.png", "bit_layer.png", "bit_layer.pdf"} <= out
+    # the matched comparisons: flips split by where they land, noise against decoding, recoding against bits moved
+    assert {"flip_split.csv", "flip_split.png", "input_noise.png", "recoding_hamming.png"} <= out
+    assert "decode_acc" in noise.columns and {"hamming", "on_support"} <= set(rec.columns)
+    assert "flip_split.png" in report and "recoding_hamming.png" in report
     assert "## Bit flips" in report and "| canonical | 0 |" in report
     probes = pd.read_csv(tmp_path / "demo" / "probes.csv")
     assert set(probes.variant) == {"learned", "canonical", "gf2"} and {"number", "ioi_role"} <= set(probes.target)
