@@ -16,7 +16,9 @@ Splits (column ``split``):
 ``C`` is chosen per hook point x target x split on the training rows only (``C="cv"``, the default): grouped
 ``folds``-fold cross-validation over the training sequences (the training types for the type split) on the grid
 ``Cs`` (default 0.01, 0.1, 1, 10, 100); the C with the highest pooled validation score wins (ties: the smaller C),
-and the probe is refitted on all training rows with it. Where no fold can be scored (fewer than 2 training groups,
+and the probe is refitted on all training rows with it. The cross-validation fits stop at a 10x looser tolerance
+than the final ones (they only rank the grid): where the validation curve is flat to within about a point, the C
+picked can differ from an exact solver's, at no cost in score that such a curve could show. Where no fold can be scored (fewer than 2 training groups,
 or one class in every fold) C falls back to the grid's middle value. A number for ``C`` fixes it (and ``alpha`` for
 ridge). The control task and the shuffled labels reuse the target's chosen C (the same probe); the random-init
 probes choose their own.

@@ -138,8 +138,11 @@ def test_cli_writes_table_and_figure_and_refuses_bad_input(tmp_path_factory, tok
               "canonical_bits,xor,token,position", "--out", str(out)])
     assert e.value.code == 0
     df = __import__("pandas").read_csv(out / "probes.csv")
-    assert {"variant", "hook", "target", "score", "control", "selectivity", "shuffled", "random_init"} <= set(df)
-    assert all((out / f"probes{k}.{e}").exists() for k in ("", "_xor", "_selectivity") for e in ("png", "pdf"))
+    assert {"variant", "hook", "target", "split", "level", "score", "control", "selectivity", "lexical", "shuffled",
+            "random_init", "C", "converged"} <= set(df)
+    assert set(df.split) == {"sequence", "type"} and df.random_init.notna().any()
+    assert all((out / f"probes{k}.{e}").exists() for k in ("", "_xor", "_selectivity", "_types")
+               for e in ("png", "pdf"))
     assert "linear probes over" in capsys.readouterr().out
     for i, args in enumerate([["--targets", "colour"], ["--targets", "code_bits"]]):
         with pytest.raises(SystemExit) as e:
