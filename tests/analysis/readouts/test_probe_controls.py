@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+import analysis.readouts.probe_fitting as fitting
 import analysis.readouts.probes as probes
 from analysis import AnalysisError
 from analysis.errors import AnalysisWarning
@@ -198,12 +199,12 @@ def test_C_is_chosen_on_the_training_rows_only_and_as_an_independent_cross_valid
     grid = (0.001, 0.1, 10.0)
     seq, x, y = cv_problem(kind, seed)
     test = probes.split_by_sequence(seq, 0.2, 0)
-    fit = probes._fit(x, [Target("y", y, "class")], test, groups=seq, Cs=grid)["y"]
+    fit = fitting._fit(x, [Target("y", y, "class")], test, groups=seq, Cs=grid)["y"]
     # scikit-learn on the same folds (whole training sequences), standardised on the training rows: the pooled
     # validation accuracy per C, and its winner by a clear margin
     mu, sd = x[~test].mean(0), x[~test].std(0)
     xtr, ytr = (x[~test] - mu) / sd, y[~test]
-    fold = probes._folds(seq[~test], 3, 0)
+    fold = fitting._folds(seq[~test], 3, 0)
     assert len(set(fold)) == 3 and all(len(set(fold[seq[~test] == s])) == 1 for s in np.unique(seq[~test]))
     acc = {c: sum(int((LogisticRegression(C=c, tol=1e-6, max_iter=5000).fit(xtr[fold != f], ytr[fold != f])
                        .predict(xtr[fold == f]) == ytr[fold == f]).sum()) for f in range(3)) / len(ytr)
@@ -216,14 +217,14 @@ def test_C_is_chosen_on_the_training_rows_only_and_as_an_independent_cross_valid
     # the same choice with the test labels scrambled: the test split is never looked at
     y2 = y.copy()
     y2[test] = np.random.default_rng(9).integers(0, 2, size=test.sum())
-    again = probes._fit(x, [Target("y", y2, "class")], test, groups=seq, Cs=grid)["y"]
+    again = fitting._fit(x, [Target("y", y2, "class")], test, groups=seq, Cs=grid)["y"]
     assert again.C == fit.C and again.score != fit.score
 
 
 def test_the_table_records_the_C_it_used():
     acts = synthetic(n_bits=5, n_seq=40)
     df = probe_table(acts, ["canonical_bits"], controls=False)
-    assert df[df.status == "fitted"].C.isin(probes.C_GRID).all() and df.attrs["Cs"] == list(probes.C_GRID)
+    assert df[df.status == "fitted"].C.isin(fitting.C_GRID).all() and df.attrs["Cs"] == list(fitting.C_GRID)
     fixed = probe_table(acts, ["canonical_bits"], controls=False, C=0.5)
     assert (fixed[fixed.status == "fitted"].C == 0.5).all()
     with pytest.raises(AnalysisError, match="C must be"):
@@ -249,8 +250,8 @@ def test_convergence_is_reported_per_target_and_per_row(monkeypatch):
                 r = p / p.sum(1, keepdims=True) - np.eye(k)[y]
                 g = np.concatenate([(x.T @ r + W[:-1] / 10.0).ravel(), r.sum(0)])
             assert c == want and (np.abs(g).max() <= 1e-5 * 300) == want
-    real = probes.fit_logistic
-    monkeypatch.setattr(probes, "fit_logistic", lambda *a, **k: real(*a, **{**k, "max_iter": 1}))
+    real = fitting.fit_logistic
+    monkeypatch.setattr(fitting, "fit_logistic", lambda *a, **k: real(*a, **{**k, "max_iter": 1}))
     with pytest.warns(AnalysisWarning, match="did not converge"):
         df = probe_table(synthetic(n_bits=5, n_seq=30), ["canonical_bits", "perm_bits"], controls=False)
     assert (df[df.status == "fitted"].converged == False).any()  # noqa: E712

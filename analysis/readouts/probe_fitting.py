@@ -1,0 +1,217 @@
+"""How the probes of :mod:`analysis.readouts.probes` are fitted: the train/test splits (whole sequences, or held-out
+token types), the folds of the cross-validation that chooses ``C`` inside the training rows, and the fits themselves
+(the batched L-BFGS of :mod:`analysis.readouts.logistic`, ridge in closed form, or scikit-learn as the reference).
+The choices and what they do not establish are documented in :mod:`analysis.readouts.probes`."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.errors import AnalysisError
+from analysis.readouts.logistic import fit_logistic
+
+C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+CV_FOLDS = 3
+CV_GTOL = 1e-3  # the cross-validation fits' tolerance (10x the final fits': they only rank the grid)
+
+
+def split_by_sequence(seq: np.ndarray, test_fraction: float = 0.2, seed: int = 0) -> np.ndarray:
+    """A boolean mask of test rows: whole sequences, a ``test_fraction`` of them."""
+    seqs = np.unique(seq)
+    if len(seqs) < 2:
+        raise AnalysisError(f"probes split by sequence and need at least 2 sequences; the data has {len(seqs)} "
+                            "(give more --tokens)")
+    rng = np.random.default_rng([seed, 3])
+    n_test = min(len(seqs) - 1, max(1, int(round(test_fraction * len(seqs)))))
+    test = rng.choice(seqs, size=n_test, replace=False)
+    return np.isin(seq, test)
+
+
+def split_by_type(ids: np.ndarray, test_fraction: float = 0.2, seed: int = 0) -> np.ndarray:
+    """A boolean mask of test rows: every token of a seeded ``test_fraction`` of the distinct token types (so no
+    test type is seen in training)."""
+    types = np.unique(ids)
+    if len(types) < 2:
+        raise AnalysisError(f"the held-out-types split needs at least 2 token types; the data has {len(types)}")
+    rng = np.random.default_rng([seed, 13])
+    n_test = min(len(types) - 1, max(1, int(round(test_fraction * len(types)))))
+    return np.isin(ids, rng.choice(types, size=n_test, replace=False))
+
+
+def _folds(groups: np.ndarray, k: int, seed: int) -> np.ndarray | None:
+    """A fold index per row: the distinct groups dealt at random into ``min(k, groups)`` folds; None under 2."""
+    uniq = np.unique(groups)
+    k = min(k, len(uniq))
+    if k < 2:
+        return None
+    perm = np.random.default_rng([seed, 17]).permutation(uniq)
+    fold_of = np.empty(len(uniq), dtype=np.int64)
+    fold_of[np.searchsorted(uniq, perm)] = np.arange(len(uniq)) % k
+    return fold_of[np.searchsorted(uniq, groups)]
+
+
+# ------------------------------------------------------------------------------------------------------- fitting
+def _standardise(x_train, x_test):
+    mu = x_train.mean(0, keepdims=True)
+    sd = x_train.std(0, keepdims=True)
+    sd = np.where(sd > 1e-6, sd, 1.0)
+    return (x_train - mu) / sd, (x_test - mu) / sd
+
+
+def _ridge(x_train, y_train, x_test, alpha):
+    mu = y_train.mean()
+    a = x_train.T @ x_train + alpha * np.eye(x_train.shape[1])
+    w = np.linalg.solve(a, x_train.T @ (y_train - mu))
+    return x_test @ w + mu
+
+
+def _r2(y, pred):
+    ss = ((y - y.mean()) ** 2).sum()
+    return float(1 - ((y - pred) ** 2).sum() / ss) if ss > 0 else float("nan")
+
+
+def _logistic(x, labels, masks, ks, Cs, method, gtol=1e-4, init=None):
+    """``[(W [d + 1, 1 or K], converged)]`` per problem: the batched fast path (from ``init``, if given) or one
+    scikit-learn fit each (``tol=gtol``)."""
+    if not labels:
+        return []
+    if method == "fast":
+        ws, conv = fit_logistic(x, labels, masks, ks, Cs, return_converged=True, gtol=gtol, init=init)
+        return list(zip(ws, conv.tolist()))
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    out = []
+    for y, m, k, C in zip(labels, masks, ks, Cs):
+        with warnings.catch_warnings():  # recorded in ``converged``
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            clf = LogisticRegression(C=C, max_iter=1000, tol=gtol).fit(x[m], y[m])
+        W = np.vstack([clf.coef_.T, clf.intercept_[None]])
+        if k > 2 and len(clf.classes_) < k:  # classes absent from these rows never win
+            if W.shape[1] == 1:  # two classes left: logits (0, z)
+                W = np.hstack([np.zeros_like(W), W])
+            full = np.zeros((W.shape[0], k))
+            full[-1] = -np.inf
+            full[:, clf.classes_] = W
+            W = full
+        out.append((W, bool(np.max(clf.n_iter_) < 1000)))
+    return out
+
+
+def _predict(x, W):
+    z = x @ W[:-1] + W[-1]
+    return (z[:, 0] > 0).astype(np.int64) if z.shape[1] == 1 else np.nan_to_num(z, neginf=-1e300).argmax(1)
+
+
+@dataclass
+class _Fit:
+    score: float
+    C: float
+    converged: bool | None
+
+
+def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=None, folds=CV_FOLDS, seed=0,
+         fixed_C: dict | None = None) -> dict[str, _Fit]:
+    """Score, C and convergence of each target's probe on activations ``x`` ``[N, d]``, trained on ``~test``.
+    ``C="cv"``: C chosen per target by cross-validation over ``groups`` (one per row) inside the training rows;
+    a number: that C (and ``alpha`` for ridge); ``fixed_C``: a C per target name that overrides both."""
+    xtr, xte = _standardise(np.asarray(x[~test], dtype=np.float64), np.asarray(x[test], dtype=np.float64))
+    cv = isinstance(C, str)
+    fold = _folds(groups[~test], folds, seed) if cv and groups is not None else None
+    middle = float(sorted(Cs)[len(Cs) // 2])
+    out: dict[str, _Fit] = {}
+    plan = []  # class targets that get fitted: (target, classes, train labels as class indices, train mask)
+    for t in tgts:
+        given = None if fixed_C is None else fixed_C.get(t.name)
+        if t.kind == "scalar":
+            ytr, yte = t.labels[~test], t.labels[test]
+            if given is not None:
+                a = 1.0 / given
+            elif not cv:
+                a = alpha
+            else:
+                a = 1.0 / _cv_ridge(xtr, ytr, fold, Cs, middle)
+            if method == "sklearn":
+                from sklearn.linear_model import Ridge
+                pred = Ridge(alpha=a).fit(xtr, ytr).predict(xte)
+            else:
+                pred = _ridge(xtr, ytr, xte, a)
+            out[t.name] = _Fit(_r2(yte, pred), 1.0 / a, True)
+            continue
+        keep_tr, keep_te = t.labels[~test] >= 0, t.labels[test] >= 0
+        classes = np.unique(t.labels[~test][keep_tr])
+        if len(classes) < 2 or not keep_te.any():
+            out[t.name] = _Fit(float("nan"), float("nan"), None)
+            continue
+        y = np.zeros(len(keep_tr), dtype=np.int64)
+        y[keep_tr] = np.searchsorted(classes, t.labels[~test][keep_tr])
+        plan.append((t, classes, y, keep_tr, given))
+    # cross-validation of C for the class targets: for each C (ascending, each warm-started from the last), every
+    # (target, fold) in one batched solve, at a looser tolerance (these fits only rank the grid)
+    chosen = {}
+    problems = []  # (target name, fit rows, validation rows, class indices, classes)
+    for t, classes, y, keep, given in plan:
+        if given is not None or not cv:
+            chosen[t.name] = float(given if given is not None else C)
+        elif fold is None:
+            chosen[t.name] = middle
+        else:
+            for f in range(fold.max() + 1):
+                fit_rows, val_rows = keep & (fold != f), keep & (fold == f)
+                if val_rows.any() and len(np.unique(y[fit_rows])) >= 2:
+                    problems.append((t.name, fit_rows, val_rows, y, len(classes)))
+    if problems:
+        tally: dict[tuple[str, float], list[int]] = {}
+        init = None
+        for c in sorted(Cs):
+            fits = _logistic(xtr, [p[3] for p in problems], [p[1] for p in problems], [p[4] for p in problems],
+                             [c] * len(problems), method, gtol=CV_GTOL, init=init)
+            init = [W for W, _ in fits]
+            for (name, _, val, y, _), (W, _) in zip(problems, fits):
+                hit = tally.setdefault((name, c), [0, 0])
+                hit[0] += int((_predict(xtr[val], W) == y[val]).sum())
+                hit[1] += int(val.sum())
+        for t, *_ in plan:
+            if t.name not in chosen:
+                ranked = [(hit[0] / hit[1], -c) for (n, c), hit in tally.items() if n == t.name]
+                chosen[t.name] = -max(ranked)[1] if ranked else middle
+    for t, *_ in plan:
+        chosen.setdefault(t.name, middle)
+    final = _logistic(xtr, [p[2] for p in plan], [p[3] for p in plan], [len(p[1]) for p in plan],
+                      [chosen[p[0].name] for p in plan], method)
+    for (t, classes, _, _, _), (W, conv) in zip(plan, final):
+        keep_te = t.labels[test] >= 0
+        pred = classes[_predict(xte[keep_te], W)]
+        out[t.name] = _Fit(float((pred == t.labels[test][keep_te]).mean()), chosen[t.name], conv)
+    return out
+
+
+def _cv_ridge(xtr, ytr, fold, Cs, middle) -> float:
+    """The C (= 1 / alpha) of the grid with the best pooled validation R^2 over the folds (ties: the smaller)."""
+    if fold is None:
+        return middle
+    best = None
+    for c in sorted(Cs):
+        pred = np.empty_like(ytr)
+        for f in range(fold.max() + 1):
+            val = fold == f
+            pred[val] = _ridge(xtr[~val], ytr[~val], xtr[val], 1.0 / c)
+        r2 = _r2(ytr, pred)
+        if np.isfinite(r2) and (best is None or r2 > best[0]):
+            best = (r2, c)
+    return middle if best is None else best[1]
+
+
+def fit_probes(x: np.ndarray, tgts: list, test: np.ndarray, *, C: float = 1.0, alpha: float = 1.0,
+               method: str = "fast") -> dict[str, float]:
+    """Test score of each target (a :class:`~analysis.readouts.probes.Target`: accuracy, or R^2 for scalars) for
+    activations ``x`` ``[N, d]`` at a fixed ``C`` (ridge: ``alpha``); targets with one class in training get NaN.
+    ``method``: ``fast`` (joint torch/closed form) or ``sklearn``. :func:`analysis.readouts.probes.probe_table` adds
+    the choice of C, convergence and the controls."""
+    return {k: v.score for k, v in _fit(x, tgts, test, C=float(C), alpha=alpha, method=method).items()}
+
+
+__all__ = ["C_GRID", "CV_FOLDS", "CV_GTOL", "split_by_sequence", "split_by_type", "fit_probes"]
