@@ -63,6 +63,6 @@ def save_figure(fig, out_dir, stem: str) -> list[Path]:
 
 
 def short_hook(hook: str) -> str:
-    """``input``, ``L1 in`` (the residual stream entering block 1), ``final norm``."""
+    """``input``, ``L1 in`` (the residual stream entering block 1), ``L1 out`` (leaving it), ``final norm``."""
     return (hook.replace("hook_embed", "input").replace("blocks.", "L").replace(".hook_resid_pre", " in")
-            .replace("ln_final.hook_normalized", "final norm"))
+            .replace(".hook_resid_post", " out").replace("ln_final.hook_normalized", "final norm"))

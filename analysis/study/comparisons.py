@@ -125,7 +125,7 @@ def compare(df: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame
     rows = []
     for k, g in df.groupby(KEYS + ["step"], sort=False):
         wide = g.pivot_table(index="seed", columns="variant", values="value")
-        variants = _order(g.variant)
+        variants = _order([v for v in dict.fromkeys(g.variant) if v in wide.columns])  # all-NaN ones dropped
         for i, b in enumerate(variants):
             for a in variants[i + 1:]:
                 if POOLED in (a, b) and ({a, b} - {POOLED}) <= set(recodings_of([a, b])):

@@ -18,7 +18,8 @@ differences over seeds with Student-t 95% intervals) and each one's *conclusion*
 interval (mean +- t x the standard error over seeds) excludes 0, else ``interval includes 0`` (``identical on
 every seed`` when the differences have no variance, which is no evidence either way). These checks are exploratory:
 they are not adjusted for multiplicity (the report's primary family is). A difference *survives* a control when
-the two conclusions are the same. :func:`seeds_statement` says what ``n`` seeds can and cannot show, from the t quantile itself.
+the two conclusions are the same. :func:`seeds_statement` says what ``n`` seeds can and cannot show, from the t
+quantile itself.
 """
 
 from __future__ import annotations

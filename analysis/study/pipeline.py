@@ -15,8 +15,9 @@ resumes from its last checkpoint. Then :mod:`analysis.study.report` aggregates o
 paired per-seed differences between variants), draws the figures and writes ``OUT/report.md``.
 
 Measurements are long-format rows ``analysis, metric, key, value`` (``key``: a task, a target group at a hook point,
-a layer...). The similarity between the fixed-code variants of a seed is recorded under the variant name
-``canonical vs gf2``.
+a layer...); the behaviours' per-prompt scores are kept beside them under ``OUT/items``. The similarity of the
+study's own variants is measured once over every seed, with its references (the ceiling of one interface across
+seeds, cross-interface levels across and within seeds, the initialisation, a null), under ``OUT/similarity``.
 
 To add an analysis, write one function ``fn(model, reference=None)`` that returns its rows (``_rows(name, items)``
 with ``items`` ``(metric, key, value)`` triples) and register it with its name and when it runs::
@@ -193,14 +194,27 @@ def _loss(model, reference=None) -> pd.DataFrame:
 
 @register("probes", when="all")
 def _probes(model, reference=None) -> pd.DataFrame:
+    """Probes of the id's canonical bits, the bits of a random relabelling of the ids (frequency-free), grammatical
+    number and the IOI role of names, by depth: on held-out sequences (``score``) with the majority baseline, the
+    model's own random initialisation (``random_init``) and the reference that fits the target - the control task
+    for the type-level bits, each type's majority label (``lexical``) for the contextual labels - and, for the bits,
+    on held-out token types (``score_types``: a type-level target memorised per type fails there)."""
     from analysis.readouts.activations import collect
-    from analysis.readouts.probes import probe_table
+    from analysis.readouts.probes import baseline_activations, probe_table
 
-    df = probe_table(collect(model, tokens=TOKENS), ("canonical_bits", "number", "ioi_role"), shuffled=False)
+    acts = collect(model, tokens=TOKENS)
+    df = probe_table(acts, ("canonical_bits", "perm_bits", "number", "ioi_role"),
+                     baseline=baseline_activations(model, acts), splits=("sequence", "type"), shuffled=False)
     df = df[df.status == "fitted"].assign(group=df.target.str.split(":").str[0])
-    by = df.groupby(["group", "hook"], sort=False)[["score", "control", "majority"]].mean()
-    return _rows("probes", [(m, f"{g}@{h}", r[m]) for (g, h), r in by.iterrows()
-                            for m in ("score", "control", "majority")])
+    items = []
+    for split, suffix in (("sequence", ""), ("type", "_types")):
+        d = df[df.split == split]
+        for (group, hook), g in d.groupby(["group", "hook"], sort=False):
+            reference = "lexical" if (g.level == "context").all() else "control"
+            for m in ("score", "majority", "random_init") + ((reference,) if split == "sequence" else ()):
+                items.append((m + suffix, f"{group}@{hook}", g[m].mean()))
+            items.append(("not_converged" + suffix, f"{group}@{hook}", float((~g.converged.astype(bool)).sum())))
+    return _rows("probes", items)
 
 
 @register("lens", when="all")
@@ -241,33 +255,58 @@ def _patching(model, reference=None) -> pd.DataFrame:
 
 @register("interventions", when="final")
 def _interventions(model, reference=None) -> pd.DataFrame:
+    """Bit flips over the code columns that vary (constant ones apart), split into the part that lands on another
+    token's code and the part that lands on none, each beside a swap to the landing token and to a random one; input
+    noise at several scales, compared at matched nearest-row decoding accuracy."""
     from analysis.corpus import corpus_tokens
-    from analysis.causal.interventions import input_intervention
+    from analysis.causal.flipsplit import flip_split, split_table
+    from analysis.causal.interventions import bit_groups, input_intervention, matched_decoding
 
     x = corpus_tokens(model, tokens=TOKENS)
     items = []
     if model.cfg.has_code:
         s = input_intervention(model, "bitflip", x).summary
-        varying = (model.embed.code != model.embed.code[:1]).any(0).cpu().numpy()[s.bit.to_numpy(dtype=int)]
-        items += [("bitflip_delta_loss", "mean over varying bits", s.delta_loss.to_numpy()[varying].mean()),
-                  ("bitflip_delta_loss", "largest bit", s.delta_loss.max())]
-    n = input_intervention(model, "noise", x, scales=(0.5,)).summary
-    items.append(("noise_delta_loss", "scale 0.5", n.delta_loss.iloc[0]))
+        groups = bit_groups(s).set_index("group")
+        for group in groups.index:
+            g = groups.loc[group]
+            items += [("bitflip_delta_loss", f"mean over {group} bits", g.mean_delta_loss),
+                      ("bitflip_delta_loss", f"largest {group} bit", g.max_delta_loss),
+                      ("bitflip_on_support", f"mean over {group} bits", g.mean_on_support)]
+        varying = s[~s.bit_constant.astype(bool)].bit.astype(int).tolist()
+        if varying:
+            sp = split_table(flip_split(model, x, bits=varying).summary)
+            on = sp[sp.on_support > 0]
+            items += [("flip_split_delta_loss", part, sp[part].mean()) for part in ("flip", "on", "off")]
+            if len(on):  # the on-support part is a swap to the landing token; beside it, a swap to a random one
+                items.append(("flip_split_delta_loss", "random swap (bits landing on tokens)", on["random"].mean()))
+    n = input_intervention(model, "noise", x, scales=(0.25, 0.5, 1.0, 2.0, 4.0)).summary
+    items += [("noise_delta_loss", "scale 0.5", n[n.scale == 0.5].delta_loss.mean()),
+              ("noise_decode_acc", "scale 0.5", n[n.scale == 0.5].decode_acc.mean())]
+    for r in matched_decoding(n, (0.9, 0.5)).itertuples():
+        items.append(("noise_delta_loss", f"decode {100 * r.decode_acc:.0f}%", r.delta_loss))
     return _rows("interventions", items)
 
 
 @register("recoding", when="final")
 def _recoding(model, reference=None) -> pd.DataFrame:
+    """Token-row cycles (every variant) and, for the fixed codes, transvection walks, each with the bits it moves
+    (``hamming``) and the share of rows it keeps on the code table (``on_support``); the comparison between codes is
+    at matched Hamming distance (a walk of k transvections moves canonical and gf2 codes by different amounts)."""
     from analysis.corpus import corpus_tokens
-    from analysis.causal.recoding import recoding_sweep
+    from analysis.causal.recoding import matched_hamming, recoding_sweep
 
     x = corpus_tokens(model, tokens=TOKENS)
     items = []
-    runs = [("token-permutation", [32])] + ([("transvection", [1, 4])] if model.cfg.has_code else [])
+    runs = [("token-permutation", [32])] + ([("transvection", [1, 2, 4, 8, 16])] if model.cfg.has_code else [])
     for family, ks in runs:
         df = recoding_sweep(model, family, ks, draws=2, data=x, tasks=("ioi",), n_pairs=N_PAIRS)
         for k, g in df[df.k > 0].groupby("k"):
-            items.append(("delta_loss", f"{family} k={k}", g.delta_loss.mean()))
+            items += [("delta_loss", f"{family} k={k}", g.delta_loss.mean()),
+                      ("hamming", f"{family} k={k}", g.hamming.mean()),
+                      ("on_support", f"{family} k={k}", g.on_support.mean())]
+        if family == "transvection":
+            for r in matched_hamming(df, (0.5, 1.0, 2.0)).itertuples():
+                items.append(("delta_loss_at_hamming", f"transvection {r.hamming:g} bits", r.delta_loss))
     return _rows("recoding", items)
 
 
@@ -348,8 +387,8 @@ def _other_seed(seed: int, ckpts: dict) -> int | None:
 
 
 def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False) -> None:
-    """Every analysis of every checkpoint that has no measurement file yet, and the CKA between the fixed-code
-    variants of each seed (final checkpoints)."""
+    """Every analysis of every checkpoint that has no measurement file yet, and the similarity of the study's
+    variants with its references (:func:`measure_similarity`)."""
     from tqdm.auto import tqdm
 
     from analysis.loading import load
@@ -377,16 +416,30 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False
         if "items" in rows.attrs:  # per-item values beside the measurement, written first (the measurement marks done)
             _write(rows.attrs["items"], out / "items" / path.relative_to(out / "measurements"))
         _write(rows, path)
-    for seed in sorted({s for s, _ in ckpts}):
-        path = out / "measurements" / f"seed{seed}" / "canonical vs gf2" / f"step{cfg.train.steps}" / "similarity.csv"
-        if path.exists() or (seed, "canonical") not in ckpts or (seed, "gf2") not in ckpts:
-            continue
-        from analysis.readouts.similarity import cka_matrix
+    measure_similarity(cfg, out, ckpts, quiet=quiet)
 
-        df = cka_matrix(load(ckpts[(seed, "canonical")]), load(ckpts[(seed, "gf2")]), tokens=TOKENS)
-        same = df[df.layer_a == df.layer_b]
-        _write(_rows("similarity", [(m, h, getattr(r, m)) for r in same.itertuples() for h in [r.hook_a]
-                                    for m in ("cka", "debiased")]), path)
+
+def measure_similarity(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False) -> Path | None:
+    """CKA and Procrustes similarity of the study's own variants' final checkpoints with their references (the
+    same interface across seeds, across interfaces across seeds and within a seed, each model against its
+    initialisation, a permutation null; :func:`analysis.readouts.references.similarity_references`), into
+    ``OUT/similarity/step<N>/references.csv`` and ``reading.csv``; redone only when the set of models changed
+    (``models.json``). Returns the directory, or None with fewer than two models."""
+    from analysis.readouts.references import similarity_references
+
+    models = {(v, s): d for (s, v), d in sorted(ckpts.items()) if _is_base(v)}
+    if len(models) < 2:
+        return None
+    where = out / "similarity" / f"step{cfg.train.steps}"
+    names = sorted(f"{v}@seed{s}" for v, s in models)
+    record = where / "models.json"
+    if (where / "reading.csv").exists() and record.exists() and json.loads(record.read_text()) == names:
+        return where
+    refs = similarity_references(models, tokens=TOKENS, boot=500, null_draws=10, seed=0, progress=not quiet)
+    _write(refs.table, where / "references.csv")
+    _write(refs.reading(), where / "reading.csv")
+    write_text_atomic(record, json.dumps(names))
+    return where
 
 
 def collect_measurements(out: Path) -> pd.DataFrame:
@@ -421,7 +474,7 @@ def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, 
     the trainer's variant names (default: the three and their controls, :data:`DEFAULT_VARIANTS`)."""
     from fixedid.config import VARIANTS
 
-    from analysis.study.report import write_results
+    from analysis.study.report import load_similarity, write_results
 
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.load(config)
     out = Path(out)
@@ -446,7 +499,8 @@ def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, 
     items = collect_items(out)
     items = items[items.seed.isin(seeds)] if items is not None else None
     return write_results(df, out, meta={"seeds": seeds, "gf2_seeds": gf2_seeds, "steps": cfg.train.steps,
-                                        "keep": cfg.train.snapshot_steps}, items=items)
+                                        "keep": cfg.train.snapshot_steps}, items=items,
+                         similarity=load_similarity(out))
 
 
 def main(argv=None) -> None:
@@ -474,4 +528,4 @@ def main(argv=None) -> None:
 
 
 __all__ = ["ANALYSES", "Analysis", "register", "parse_seeds", "training_runs", "train_all", "measure", "measure_all",
-           "collect_measurements", "collect_items", "run_study", "main"]
+           "collect_measurements", "collect_items", "measure_similarity", "run_study", "main"]

@@ -25,17 +25,11 @@ from fixedid.atomic import write_text_atomic
 
 from analysis.errors import AnalysisError
 from analysis.stats import t_interval
-from analysis.study.comparisons import (CONTROLS, ORDER, POOLED, compare, family_lines, variant_order,  # noqa: F401
-                                        with_pooled)
+from analysis.study.comparisons import compare, family_lines, variant_order, with_pooled
+from analysis.study.sections import (BOUNDED, SECTIONS, _clip, _study_references, comparison_lines, matched_lines,
+                                     similarity_lines, study_pairs, table_lines)
 
 KEYS = ["analysis", "metric", "key"]
-#: Metrics that live in [0, 1]: their intervals are clipped to it in the figures and the report (the CSVs keep
-#: the unclipped Student-t bounds).
-BOUNDED = {"accuracy", "acc", "acc_norm", "score", "control", "majority", "probe", "cka", "debiased"}
-def _clip(metric: str, lo, hi):
-    return (max(lo, 0.0), min(hi, 1.0)) if metric in BOUNDED and np.isfinite(lo) else (lo, hi)
-
-
 MEASUREMENT_COLUMNS = ["analysis", "metric", "key", "variant", "seed", "step", "value"]
 
 
@@ -52,13 +46,6 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
         rows.append(dict(zip(KEYS + ["variant", "step"], k), n=int(g.value.notna().sum()), mean=m, lo=lo, hi=hi,
                          seeds=",".join(map(str, sorted(g.seed)))))
     return pd.DataFrame(rows)
-
-
-def _fmt(m, lo, hi, pct=False) -> str:
-    f = (lambda x: f"{100 * x:.0f}%") if pct else (lambda x: f"{x:.3g}")
-    if not np.isfinite(m):
-        return "-"
-    return f"{f(m)} [{f(lo)}, {f(hi)}]" if np.isfinite(lo) else f"{f(m)} (one seed)"
 
 
 # ----------------------------------------------------------------------------------------------------- figures
@@ -116,7 +103,7 @@ def forest(df: pd.DataFrame, panels: list[tuple[str, str, str]], *, title: str, 
 
 def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, title: str, control=None):
     """Lines over hook points (keys ``group@hook``, one panel per group): mean and 95% band per variant, per-seed
-    dots, and the mean of ``control`` dashed."""
+    dots, and the mean of ``control`` dashed (a metric name, or several: the first a group has)."""
     from analysis.figures.probes import GROUP_LABELS
     from analysis.figures.style import short_hook, subplots, variant_colours
 
@@ -142,15 +129,21 @@ def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, t
             for i, h in enumerate(hooks):
                 _points(ax, np.array(float(i)), g[(g.variant == v) & (g.hook == h) & (g.metric == metric)].value,
                         colours[v])
-            if control:
-                c = [g[(g.variant == v) & (g.hook == h) & (g.metric == control)].value.mean() for h in hooks]
+            ref = next((c for c in ((control,) if isinstance(control, str) else control or ())
+                        if (g.metric == c).any()), None)
+            if ref:
+                c = [g[(g.variant == v) & (g.hook == h) & (g.metric == ref)].value.mean() for h in hooks]
                 ax.plot(x, c, linestyle="--", color=colours[v], linewidth=0.9, alpha=0.8)
         ax.set_xticks(range(len(hooks)), [short_hook(h) for h in hooks], rotation=30, ha="right", fontsize=7)
         ax.set_title({**GROUP_LABELS, "lens": "logit lens", "cka": "same hook point",
                       "own_code_bit": "the model's own code column"}.get(group, group), fontsize=8)
         ax.grid(color="0.9")
     axes[0, 0].set_ylabel(ylabel, fontsize=8)
-    axes[0, -1].legend(fontsize=7, frameon=False)
+    seen = {}
+    for ax in axes[0]:  # every variant once, whichever panel it appears in
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    axes[0, -1].legend(seen.values(), seen.keys(), fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=9, x=0.02, ha="left")
     return fig
 
@@ -186,13 +179,6 @@ def training_figure(df: pd.DataFrame):
     fig.suptitle("across training (kept snapshots and the final step; bands: 95% interval over seeds)", fontsize=9,
                  x=0.02, ha="left")
     return fig
-
-
-def study_pairs(comp: pd.DataFrame) -> pd.DataFrame:
-    """The comparisons a study reports: between the three variants (gf2 also pooled over its trained recodings), and
-    each further GF(2) recoding against gf2."""
-    base = set(ORDER) | {POOLED}
-    return comp[comp.b.isin(base) & (comp.a.isin(base) | ((comp.b == "gf2") & comp.a.str.startswith("gf2-r")))]
 
 
 def comparison_figure(comp: pd.DataFrame):
@@ -238,11 +224,14 @@ def comparison_figure(comp: pd.DataFrame):
 
 #: The comparisons the figure and the report lead with.
 HEADLINE = {("behaviours", "accuracy"), ("eval", "acc"), ("loss", "val_loss"), ("head", "nn_overlap_excess"),
-            ("interventions", "bitflip_delta_loss"), ("recoding", "delta_loss"), ("erasure", "minus_placebo")}
+            ("interventions", "bitflip_delta_loss"), ("interventions", "noise_delta_loss"),
+            ("recoding", "delta_loss_at_hamming"), ("erasure", "minus_placebo")}
 
 
-def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None) -> list[str]:
-    """Every figure of a study from its measurement table; returns the stems written (PNG + PDF each)."""
+def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None, references=None) -> list[str]:
+    """Every figure of a study from its measurement table (and ``references``, the similarity table of
+    :func:`analysis.study.pipeline.measure_similarity`); returns the stems written (PNG + PDF each)."""
+    from analysis.figures.similarity import references_figure
     from analysis.figures.style import save_figure
 
     missing = set(MEASUREMENT_COLUMNS) - set(df.columns)
@@ -259,7 +248,8 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None) ->
                                         "seeds, seeds as dots)"),
         "interventions": forest(df, [("interventions", "bitflip_delta_loss", "loss change, one code bit flipped"),
                                      ("interventions", "noise_delta_loss", "loss change, input noise"),
-                                     ("recoding", "delta_loss", "loss change under recoding (no retraining)"),
+                                     ("recoding", "delta_loss_at_hamming", "loss change under transvections at "
+                                                                          "matched Hamming distance"),
                                      ("erasure", "minus_placebo", "loss change, LEACE minus its placebo "
                                                                   "(held-out sequences, nats)"),
                                      ("patching", "final", "IOI info restored at the final position"),
@@ -269,8 +259,14 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None) ->
                                                                         "other windows (nats)")],
                                 title="interventions, recoding, erasure, patching (final step; 95% interval over "
                                       "seeds)"),
-        "probes": depth_figure(df, "probes", "score", ylabel="held-out accuracy", control="control",
-                               title="probes across depth (dashed: control task; band: 95% interval over seeds)"),
+        "probes": depth_figure(df, "probes", "score", ylabel="held-out accuracy", control=("control", "lexical"),
+                               title="probes across depth, held-out sequences (dashed: the control task for id bits, "
+                                     "each type's majority label for contextual labels; band: 95% interval over "
+                                     "seeds)"),
+        "probes_types": depth_figure(df, "probes", "score_types", ylabel="held-out accuracy (unseen token types)",
+                                     control="majority_types",
+                                     title="probes of id bits on token types never seen in training (dashed: the "
+                                           "majority baseline; band: 95% interval over seeds)"),
         "lens": depth_figure(df, "lens", "accuracy", ylabel="next-token accuracy of the lens",
                              title="logit lens: the final norm and head at each depth (band: 95% interval over "
                                    "seeds)"),
@@ -285,9 +281,11 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None) ->
                             ("head", "nn_overlap_excess", "neighbour overlap with another seed's learned table, "
                                                           "minus its frequency-binned null")],
                        title="the output head's geometry (final step; 95% interval over seeds)"),
-        "similarity": depth_figure(sim.assign(key="cka@" + sim.key), "similarity", "debiased",
-                                   ylabel="debiased linear CKA",
-                                   title="canonical vs gf2, same hook point (95% interval over seeds)"),
+        "similarity": (references_figure(_study_references(references)) if references is not None
+                       and len(_study_references(references)) else
+                       depth_figure(sim.assign(key="cka@" + sim.key), "similarity", "debiased",
+                                    ylabel="debiased linear CKA",
+                                    title="canonical vs gf2, same hook point (95% interval over seeds)")),
         "training": training_figure(df),
         "comparisons": comparison_figure(comp),
     }
@@ -300,95 +298,8 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None) ->
 
 
 # ------------------------------------------------------------------------------------------------------ report
-def _table(summary: pd.DataFrame, analysis: str, metric: str, step, pct=False) -> list[str]:
-    d = summary[(summary.analysis == analysis) & (summary.metric == metric) & (summary.step == step)]
-    if d.empty:
-        return []
-    variants = variant_order(d.variant)
-    keys = list(dict.fromkeys(d.key))
-    lines = ["| " + metric + " | " + " | ".join(variants) + " |", "|---|" + "---:|" * len(variants)]
-    for k in keys:
-        cells = []
-        for v in variants:
-            r = d[(d.key == k) & (d.variant == v)]
-            cells.append(_fmt(r["mean"].iloc[0], *_clip(metric, r.lo.iloc[0], r.hi.iloc[0]), pct) if len(r) else "-")
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
-    return lines + [""]
-
-
-def _comparisons(comp: pd.DataFrame, analysis: str, metric: str, step) -> list[str]:
-    d = study_pairs(comp[(comp.analysis == analysis) & (comp.metric == metric) & (comp.step == step)])
-    out = []
-    for r in d.itertuples():
-        if r.n < 2:
-            out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} (one shared seed: no interval)")
-            continue
-        if r.identical:
-            verdict = "identical on every seed (no variance: no test)"
-        else:
-            verdict = ("95% interval excludes 0" if r.excludes_zero else "95% interval includes 0") + \
-                f"; p = {r.p:.2g} (t), {r.p_sign:.2g} (sign-flip)"
-            if r.family == "primary":
-                verdict += f", Holm-adjusted {r.p_holm:.2g} (primary family)"
-        boot = f"; bootstrap over {r.boot}: [{r.boot_lo:+.3g}, {r.boot_hi:+.3g}]" if r.boot else ""
-        out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}] over {r.n} seeds, "
-                   f"{verdict}{boot}")
-    return out + ([""] if out else [])
-
-
-SECTIONS = [
-    ("Behaviours on the built-in tasks", "behaviours", "accuracy", True,
-     "Held-out prompts (64 per task); a prompt is correct when the answer's logit beats the wrong answer's."),
-    ("lm-eval on the built-in tasks", "eval", "acc", True, "lm-eval's accuracy, 100 documents per task."),
-    ("Validation loss", "loss", "val_loss", False, "Next-token loss on 4,096 validation tokens (nats/token)."),
-    ("Bit flips", "interventions", "bitflip_delta_loss", False,
-     "Loss change when one code bit is flipped for every token (mean over the bits that vary, and the largest)."),
-    ("Input noise", "interventions", "noise_delta_loss", False,
-     "Loss change under Gaussian noise at half the input rows' RMS - the analogue every variant has."),
-    ("Recoding without retraining", "recoding", "delta_loss", False,
-     "Loss change when the model reads its code through k random transvections, or input rows cycled between k "
-     "token ids (token-permutation, every variant)."),
-    ("Erasure", "erasure", "minus_placebo", False,
-     "Loss change on held-out sequences when LEACE erases canonical bit 2 (and, for the fixed codes, the model's own "
-     "code column at the same index) at each depth of the residual stream, minus the change from LEACE of random "
-     "type-level control concepts with the same label distribution (the placebo), per sequence (nats)."),
-    ("Erasure: the size of the edits", "erasure", "edit_norm_leace", False,
-     "Mean squared norm of the LEACE edit per token (the placebo's is edit_norm_placebo in measurements.csv): a "
-     "difference in the loss can be a difference in the edit's size."),
-    ("IOI patching: information at the final position", "patching", "final", False,
-     "Share of the clean IOI behaviour restored by patching the final position's residual stream entering each "
-     "layer."),
-    ("Probes at the final hook points", "probes", "score", False,
-     "Held-out probe accuracy, mean over a group's targets; the control task is in the figure."),
-    ("Logit lens", "lens", "accuracy", False,
-     "Next-token accuracy when the final norm and head read each depth's residual stream (the last row is the model)."),
-    ("The output head", "head", "bits_r2", False,
-     "Held-out R^2 (5 disjoint folds, bootstrap over tokens) of the head rows from the token id's bits (canonical) "
-     "and from the model's own code bits."),
-    ("The output head beyond frequency", "head", "bits_partial_r2", False,
-     "Partial R^2 of the bits beyond a polynomial in log-frequency (1 - SSE(bits + log-freq) / SSE(log-freq)): ids "
-     "are frequency ranks, so bits also spell frequency; logfreq_r2 is frequency alone."),
-    ("The output head and a learned input table", "head", "nn_overlap_excess", False,
-     "Share of each token's 10 nearest neighbours (cosine) that the head rows and the learned input table of "
-     "another seed agree on, minus a null that permutes rows within frequency bins (raw overlap and null in "
-     "measurements.csv; biased CKA reads ~0.16 by chance at this size, so the figure shows debiased CKA)."),
-    ("Context use", "context", "loss", False,
-     "Next-token loss at the same positions (the last 32 of each window) when the model sees only the last k tokens: "
-     "`window` masks every attention read to its last k positions at their true positions (the reach grows with "
-     "depth), `crop` runs the last k tokens alone (what every training window's start looks like)."),
-    ("Attention and MLP", "context", "ablation_delta_loss", False,
-     "Loss increase (nats) when a layer's attention or MLP output is replaced by its output at the same position of "
-     "another window (resample ablation), each alone, jointly, and the interaction terms (joint minus the sum of "
-     "its parts: the effects are not additive)."),
-    ("Shares of the joint effect", "context", "ablation_share", False,
-     "Each effect as a share of its joint ablation (unclipped; NaN where the joint effect's interval includes 0)."),
-    ("Similarity of canonical and gf2", "similarity", "debiased", False,
-     "Debiased linear CKA between the two fixed-code variants of a seed, same hook point."),
-]
-
-
 def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.DataFrame, figures: list[str],
-                 meta: dict, controls: pd.DataFrame | None = None) -> Path:
+                 meta: dict, controls: pd.DataFrame | None = None, reading: pd.DataFrame | None = None) -> Path:
     from analysis.study.controls import control_lines, seeds_statement
 
     controls = pd.DataFrame() if controls is None else controls
@@ -406,17 +317,19 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
              "in measurements.csv and as dots in the figures.", ""]
     lines += family_lines(comp)
     for title, analysis, metric, pct, text in SECTIONS:
-        table = _table(summary, analysis, metric, final, pct)
+        table = table_lines(summary, analysis, metric, final, pct)
         if not table:
             continue
         lines += [f"## {title}", "", text, ""] + table
         if (analysis, metric) in HEADLINE or analysis == "behaviours":
-            lines += _comparisons(comp, analysis, metric, final)
+            lines += comparison_lines(comp, analysis, metric, final)
     if "training" in figures:
         lines += ["## Across training", "", "Accuracy on the built-in tasks at each kept snapshot:", ""]
         for step in sorted(df.step.unique()):
-            lines += [f"Step {step}:", ""] + _table(summary, "behaviours", "accuracy", step, True)
+            lines += [f"Step {step}:", ""] + table_lines(summary, "behaviours", "accuracy", step, True)
         lines += ["![across training](figures/training.png)", ""]
+    lines += similarity_lines(reading)
+    lines += matched_lines(comp, final)
     lines += control_lines(controls)
     lines += ["## Figures", ""] + [f"![{f}](figures/{f}.png)" for f in figures] + [""]
     capacity = ("The parameter-matched control answers whether a gap is capacity; the other controls each remove "
@@ -429,10 +342,12 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
     return write_text_atomic(out / "report.md", "\n".join(lines))
 
 
-def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.DataFrame | None = None) -> Path:
+def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.DataFrame | None = None,
+                  similarity=(None, None)) -> Path:
     """``measurements.csv``, ``summary.csv``, ``comparisons.csv``, ``controls.csv`` (when controls were trained),
     ``figures/`` and ``report.md`` in ``out``; ``items``: per-item values (the behaviours' per-prompt scores) for
-    the bootstrap over seeds and prompts."""
+    the bootstrap over seeds and prompts; ``similarity``: ``(references, reading)`` of
+    :func:`analysis.study.pipeline.load_similarity`."""
     from analysis.outputs import write_csv
 
     from analysis.study.controls import control_table
@@ -445,8 +360,18 @@ def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.Dat
     write_csv(comp, out / "comparisons.csv")
     if not controls.empty:
         write_csv(controls, out / "controls.csv")
-    figures = draw_figures(df, out / "figures", comp)
-    return write_report(out, df, summary, comp, figures, meta or {}, controls)
+    references, reading = similarity
+    figures = draw_figures(df, out / "figures", comp, references)
+    return write_report(out, df, summary, comp, figures, meta or {}, controls, reading)
+
+
+def load_similarity(out: Path):
+    """``(references, reading)`` of a study directory's last similarity measurement
+    (:func:`analysis.study.pipeline.measure_similarity`), or ``(None, None)``."""
+    found = sorted(Path(out).glob("similarity/step*/reading.csv"), key=lambda p: int(p.parent.name[4:]))
+    if not found:
+        return None, None
+    return pd.read_csv(found[-1].parent / "references.csv"), pd.read_csv(found[-1])
 
 
 def redraw(results) -> list[Path]:
@@ -462,9 +387,10 @@ def redraw(results) -> list[Path]:
         raise AnalysisError(f"{path} is not a readable CSV: {e}") from None
     if df.empty:
         raise AnalysisError(f"{path} has no rows")
-    stems = draw_figures(df, results / "figures")
+    stems = draw_figures(df, results / "figures", references=load_similarity(results)[0])
     return [results / "figures" / f"{s}.png" for s in stems]
 
 
-__all__ = ["summarise", "compare", "draw_figures", "write_results", "redraw", "forest", "depth_figure",
+__all__ = ["summarise", "compare", "draw_figures", "write_results", "redraw", "load_similarity", "forest",
+           "depth_figure",
            "training_figure", "comparison_figure"]

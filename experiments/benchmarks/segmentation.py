@@ -12,7 +12,8 @@ canonical and gf2 variants of each seed and measures, per variant and seed:
   whole window`` (:func:`analysis.causal.context.context_curve`): how much each variant leans on context.
 
 Prints each measure's mean over seeds with a Student-t 95% interval, and the paired per-seed differences
-canonical - learned and gf2 - learned, whose interval says whether a difference exceeds the seed spread. Writes the
+canonical - learned and gf2 - learned with their t interval (mean +- t x standard error over seeds) and the exact
+sign-flip p (with n seeds never below 2 / 2^n). Writes the
 long table to ``experiments/benchmarks/results/segmentation-<config>.csv`` (``--no-save`` to skip).
 
 What it cannot show: a higher ``extra_nats`` says the variant assigns the alternative split less probability, which
@@ -81,7 +82,9 @@ def main() -> None:
             cells.append(f"{v} {m:.3f} [{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) else f"{v} {m:.3f}")
         for v in VARIANTS[1:]:
             d = paired_difference(g[v].to_numpy(float), g["learned"].to_numpy(float))
-            tag = "exceeds" if d["exceeds"] else "within the spread"
+            tag = ("identical on every seed" if d["identical"] else
+                   ("interval excludes 0" if d["exceeds"] else "interval includes 0")
+                   + f", sign-flip p {d['p_sign']:.2g}")
             cells.append(f"{v} - learned {d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] {tag}")
         print(f"  {measure_}: " + "; ".join(cells))
 

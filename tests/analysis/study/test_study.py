@@ -59,13 +59,22 @@ def study(tmp_path_factory):
 def test_study_trains_measures_and_reports_over_seeds(study):
     out, report, _ = study
     m = pd.read_csv(out / "measurements.csv", dtype={"key": str})
-    assert set(m.variant) == {"learned", "canonical", "gf2", "permuted", "gf2-r1", "canonical vs gf2"}
+    assert set(m.variant) == {"learned", "canonical", "gf2", "permuted", "gf2-r1"}
     assert set(m.seed) == {0, 1} and set(m[m.analysis == "behaviours"].step) == {8, 16}  # kept snapshot and end
     assert set(m[m.analysis == "probes"].step) == {8, 16} and set(m[m.analysis == "eval"].step) == {16}
     assert "permuted" not in set(m[m.analysis == "eval"].variant)  # lm-eval runs on the study's own variants only
     assert "permuted" in set(m[m.analysis == "context"].variant)
     assert {"behaviours", "loss", "probes", "eval", "patching", "interventions", "recoding", "erasure",
-            "similarity", "lens", "head", "context"} <= set(m.analysis)
+            "lens", "head", "context"} <= set(m.analysis)
+    # similarity with its references, once over every seed: the ceiling needs a variant at two seeds
+    refs = pd.read_csv(out / "similarity" / "step16" / "references.csv")
+    assert {"same_interface_cross_seed", "cross_interface_cross_seed", "cross_interface_same_seed",
+            "own_initialisation", "permutation_null"} <= set(refs.reference)
+    assert "permuted" not in set(refs.variant_a) | set(refs.variant_b)  # the study's own variants only
+    er = m[m.analysis == "erasure"]
+    assert "learned" in set(er.variant) and {"minus_placebo", "edit_norm_leace", "edit_norm_placebo"} <= set(er.metric)
+    assert "own_code_bit" in set(er[er.variant == "gf2"].key.str.split("@").str[0])
+    assert "nn_overlap_excess" in set(m[(m.analysis == "head") & (m.variant == "learned")].metric)  # another seed's
     # the trained recodings differ: gf2 and gf2-r1 read different codes
     meta = [json.loads((out / "runs" / r / "gf2" / "config.json").read_text()) for r in ("seed0", "seed0-gf2r1")]
     assert meta[0]["gf2_seed"] != meta[1]["gf2_seed"]
@@ -91,6 +100,7 @@ def test_study_trains_measures_and_reports_over_seeds(study):
     # the permuted control re-measures learned - canonical and canonical - gf2 (as canonical - permuted)
     ctrl = pd.read_csv(out / "controls.csv", dtype={"key": str})
     assert set(ctrl.control) == {"permuted"} and set(ctrl.base) == {"learned - canonical", "canonical - gf2"}
+    assert "## Similarity with its references" in text and "canonical vs gf2 @" in text
     assert "## Which differences survive the controls" in text and "With 2 seeds a paired difference" in text
     for stem in ("behaviours_eval", "interventions", "probes", "similarity", "training", "comparisons"):
         assert (out / "figures" / f"{stem}.png").exists() and (out / "figures" / f"{stem}.pdf").exists()
@@ -192,6 +202,9 @@ def test_comparisons_pool_recodings_declare_a_family_and_never_flag_identical_di
     by_hand = np.minimum(np.maximum.accumulate(ps.to_numpy() * np.array([3, 2, 1])), 1)
     assert np.allclose(fam.loc[ps.index, "p_holm"].to_numpy(), by_hand)
     assert (c2[c2.family == "exploratory"].p_holm.isna()).all()
+    # a variant measured as NaN on every seed (a measure that does not apply to it) is left out, not an error
+    nan = _long({"learned": [np.nan] * 3, "canonical": [1.0, 2.0, 3.0], "gf2": [1.5, 2.1, 3.3]})
+    assert set(zip(compare(nan).a, compare(nan).b)) == {("gf2", "canonical")}
 
 
 def test_item_bootstrap_widens_an_interval_that_seeds_alone_make_narrow():
@@ -214,3 +227,28 @@ def test_item_bootstrap_widens_an_interval_that_seeds_alone_make_narrow():
     assert c.boot == "seeds x prompts"
     half = 1.96 * effect.std(ddof=1) / np.sqrt(40)
     assert (c.boot_hi - c.boot_lo) / 2 == pytest.approx(half, rel=0.2) and (c.hi - c.lo) < 0.1 * (c.boot_hi - c.boot_lo)
+
+
+def test_the_report_says_what_the_matched_comparisons_changed():
+    """Known answer: at 4 transvections gf2 loses clearly more than canonical (+1.0 on every seed, with noise), at
+    1 bit moved the difference is noise around 0 - the conclusion changes; the noise estimand keeps its sign."""
+    from analysis.study.comparisons import compare
+    from analysis.study.sections import matched_lines
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(4):
+        for v, shift in (("learned", 0.0), ("canonical", 0.0), ("gf2", 1.0)):
+            vals = {("recoding", "delta_loss", "transvection k=4"): 2.0 + shift + rng.normal(0, 0.05),
+                    ("recoding", "delta_loss_at_hamming", "transvection 1 bits"): 1.0 + rng.normal(0, 0.3),
+                    ("interventions", "noise_delta_loss", "scale 0.5"): 0.5 + shift + rng.normal(0, 0.05),
+                    ("interventions", "noise_delta_loss", "decode 50%"): 0.8 + shift + rng.normal(0, 0.05)}
+            rows += [{"analysis": a, "metric": m, "key": k, "variant": v, "seed": seed, "step": 7, "value": x}
+                     for (a, m, k), x in vals.items()]
+    lines = matched_lines(compare(pd.DataFrame(rows)), 7)
+    table = {(ln.split(" | ")[0][2:], ln.split(" | ")[1]): ln for ln in lines if ln.startswith("| ") and " - " in ln}
+    rec = table[("recoding: 4 transvections -> at 1 bit moved", "gf2 - canonical")]
+    assert "> 0" in rec.split(" | ")[2] and "interval includes 0" in rec.split(" | ")[3] and rec.endswith("| yes |")
+    noise = table[("input noise: half the rows' RMS -> where 50% of rows still decode", "gf2 - canonical")]
+    assert noise.endswith("| no |")
+    assert not any("erasure" in k[0] for k in table)  # not measured on either side: no row
