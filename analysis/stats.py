@@ -99,34 +99,28 @@ def paired_difference(a, b, level: float = 0.95) -> dict:
                 exceeds=bool(len(d) >= 2 and not same and np.isfinite(lo) and (lo > 0 or hi < 0)))
 
 
-def holm(p) -> np.ndarray:
-    """Holm's step-down adjusted p-values (family-wise error) of the finite ``p``, in their order; NaN stays NaN.
-    A comparison is significant at level ``alpha`` over the whole family when its adjusted p-value is <= alpha."""
+def _adjust(p, step) -> np.ndarray:
+    """Adjusted p-values of the finite ``p`` in their order (NaN stays NaN): ``step(sorted finite p, m)`` gives the
+    adjusted values in ascending order of p, capped at 1 here."""
     p = np.asarray(p, dtype=float)
     out = np.full(p.shape, np.nan)
     ok = np.flatnonzero(np.isfinite(p))
-    m = len(ok)
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adj = np.maximum.accumulate((m - np.arange(m)) * p[order])
-    out[order] = np.minimum(adj, 1.0)
+    if len(ok):
+        order = ok[np.argsort(p[ok], kind="stable")]
+        out[order] = np.minimum(step(p[order], len(ok)), 1.0)
     return out
+
+
+def holm(p) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error) of the finite ``p``, in their order; NaN stays NaN.
+    A comparison is significant at level ``alpha`` over the whole family when its adjusted p-value is <= alpha."""
+    return _adjust(p, lambda ps, m: np.maximum.accumulate((m - np.arange(m)) * ps))
 
 
 def bh(p) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (false discovery rate) of the finite ``p``, in their order; NaN stays
     NaN."""
-    p = np.asarray(p, dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = len(ok)
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adj = np.minimum.accumulate((m / np.arange(m, 0, -1) * p[order][::-1]))[::-1]
-    out[order] = np.minimum(adj, 1.0)
-    return out
+    return _adjust(p, lambda ps, m: np.minimum.accumulate((m / np.arange(m, 0, -1) * ps[::-1]))[::-1])
 
 
 def crossed_bootstrap(table, *, boots: int = 2000, level: float = 0.95, seed: int = 0,
@@ -151,20 +145,25 @@ def crossed_bootstrap(table, *, boots: int = 2000, level: float = 0.95, seed: in
     rng = np.random.default_rng(seed)
     filled, w = np.where(ok, v, 0.0), ok.astype(float)
 
-    def draw(n):
-        return rng.integers(0, n, n) if n > 1 else np.zeros(1, int)
+    def draw(n, size):
+        return rng.integers(0, n, (size, n)) if n > 1 else np.zeros((size, 1), int)
 
     stats_ = np.empty(boots)
-    for i in range(boots):
+    per = max(1, int(4e6 // v.size))  # resamples per vectorised chunk (memory ~ per x cells)
+    for start in range(0, boots, per):
+        b = min(per, boots - start)
         if nested:
-            rows = draw(v.shape[0])
+            rows = draw(v.shape[0], b)  # [b, u]
             k = v.shape[1]
-            cols = rng.integers(0, k, (len(rows), k)) if k > 1 else np.zeros((len(rows), 1), int)
-            s, c = np.take_along_axis(filled[rows], cols, 1), np.take_along_axis(w[rows], cols, 1)
+            cols = rng.integers(0, k, (b, rows.shape[1], k)) if k > 1 else np.zeros((b, rows.shape[1], 1), int)
+            s_, c_ = filled[rows[:, :, None], cols], w[rows[:, :, None], cols]
         else:
-            idx = np.ix_(*[draw(n) for n in v.shape])
-            s, c = filled[idx], w[idx]
-        stats_[i] = s.sum() / c.sum() if c.sum() else np.nan
+            idx = [draw(n, b) for n in v.shape]  # one [b, n_axis] index per axis, broadcast against each other
+            grid = tuple(ix.reshape((b,) + (1,) * a + (-1,) + (1,) * (v.ndim - a - 1)) for a, ix in enumerate(idx))
+            s_, c_ = filled[grid], w[grid]
+        tot, cnt = s_.reshape(b, -1).sum(1), c_.reshape(b, -1).sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            stats_[start:start + b] = np.where(cnt > 0, tot / np.where(cnt > 0, cnt, 1), np.nan)
     lo, hi = np.nanquantile(stats_, [(1 - level) / 2, (1 + level) / 2])
     return mean, float(lo), float(hi)
 

@@ -54,6 +54,9 @@ DEFAULT_VARIANTS = BASE_VARIANTS + ("permuted", "frozen_random", "canonical-matc
                                     "canonical-randomhead")
 TOKENS = 4096  # validation tokens per corpus-level measurement
 N_PAIRS = 32  # task pairs per pair-level measurement
+EVAL_LIMIT = 100  # lm-eval documents per built-in task
+BOOT = 500  # bootstrap draws over windows of the similarity references
+PROBE_C = "cv"  # the probes' regularisation: chosen per target by cross-validation on the training sequences
 
 
 def parse_seeds(text: str, what: str = "--seeds") -> list[int]:
@@ -204,7 +207,8 @@ def _probes(model, reference=None) -> pd.DataFrame:
 
     acts = collect(model, tokens=TOKENS)
     df = probe_table(acts, ("canonical_bits", "perm_bits", "number", "ioi_role"),
-                     baseline=baseline_activations(model, acts), splits=("sequence", "type"), shuffled=False)
+                     baseline=baseline_activations(model, acts), splits=("sequence", "type"), shuffled=False,
+                     C=PROBE_C)
     df = df[df.status == "fitted"].assign(group=df.target.str.split(":").str[0])
     items = []
     for split, suffix in (("sequence", ""), ("type", "_types")):
@@ -229,7 +233,7 @@ def _lens(model, reference=None) -> pd.DataFrame:
 def _eval(model, reference=None) -> pd.DataFrame:
     from analysis.evaluation.lmeval import evaluate_table
 
-    t = evaluate_table(model, limit=100)
+    t = evaluate_table(model, limit=EVAL_LIMIT)
     return _rows("eval", [(r.metric, r.task, r.value) for r in t.itertuples()])
 
 
@@ -435,7 +439,7 @@ def measure_similarity(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool 
     record = where / "models.json"
     if (where / "reading.csv").exists() and record.exists() and json.loads(record.read_text()) == names:
         return where
-    refs = similarity_references(models, tokens=TOKENS, boot=500, null_draws=10, seed=0, progress=not quiet)
+    refs = similarity_references(models, tokens=TOKENS, boot=BOOT, null_draws=10, seed=0, progress=not quiet)
     _write(refs.table, where / "references.csv")
     _write(refs.reading(), where / "reading.csv")
     write_text_atomic(record, json.dumps(names))

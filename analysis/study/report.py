@@ -50,6 +50,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------------------------------- figures
 def _points(ax, x, values, colour, horizontal=False):
+    if not len(values):
+        return
     jitter = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else np.zeros(1)
     if horizontal:
         ax.scatter(values, x + jitter, s=9, color=colour, alpha=0.45, linewidths=0, zorder=2)
@@ -111,12 +113,14 @@ def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, t
     if d.empty:
         return None
     d = d.assign(group=d.key.str.split("@").str[0], hook=d.key.str.split("@").str[1])
-    groups = list(dict.fromkeys(d.group))
+    groups = list(dict.fromkeys(d[d.metric == metric].group))  # the groups that have the metric (and its hooks)
+    if not groups:
+        return None
     colours = variant_colours(variant_order(d.variant))
     fig, axes = subplots(2, height=2.5, ncols=len(groups), sharey=True)
     for ax, group in zip(axes[0], groups):
         g = d[d.group == group]
-        hooks = list(dict.fromkeys(g.hook))
+        hooks = list(dict.fromkeys(g[g.metric == metric].hook))
         for v in variant_order(g.variant):
             stat = [t_interval(g[(g.variant == v) & (g.hook == h) & (g.metric == metric)].value.to_numpy(float))
                     for h in hooks]

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from analysis import AnalysisError
+from analysis.study import pipeline
 from analysis.study.pipeline import parse_seeds, run_study
 from analysis.study.report import compare, summarise
 
@@ -51,8 +52,12 @@ def study(tmp_path_factory):
     out = tmp_path_factory.mktemp("study") / "study"
     cfg = out.parent / "study.toml"
     cfg.write_text(CONFIG)
-    report = run_study(str(cfg), out, [0, 1], [0, 1], variants=("learned", "canonical", "gf2", "permuted"),
-                       quiet=True)
+    with pytest.MonkeyPatch.context() as mp:  # the measurements' sample sizes, smaller: what is tested is the wiring
+        for name, value in (("TOKENS", 2048), ("N_PAIRS", 16), ("EVAL_LIMIT", 25), ("BOOT", 100),
+                            ("PROBE_C", 1.0)):
+            mp.setattr(pipeline, name, value)
+        report = run_study(str(cfg), out, [0, 1], [0, 1], variants=("learned", "canonical", "gf2", "permuted"),
+                           quiet=True)
     return out, report, str(cfg)
 
 
@@ -252,3 +257,17 @@ def test_the_report_says_what_the_matched_comparisons_changed():
     noise = table[("input noise: half the rows' RMS -> where 50% of rows still decode", "gf2 - canonical")]
     assert noise.endswith("| no |")
     assert not any("erasure" in k[0] for k in table)  # not measured on either side: no row
+
+
+def test_depth_figure_draws_only_the_groups_that_have_the_metric():
+    """A metric that only some groups have (the held-out-types probes exist for the bits, not for the labels): one
+    panel per group that has it, and none at all when no group has it."""
+    from analysis.study.report import depth_figure
+
+    rows = [{"analysis": "probes", "metric": m, "key": f"{g}@{h}", "variant": v, "seed": s, "step": 5, "value": 0.7}
+            for g, ms in (("canonical_bit", ("score", "score_types")), ("number", ("score", "lexical")))
+            for m in ms for h in ("hook_embed", "blocks.0.hook_resid_pre") for v in ("learned", "gf2")
+            for s in (0, 1)]
+    fig = depth_figure(pd.DataFrame(rows), "probes", "score_types", ylabel="y", title="t")
+    assert len([ax for ax in fig.axes if ax.get_title()]) == 1
+    assert depth_figure(pd.DataFrame(rows), "probes", "nothing", ylabel="y", title="t") is None
