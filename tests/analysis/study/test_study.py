@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from analysis import AnalysisError
-from analysis.study import pipeline
+from analysis.study import analyses
 from analysis.study.pipeline import parse_seeds, run_study
 from analysis.study.report import compare, summarise
 
@@ -55,7 +55,7 @@ def study(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:  # the measurements' sample sizes, smaller: what is tested is the wiring
         for name, value in (("TOKENS", 2048), ("N_PAIRS", 16), ("EVAL_LIMIT", 25), ("BOOT", 100),
                             ("PROBE_C", 1.0)):
-            mp.setattr(pipeline, name, value)
+            mp.setattr(analyses, name, value)
         report = run_study(str(cfg), out, [0, 1], [0, 1], variants=("learned", "canonical", "gf2", "permuted"),
                            quiet=True)
     return out, report, str(cfg)
