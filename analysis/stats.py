@@ -23,6 +23,8 @@ import itertools
 
 import numpy as np
 
+from analysis.errors import AnalysisError
+
 #: Up to this many pairs :func:`sign_flip_p` enumerates every sign vector; beyond, it draws ``draws`` of them.
 EXACT_SIGN_FLIPS = 16
 
@@ -103,6 +105,8 @@ def _adjust(p, step) -> np.ndarray:
     """Adjusted p-values of the finite ``p`` in their order (NaN stays NaN): ``step(sorted finite p, m)`` gives the
     adjusted values in ascending order of p, capped at 1 here."""
     p = np.asarray(p, dtype=float)
+    if p.ndim != 1:
+        raise AnalysisError(f"adjust a 1-D family of p-values, got shape {p.shape}")
     out = np.full(p.shape, np.nan)
     ok = np.flatnonzero(np.isfinite(p))
     if len(ok):
@@ -135,7 +139,8 @@ def crossed_bootstrap(table, *, boots: int = 2000, level: float = 0.95, seed: in
     NaN bounds with fewer than two finite cells."""
     v = np.asarray(table, dtype=float)
     if v.ndim < 2 or (nested and v.ndim != 2):
-        raise ValueError(f"crossed_bootstrap takes a [units, items, ...] table (2-D when nested), got {v.shape}")
+        raise AnalysisError(f"crossed_bootstrap takes a [units, items, ...] table (2-D when nested), got shape "
+                            f"{v.shape}")
     ok = np.isfinite(v)
     if ok.sum() == 0:
         return float("nan"), float("nan"), float("nan")

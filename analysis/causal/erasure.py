@@ -262,6 +262,9 @@ def erasure_tables(model, concept, hook="blocks.1.hook_resid_pre", data=None, *,
         spread = float(((a_test - a[torch.from_numpy(fit_rows)].mean(0)) ** 2).sum(1).mean())
         keep = t.labels[test] >= 0
         vals, counts = np.unique(t.labels[fit_rows], return_counts=True)
+        if len(vals) < 2:
+            raise AnalysisError(f"{t.name} takes one value on the sequences the eraser is fitted on (the other class "
+                                "occurs only in the held-out ones): give more --tokens or another --test-fraction")
         majority = float((t.labels[test][keep] == vals[counts.argmax()]).mean())
         conditions = [("none", None, None, t.labels)]
         conditions.append(("leace", None, None, t.labels))

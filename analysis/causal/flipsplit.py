@@ -42,6 +42,7 @@ from analysis.causal.interventions import _bit_mask, _fixed, _InputEdit, _np, in
 from analysis.causal.support import CodeSupport, bit_values, popcount
 from analysis.corpus import DEFAULT_TOKENS
 from analysis.engine.effects import InterventionResult, check_eval, nonempty, position, result, target
+from analysis.errors import AnalysisError
 
 PARTS = ("bitflip", "flip-on-support", "flip-off-support", "swap-landing", "swap-random")
 SPLIT_COLUMNS = {"bitflip": "flip", "flip-on-support": "on", "flip-off-support": "off", "swap-landing": "landing",
@@ -124,6 +125,11 @@ def split_table(summary: pd.DataFrame, measure: str | None = None) -> pd.DataFra
     ``random``; ``interaction`` (``flip - on - off``); ``on_support`` (of the whole flip), ``hamming_random`` (bits
     between a token and its random substitute) and ``bit_constant``."""
     measure = measure or ("delta_loss" if "delta_loss" in summary.columns else "delta_logit_diff")
+    missing = {"kind", "bit", "bit_constant", "on_support", "hamming", measure} - set(summary.columns)
+    parts = set(summary.get("kind", pd.Series(dtype=str)))
+    if missing or any(p not in parts for p in PARTS):
+        raise AnalysisError("split_table reads the summary of flip_split (every part of every bit: "
+                            f"{', '.join(PARTS)}); this one lacks {sorted(missing) or sorted(set(PARTS) - parts)}")
     keys = (["variant"] if "variant" in summary.columns else []) + ["bit"]
     wide = summary.pivot_table(index=keys, columns="kind", values=measure, sort=False).rename(columns=SPLIT_COLUMNS)
     wide = wide[[SPLIT_COLUMNS[p] for p in PARTS]]

@@ -286,7 +286,7 @@ def bit_groups(summary: pd.DataFrame, measure: str = "delta_loss") -> pd.DataFra
     ones (``bit_constant``): one row per group present (``group``: ``varying``/``constant``) with ``n_bits``, the
     mean of ``measure`` over those bits, the largest and its ``bit`` with its 95% interval, and the mean
     ``on_support``. Add grouping columns (e.g. ``variant``) by applying it per group."""
-    if "bit_constant" not in summary.columns or summary["bit"].isna().any():
+    if ({"bit_constant", "bit", measure} - set(summary.columns)) or summary["bit"].isna().any():
         raise AnalysisError("bit_groups summarises per-bit edits (bitflip or midpoint summaries, with bit_constant)")
     rows = []
     for group, const in (("varying", False), ("constant", True)):

@@ -38,7 +38,9 @@ initialisation seed, on the rows that use it.
 - ``debiased_cka_to_learned_input``: the debiased CKA (unbiased HSIC, :func:`analysis.readouts.similarity.debiased_cka`;
   ~0 for unrelated tables);
 - ``nn_overlap`` (basis ``W_U vs learned W_E, k=K``): for each token, the share of its ``k`` nearest neighbours by
-  cosine that the two tables agree on, mean over tokens (``lo``/``hi``: Student-t 95% interval over tokens);
+  cosine that the two tables agree on, mean over tokens (``lo``/``hi``: a Student-t 95% interval over tokens,
+  descriptive only - tokens' neighbour sets overlap and frequent tokens share bins, so it is too narrow as an interval
+  for the table; compare the value with the frequency-binned null instead);
 - ``nn_overlap_chance``: ``k / (vocab - 1)``, what tables with no relation, not even through frequency, share.
 
 ``null_mean``/``null_lo``/``null_hi`` on the two last CKA/overlap rows: the mean and 2.5th/97.5th percentiles over

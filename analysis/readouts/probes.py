@@ -336,6 +336,9 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
     typed = [t for t in tgts if t.by_type]
     if "type" in splits and typed:
         parts.append(("type", typed, split_by_type(ids, test_fraction, seed), ids))
+    if not parts:
+        raise AnalysisError("the type split applies to targets that are a function of the token (bits, XORs, "
+                            "freq_bucket); add splits=('sequence',) for the others")
     ctl = {t.name: Target(t.name, control_labels(t, acts.tokens[t.type_key].to_numpy(), seed), t.kind)
            for t in tgts}
     rng = np.random.default_rng([seed, 5])

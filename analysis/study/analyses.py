@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from analysis.errors import AnalysisError
@@ -121,7 +122,8 @@ def _probes(model, reference=None) -> pd.DataFrame:
     df = probe_table(acts, ("canonical_bits", "perm_bits", "number", "ioi_role"),
                      baseline=baseline_activations(model, acts), splits=("sequence", "type"), shuffled=False,
                      C=PROBE_C)
-    df = df[df.status == "fitted"].assign(group=df.target.str.split(":").str[0])
+    df = df[(df.status == "fitted") & np.isfinite(df.score.astype(float))]  # a mean over the same targets throughout
+    df = df.assign(group=df.target.str.split(":").str[0])
     items = []
     for split, suffix in (("sequence", ""), ("type", "_types")):
         d = df[df.split == split]
@@ -129,7 +131,8 @@ def _probes(model, reference=None) -> pd.DataFrame:
             reference = "lexical" if (g.level == "context").all() else "control"
             for m in ("score", "majority", "random_init") + ((reference,) if split == "sequence" else ()):
                 items.append((m + suffix, f"{group}@{hook}", g[m].mean()))
-            items.append(("not_converged" + suffix, f"{group}@{hook}", float((~g.converged.astype(bool)).sum())))
+            items.append(("not_converged" + suffix, f"{group}@{hook}",
+                          float((g.converged == False).sum())))  # noqa: E712 (NA: no fit, not a failed one)
     return _rows("probes", items)
 
 
@@ -193,8 +196,10 @@ def _interventions(model, reference=None) -> pd.DataFrame:
             sp = split_table(flip_split(model, x, bits=varying).summary)
             on = sp[sp.on_support > 0]
             items += [("flip_split_delta_loss", part, sp[part].mean()) for part in ("flip", "on", "off")]
-            if len(on):  # the on-support part is a swap to the landing token; beside it, a swap to a random one
-                items.append(("flip_split_delta_loss", "random swap (bits landing on tokens)", on["random"].mean()))
+            if len(on):  # over the bits that land on tokens: the on-support part (a swap to the landing token)
+                # beside a swap to a random token at the same positions, so both average the same bits
+                items += [("flip_split_delta_loss", f"{label} (bits landing on tokens)", on[part].mean())
+                          for part, label in (("on", "on"), ("random", "random swap"))]
     n = input_intervention(model, "noise", x, scales=(0.25, 0.5, 1.0, 2.0, 4.0)).summary
     items += [("noise_delta_loss", "scale 0.5", n[n.scale == 0.5].delta_loss.mean()),
               ("noise_decode_acc", "scale 0.5", n[n.scale == 0.5].decode_acc.mean())]

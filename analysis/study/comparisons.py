@@ -22,8 +22,10 @@ value``) and, optionally, per-item values (``... , item, value``: the behaviours
   adjusted p-value of ``p`` within the primary family (NaN for exploratory rows: read them as such).
 
 ``gf2 (pooled)`` is the gf2 variant pooled over every trained GF(2) recoding (``gf2``, ``gf2-r1``, ...): its
-per-seed value is the mean over the recodings of that seed, and its bootstrap treats the recoding as a random
-factor crossed with the seed, so a claim about "gf2" is a claim about recodings in general, not about one matrix.
+per-seed value is the mean over the recodings of that seed. The recodings are crossed with the seeds (``gf2-r1`` is
+the same matrix at every seed), so a recoding's effect is shared by every seed and cancels from the between-seed
+variance: the t interval and p of a pooled comparison speak of these trained recodings. Its bootstrap (``seeds x
+recodings``) resamples the recodings too and is the interval for recodings in general - weak with 2-3 of them.
 """
 
 from __future__ import annotations
@@ -182,10 +184,14 @@ def family_lines(comp: pd.DataFrame, alpha: float = 0.05) -> list[str]:
     lines = ["## The primary comparisons", "",
              f"Declared before looking: {', '.join(f'{a} - {b}' for a, b in sorted(set(zip(fam.a, fam.b))))} on "
              f"{', '.join(f'{a} {m}' for a, m in PRIMARY_METRICS)} at the final step - a family of "
-             f"{int(fam.family_size.iloc[0])} tests, Holm-adjusted (family-wise error {alpha:g}). Every other "
+             f"{int(fam.family_size.iloc[0])} tests, Holm-adjusted (family-wise error {alpha:g}, resting on the "
+             "t test: on per-seed differences that are normal, which the seeds cannot check). Every other "
              "comparison in this report is exploratory (unadjusted). Beside each: the paired t test's p, the exact "
-             f"sign-flip p (with {n} seeds it cannot go below {2 / 2 ** n:.3g}), and where recorded a bootstrap "
-             "interval that also resamples the prompts or the trained recodings.", "",
+             f"sign-flip p, which assumes no normality (with {n} seeds it cannot go below {2 / 2 ** n:.3g}), and "
+             "where recorded a bootstrap interval that also resamples the prompts or the trained recodings. For "
+             f"`{POOLED}` the t interval and p are over the per-seed means of the trained recodings, which every "
+             "seed shares: they speak of these recodings, and only the bootstrap over seeds x recodings treats the "
+             "recoding as a random factor (weakly, with few recodings).", "",
              "| comparison | difference [95% t interval] | bootstrap 95% | p (t) | p (Holm) | p (sign-flip) |",
              "|---|---|---|---:|---:|---:|"]
     for r in fam.itertuples():

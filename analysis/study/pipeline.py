@@ -76,14 +76,13 @@ def training_runs(cfg: TrainConfig, seeds, gf2_seeds, variants=BASE_VARIANTS) ->
     model = dict(cfg.model)
     out = []
     for s in seeds:
-        c = TrainConfig(model={**model, "gf2_seed": base_gf2} if base_gf2 else model, data=cfg.data,
+        c = TrainConfig(model={**model, "gf2_seed": base_gf2}, data=cfg.data,
                         train=cfg.replace_train(seed=s).train)
         out.append((s, f"seed{s}", c, Path(f"seed{s}"), list(variants)))
         for r in gf2_seeds[1:]:
             c = TrainConfig(model={**model, "gf2_seed": r}, data=cfg.data, train=cfg.replace_train(seed=s).train)
             out.append((s, f"seed{s}-gf2r{r}", c, Path(f"seed{s}-gf2r{r}"), ["gf2"]))
     return out
-
 
 
 def train_all(cfg: TrainConfig, out: Path, seeds, gf2_seeds, *, variants=BASE_VARIANTS, quiet: bool = False) -> dict:

@@ -16,7 +16,8 @@ from analysis.study.comparisons import ORDER, POOLED, variant_order
 
 #: Metrics that live in [0, 1]: their intervals are clipped to it in the figures and the report (the CSVs keep
 #: the unclipped Student-t bounds).
-BOUNDED = {"accuracy", "acc", "acc_norm", "score", "control", "majority", "probe", "cka", "debiased"}
+BOUNDED = {"accuracy", "acc", "acc_norm", "score", "control", "majority", "probe", "cka"}  # not debiased CKA: it
+# can be negative (its null is centred on 0)
 
 
 def _clip(metric: str, lo, hi):
@@ -130,7 +131,7 @@ SECTIONS = [
      "another seed agree on, minus a null that permutes rows within frequency bins (raw overlap and null in "
      "measurements.csv; biased CKA reads ~0.16 by chance at this size, so the figure shows debiased CKA)."),
     ("Context use", "context", "loss", False,
-     "Next-token loss at the same positions (the last 32 of each window) when the model sees only the last k tokens: "
+     "Next-token loss at the same positions (the last 32 of each window, or its second half when shorter) when the model sees only the last k tokens: "
      "`window` masks every attention read to its last k positions at their true positions (the reach grows with "
      "depth), `crop` runs the last k tokens alone (what every training window's start looks like)."),
     ("Attention and MLP", "context", "ablation_delta_loss", False,

@@ -128,5 +128,10 @@ def test_crossed_bootstrap_resamples_a_third_factor():
     assert (hi - lo) / 2 == pytest.approx(1.96 * rec.std(ddof=1) / math.sqrt(30), rel=0.15)
     _, lo2, hi2 = crossed_bootstrap(table.mean(1), boots=3000)
     assert hi2 - lo2 < 0.05 * (hi - lo)
-    with pytest.raises(ValueError):
+    from analysis.errors import AnalysisError
+    from analysis.stats import holm
+
+    with pytest.raises(AnalysisError, match="2-D when nested"):
         crossed_bootstrap(table, nested=True)
+    with pytest.raises(AnalysisError, match="1-D family"):
+        holm(np.ones((2, 2)))

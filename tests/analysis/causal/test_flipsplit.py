@@ -98,6 +98,8 @@ def test_split_table_lines_up_the_parts(model):
     assert t.on_support.tolist() == [s.loc[(b, "bitflip"), "on_support"] for b in (0, 15)]
     both = split_table(r.summary.assign(variant="v"))
     assert list(both.variant) == ["v", "v"]
+    with pytest.raises(AnalysisError, match="lacks"):  # a summary without one of the parts
+        split_table(r.summary[r.summary.kind != "swap-random"])
 
 
 def test_bad_input(model, learned):

@@ -122,6 +122,8 @@ def test_split_and_bad_input(tmp_path_factory, tokenizer):
         targets(acts, ["code_bits"])
     with pytest.raises(AnalysisError, match="unknown probe target"):
         targets(acts, ["colour"])
+    with pytest.raises(AnalysisError, match="type split applies"):  # no target is a function of the token
+        probe_table(acts, ["position"], splits=("type",))
     assert fit_probes(acts.acts["hook_embed"], targets(acts, ["position"]), split_by_sequence(
         acts.tokens.seq.to_numpy()))["position"] < 0.5  # position is not in a learned token embedding
 

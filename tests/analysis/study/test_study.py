@@ -16,6 +16,18 @@ from analysis.study.report import compare, summarise
 from tests.test_notebooks import CONFIG
 
 
+def test_the_first_gf2_seed_is_the_gf2_variants_recoding_even_when_it_is_0():
+    """A config whose gf2_seed is 3 with --gf2-seeds 0,3: the gf2 variant reads recoding 0 and gf2-r3 recoding 3
+    (not the config's 3 twice, pooled as if they were two recodings)."""
+    from analysis.study.pipeline import training_runs
+    from fixedid.train.config import TrainConfig
+
+    base = TrainConfig.load("tiny")
+    cfg = TrainConfig(model={**base.model, "gf2_seed": 3}, data=base.data, train=base.train)
+    runs = training_runs(cfg, [0], [0, 3])
+    assert [(name, c.model["gf2_seed"]) for _, name, c, _, _ in runs] == [("seed0", 0), ("seed0-gf2r3", 3)]
+
+
 def test_seed_lists_parse_or_fail_clearly():
     assert parse_seeds("0,1,2") == [0, 1, 2] and parse_seeds("0-2,5") == [0, 1, 2, 5] and parse_seeds(" 3 ") == [3]
     assert parse_seeds("3,0,3") == [3, 0]  # the order given: the first GF(2) seed is the gf2 variant's
