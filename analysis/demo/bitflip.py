@@ -139,7 +139,8 @@ def noise_lines(noise: pd.DataFrame) -> list[str]:
     """Noise per scale with its decoding accuracy, then the variants at matched decodability."""
     g = noise.groupby(["variant", "scale"], sort=False)[["delta_loss", "decode_acc"]].mean()
     variants = list(dict.fromkeys(noise.variant))
-    lines = ["", "| variant | " + " | ".join(f"noise {s:g}" for s in NOISE_SCALES) + " |",
+    lines = ["", "### Input noise: the analogue every variant has", "",
+             "| variant | " + " | ".join(f"noise {s:g}" for s in NOISE_SCALES) + " |",
              "|---|" + "---:|" * len(NOISE_SCALES)]
     for v in variants:
         cells = [f"{g.loc[(v, s), 'delta_loss']:+.2f} ({_pct(g.loc[(v, s), 'decode_acc'])})" for s in NOISE_SCALES]

@@ -143,8 +143,9 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
     lines += ["## What this does not show", "",
               "Positions before the second subject are identical in the two prompts, so patching them is a no-op by "
               "construction (white columns). One seed and one tiny scale per variant: differences between the "
-              "variants are not tested against seed spread here (`python experiments/benchmarks/behaviours.py` "
-              "measures seeds 0-2), and the fixed-code variants have fewer trainable parameters than the learned one "
+              "variants are not tested over seeds here (`python -m experiments.study` measures every analysis over "
+              "seeds with intervals and paired tests; `python experiments/benchmarks/behaviours.py` the behaviours "
+              "over seeds 0-2 and trained recodings), and the fixed-code variants have fewer trainable parameters than the learned one "
               "(no capacity reallocation). Patching one site at a time misses redundant routes; "
               "`fixedid-analyze patching --mode noise` probes necessity rather than sufficiency.", ""]
     return write_text_atomic(out / "report.md", "\n".join(lines))
