@@ -1,7 +1,7 @@
-"""Figures of probes and erasure: score against depth per target group with its references (the control task for
-type-level targets, the lexical baseline for contextual labels, the random-init model), what a probe earns beyond
-its reference, type-level targets on held-out token types, the XOR probes by coset-minimal GF(2) weight, and the
-loss cost of a LEACE erasure against its placebo."""
+"""Figures of probes: score against depth per target group with its references (the control task for type-level
+targets, the lexical baseline for contextual labels, the random-init model), what a probe earns beyond its
+reference, type-level targets on held-out token types, and the XOR probes by coset-minimal GF(2) weight (erasure's
+figure is in :mod:`analysis.figures.erasure`)."""
 
 from __future__ import annotations
 
@@ -199,38 +199,3 @@ def xor_figure(df):
     return fig
 
 
-def erasure_figure(df):
-    """Loss change under LEACE against the placebo draws (with 95% intervals), and the concept's probe accuracy
-    before and after, per variant."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    variants = list(dict.fromkeys(df.variant))
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.5, 3.6), layout="constrained")
-    for i, v in enumerate(variants):
-        g = df[df.variant == v]
-        le, pl = g[g.condition == "leace"], g[g.condition == "placebo"]
-        for x, part, colour in ((i - 0.15, le, "tab:red"), (i + 0.15, pl, "0.55")):
-            m = part.delta_loss.to_numpy()
-            err = np.vstack([m - part.delta_loss_lo.to_numpy(), part.delta_loss_hi.to_numpy() - m])
-            ax.errorbar(np.full(len(m), x), m, yerr=err, fmt="o", color=colour, capsize=2, ms=4,
-                        label=None if i else ("LEACE" if part is le else "placebo (random directions)"))
-        none = g[g.condition == "none"].iloc[0]
-        bx.bar(i - 0.2, none.probe, 0.2, color="tab:blue", label=None if i else "before")
-        bx.bar(i, le.probe.iloc[0], 0.2, color="tab:red", label=None if i else "after LEACE")
-        bx.bar(i + 0.2, pl.probe.mean(), 0.2, color="0.55", label=None if i else "after placebo (mean)")
-        bx.plot([i - 0.35, i + 0.35], [none.majority] * 2, color="k", linewidth=1,
-                label=None if i else "majority baseline")
-    for a in (ax, bx):
-        a.set_xticks(range(len(variants)), variants)
-        a.grid(axis="y", color="0.9")
-        a.set_axisbelow(True)
-    ax.axhline(0, color="0.5", linewidth=0.8)
-    ax.set_ylabel("loss change (nats/token), 95% interval")
-    ax.legend(frameon=False, fontsize=8)
-    bx.set_ylabel("held-out probe accuracy")
-    bx.set_ylim(0, 1.05)
-    bx.legend(frameon=False, fontsize=7, loc="lower right")
-    first = df.iloc[0]
-    fig.suptitle(f"erasing {first.concept} at {first.hook}", fontsize=10)
-    return fig
