@@ -10,6 +10,12 @@ Exact resume: the learning rate and the batch are pure functions of the step, an
 the AdamW state and the RNG state, so ``--resume`` after a SIGKILL logs the same per-step losses as an uninterrupted
 run. Under torchrun the global batch is sharded by rank (DDP; gloo on CPU, nccl on CUDA) and equals the single
 process batch of the same config.
+
+No host syncs per step: a training step only queues work on the device (batches go to CUDA from pinned memory
+without blocking; the micro-batch losses and the gradient norm stay on the device). Values are read where they are
+used: the logged step's losses and gradient norm every ``log_every`` steps (``metrics.jsonl`` logs that step's mean
+micro-batch loss, read exactly and summed in order as before, so the log is bit for bit what a read per micro-batch
+gave), the validation losses at an evaluation, the state at a checkpoint.
 """
 
 from __future__ import annotations
@@ -210,9 +216,9 @@ def evaluate(model, data: PreparedData, cfg: TrainConfig, ctx: int, micro: int, 
     for i in range(t.eval_batches):
         x, y = batch_at(data.val, i, micro, ctx, seed=t.seed + 1, rank=d.rank, world_size=d.world)
         with autocast_ctx(t.dtype, d.device):
-            losses.append(model(x.to(d.device), return_type="loss", targets=y.to(d.device)).item())
+            losses.append(model(to_device(x, d.device), return_type="loss", targets=to_device(y, d.device)))
     model.train(was_training)
-    return d.mean(sum(losses) / len(losses))
+    return d.mean(host_sum(losses) / len(losses))
 
 
 @dataclasses.dataclass
@@ -271,26 +277,45 @@ def warn_constant_bits(variant: str, cfg) -> None:
                       "token differs in (the study's 49,152 tokens use every bit)", FixedIdWarning, stacklevel=2)
 
 
+def to_device(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``x`` on ``device``; to CUDA from pinned memory without blocking, so the copy is not a host sync (a copy
+    from pageable memory waits for the device's queue to drain)."""
+    if device.type == "cuda":
+        return x.pin_memory().to(device, non_blocking=True)
+    return x.to(device)
+
+
+def host_sum(losses: list[torch.Tensor]) -> float:
+    """The sum, as a Python float, of the scalar tensors ``losses`` read in one device-to-host copy: each value is
+    read exactly (as ``.item()`` would) and added in order in double precision, so the result is bit for bit the
+    sum of ``.item()`` reads, whatever the device."""
+    total = 0.0
+    for value in torch.stack([v.detach().reshape(()) for v in losses]).tolist():
+        total += value
+    return total
+
+
 def _train_step(v: _Variant, data: PreparedData, t: OptimConfig, step: int,
-                d: Dist) -> tuple[float, float, torch.Tensor]:
+                d: Dist) -> tuple[float, list[torch.Tensor], torch.Tensor]:
     """One optimizer step at step ``step``'s learning rate, gradients accumulated over ``v.accum`` micro-batches;
-    returns ``(lr, sum of the micro-batch losses, gradient norm before clipping)``."""
+    returns ``(lr, the micro-batch losses, gradient norm before clipping)``, the last two as tensors on the device:
+    nothing here waits for the device (read them with :func:`host_sum` and ``float`` where a value is needed)."""
     lr = lr_at(step, t)
     for g in v.opt.param_groups:
         g["lr"] = lr
-    loss_sum = 0.0
+    losses = []
     for m in range(v.accum):
         x, y = batch_at(data.train, step, v.micro, v.ctx, seed=t.seed, rank=d.rank * v.accum + m,
                         world_size=d.world * v.accum)
         with grad_sync(v.model, d, enabled=m == v.accum - 1):
             with autocast_ctx(t.dtype, d.device):
-                loss = v.model(x.to(d.device), return_type="loss", targets=y.to(d.device))
+                loss = v.model(to_device(x, d.device), return_type="loss", targets=to_device(y, d.device))
             (loss / v.accum).backward()
-        loss_sum += loss.detach().item()
+        losses.append(loss.detach())
     grad_norm = torch.nn.utils.clip_grad_norm_(v.raw.parameters(), t.grad_clip if t.grad_clip > 0 else math.inf)
     v.opt.step()
     v.opt.zero_grad(set_to_none=True)
-    return lr, loss_sum, grad_norm
+    return lr, losses, grad_norm
 
 
 class _StepLog:
@@ -345,13 +370,13 @@ def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData,
     kept = set(t.kept_steps)
     v.model.train()
     for step in range(v.start, t.steps):
-        lr, loss_sum, grad_norm = _train_step(v, data, t, step, d)
+        lr, losses, grad_norm = _train_step(v, data, t, step, d)
         done = step + 1
         log.step_done()
         bar.update(1)
         final = done == t.steps
-        if done % t.log_every == 0 or final:
-            last["loss"] = d.mean(loss_sum / v.accum)
+        if done % t.log_every == 0 or final:  # the only host read of a training step: the logged step's losses
+            last["loss"] = d.mean(host_sum(losses) / v.accum)
             tok_s = log.train(done, last["loss"], lr, grad_norm)
             bar.set_postfix(loss=f"{last['loss']:.3f}", tok_s=f"{tok_s:,.0f}")
         if done % t.eval_every == 0 or final or done in kept:
