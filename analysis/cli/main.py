@@ -22,14 +22,14 @@ import argparse
 
 from fixedid.clitools import ArgumentParser, run_main
 
-from analysis.cli import (context, demo, erasure, evaluation, export_hf, figures, head, import_hf, interventions, lens,
-                          patching, probes, recoding, similarity)
+from analysis.cli import (attention, context, demo, erasure, evaluation, export_hf, figures, head, import_hf,
+                          interventions, lens, patching, probes, recoding, similarity)
 from analysis.cli.args import check_out
 
 #: Every verb and the module that holds its ``HELP``, ``add_args(parser)`` and ``run(args) -> exit status``.
 VERBS = {"patching": patching, "recoding": recoding, "interventions": interventions, "probes": probes,
          "erasure": erasure, "eval": evaluation, "lens": lens, "head": head, "context": context, "export-hf": export_hf,
-         "import-hf": import_hf, "figures": figures, "similarity": similarity, "demo": demo}
+         "import-hf": import_hf, "figures": figures, "similarity": similarity, "attention": attention, "demo": demo}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
