@@ -9,6 +9,8 @@
     fixedid-analyze probes --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --targets canonical_bits,xor,token
     fixedid-analyze erasure --ckpt runs/tiny/gf2 --concept canonical_bit:3 --hook blocks.1.hook_resid_pre
     fixedid-analyze similarity --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 [--random-init]
+    fixedid-analyze dla --ckpt runs/tiny/canonical --task ioi [--by-position]
+    fixedid-analyze paths --ckpt runs/tiny/canonical --task ioi --sender L0H3 --receivers logits|L1H2.q,...
     fixedid-analyze demo [--out DIR]
 
 Every command writes CSV plus PNG and PDF figures under ``--out`` and prints a short summary. Bad input (no
@@ -22,14 +24,15 @@ import argparse
 
 from fixedid.clitools import ArgumentParser, run_main
 
-from analysis.cli import (attention, context, demo, erasure, evaluation, export_hf, figures, head, import_hf,
-                          interventions, lens, patching, probes, recoding, similarity)
+from analysis.cli import (attention, context, demo, dla, erasure, evaluation, export_hf, figures, head, import_hf,
+                          interventions, lens, paths, patching, probes, recoding, similarity)
 from analysis.cli.args import check_out
 
 #: Every verb and the module that holds its ``HELP``, ``add_args(parser)`` and ``run(args) -> exit status``.
 VERBS = {"patching": patching, "recoding": recoding, "interventions": interventions, "probes": probes,
          "erasure": erasure, "eval": evaluation, "lens": lens, "head": head, "context": context, "export-hf": export_hf,
-         "import-hf": import_hf, "figures": figures, "similarity": similarity, "attention": attention, "demo": demo}
+         "import-hf": import_hf, "figures": figures, "similarity": similarity, "attention": attention,
+         "dla": dla, "paths": paths, "demo": demo}
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -1,0 +1,201 @@
+"""Direct logit attribution: how much each component writes, straight into the logit difference, at the final position.
+
+The logits are ``unembed(ln_final(x))`` where ``x``, the residual stream leaving the last block, is a sum of writes:
+the input code (``hook_embed``), every head's ``z_h @ W_O_h^T``, each attention layer's output bias (``b_O``, when the
+model has biases) and every MLP's output. With the final norm's per-token scale **frozen at its value in the real
+forward** (``ln_final.hook_scale`` of that prompt - the standard convention, TransformerLens's too), the logit
+difference ``answer - wrong`` is linear in ``x`` and splits exactly into one term per write::
+
+    value(c) = centre(c) . (w * (W_U[answer] - W_U[wrong])) / scale
+
+``w`` is the final norm's weight (read from the model, never folded), ``centre`` the identity for RMSNorm and the
+mean subtraction for LayerNorm, whose bias ``b`` adds the constant ``b . (W_U[answer] - W_U[wrong])``
+(``ln_final_bias``). The unembedding has no bias. Everything is computed in float64 from the float32 activations.
+
+Rows (one per component; ``per_pair=True``: one per component and pair, with ``pair``):
+
+=================  ===========  =====================================================================================
+``component``      ``label``    what it writes
+=================  ===========  =====================================================================================
+``embed``          ``embed``    the input code (or embedding) of the final token
+``head``           ``L1H2``     head 2 of layer 1 (``pos`` NA); with ``by_position=True`` also one row per source
+                                position ``pos`` (key position): the share the head moves from that position,
+                                ``pattern[-1, pos] * (v_pos @ W_O_h^T)``, which sum over ``pos`` to the head's row
+``attn_bias``      ``L1.attn_b`` layer 1's ``o_proj`` bias (only for a model with biases)
+``attn``           ``L1.attn``  layer 1's whole attention output (its heads and its bias)
+``mlp``            ``L1.mlp``   layer 1's MLP output (its bias included)
+``ln_final_bias``  ``ln_final`` the final LayerNorm's bias (LayerNorm models only)
+=================  ===========  =====================================================================================
+
+Columns: ``component, label, layer, head, pos`` (nullable integers, NA where they do not apply), ``value`` (logits,
+the mean over pairs), ``value_lo``/``value_hi`` (its Student-t 95% interval over pairs) and ``n``. Two partitions
+sum to the model's own logit difference, pair by pair (to float32 rounding): :data:`PARTITIONS` ``"layer"``
+(embed, attn, mlp, ln_final_bias) and ``"head"`` (embed, head rows with ``pos`` NA, attn_bias, mlp, ln_final_bias).
+``attrs``: ``logit_diff`` (mean of the model's own), ``logit_diff_lo``/``_hi``, ``max_sum_error`` (the largest
+per-pair gap between a partition's sum and the model's logit difference), ``prompt`` (``clean``/``corrupt``),
+``n_pairs``, ``n_layers``, ``n_heads``, ``n_pos``, ``str_tokens`` (of the first prompt), ``interface``.
+
+Against TransformerLens 4.3's ``direct_logit_attribution``: the same frozen final-norm scale and the same
+decomposition (its ``unit="component"`` rows are our ``embed``/``attn``/``mlp``, its ``unit="head"`` rows our
+``head`` rows plus a remainder). It refuses a bridge whose final norm has a learned weight (it needs that weight
+folded into ``W_U``, which the FixedIdLM bridge never does); run on a twin with ``w`` folded into the unembedding it
+agrees with this module to float32 rounding (tests/analysis/causal/test_dla.py).
+
+What a result does NOT establish: a direct effect is not a total effect. A component can matter through what later
+components read from it (its indirect effect, which path patching measures) while writing nothing along the answer
+direction, and a large direct term can be cancelled downstream or be a constant the prompts share (compare with a
+corrupted prompt, or patch). The frozen scale makes the split exact but linearises the norm: removing one component
+would also change the scale, which this does not model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from analysis import engine
+from analysis.engine.effects import check_eval
+from analysis.engine.hooks import module_hooks
+from analysis.errors import AnalysisError
+from analysis.pairs import PairBatch, make_pairs
+from analysis.stats import t_intervals
+
+#: The components whose values sum to the logit difference (head rows: those with ``pos`` NA).
+PARTITIONS = {"layer": ("embed", "attn", "mlp", "ln_final_bias"),
+              "head": ("embed", "head", "attn_bias", "mlp", "ln_final_bias")}
+PROMPTS = ("clean", "corrupt")
+
+
+def prompt_batch(model, data) -> PairBatch:
+    """A :class:`PairBatch` of what :func:`direct_logit_attribution` takes: pairs (anything
+    :func:`analysis.pairs.make_pairs` takes) or prompts - dicts ``{"prompt", "answer", "wrong"}`` (a prompt is then
+    both the clean and the corrupt prompt of its pair)."""
+    if isinstance(data, PairBatch):
+        return data
+    items = [data] if isinstance(data, dict) else data
+    if isinstance(items, (list, tuple)) and items and all(isinstance(d, dict) and "prompt" in d for d in items):
+        items = [dict(clean=d["prompt"], corrupt=d["prompt"], answer=d.get("answer"), wrong=d.get("wrong"))
+                 for d in items]
+    return make_pairs(model, items)
+
+
+def direct_logit_attribution(model, pairs, *, prompt: str = "clean", by_position: bool = False,
+                             per_pair: bool = False, max_batch: int = 256, progress: bool = False) -> pd.DataFrame:
+    """Direct logit attribution of the logit difference (answer - wrong) at the final position of each ``prompt``
+    (``clean`` or ``corrupt``) of ``pairs``; see the module docstring for the rows and conventions."""
+    check_eval(model)
+    if prompt not in PROMPTS:
+        raise AnalysisError(f"prompt must be 'clean' or 'corrupt', got {prompt!r}")
+    batch = prompt_batch(model, pairs)
+    tokens = batch.clean if prompt == "clean" else batch.corrupt
+    n = len(batch)
+    parts, lds = [], []
+    for c in tqdm(range(0, n, max(1, max_batch)), desc="direct logit attribution", unit="chunk",
+                  disable=not progress, leave=False):
+        rows = slice(c, c + max(1, max_batch))
+        with torch.no_grad():
+            labels, values, ld = _attribute(model, tokens[rows], batch.answer[rows], batch.wrong[rows], by_position)
+        parts.append(values)
+        lds.append(ld)
+    values = np.concatenate(parts, axis=1)  # [components, pairs]
+    ld = np.concatenate(lds)
+    frame = pd.DataFrame(labels, columns=["component", "label", "layer", "head", "pos"])
+    for col in ("layer", "head", "pos"):
+        frame[col] = frame[col].astype("Int64")
+    err = 0.0
+    for comps in PARTITIONS.values():
+        keep = frame.component.isin(comps).to_numpy() & frame["pos"].isna().to_numpy()
+        err = max(err, float(np.abs(values[keep].sum(0) - ld).max()))
+    ld_mean, ld_lo, ld_hi = t_intervals(ld[None])
+    attrs = dict(logit_diff=float(ld_mean[0]), logit_diff_lo=float(ld_lo[0]), logit_diff_hi=float(ld_hi[0]),
+                 max_sum_error=err, prompt=prompt, n_pairs=n, n_layers=model.cfg.n_layers, n_heads=model.cfg.n_heads,
+                 n_pos=int(tokens.shape[1]), str_tokens=_str_tokens(model, tokens[0]),
+                 interface=model.cfg.interface, by_position=bool(by_position))
+    if per_pair:
+        out = frame.iloc[np.repeat(np.arange(len(frame)), n)].reset_index(drop=True)
+        out["pair"] = np.tile(np.arange(n), len(frame))
+        out["value"] = values.reshape(-1)
+    else:
+        out = frame.copy()
+        out["value"], out["value_lo"], out["value_hi"] = t_intervals(values)
+        out["n"] = n
+    out.attrs.update(attrs)
+    return out
+
+
+def _attribute(model, tokens, answer, wrong, by_position):
+    """(row labels, values [components, pairs] float64, the model's own logit differences [pairs]) of one chunk."""
+    cfg = model.cfg
+    L, H, dh = cfg.n_layers, cfg.n_heads, cfg.d_head
+    names = ["hook_embed"]
+    for layer in range(L):
+        names += [f"blocks.{layer}.attn.hook_z", f"blocks.{layer}.hook_mlp_out"]
+        if by_position:  # hooking the pattern switches that layer to explicit attention
+            names += [f"blocks.{layer}.attn.hook_pattern", f"blocks.{layer}.attn.hook_v"]
+    resid, cache = engine.cache_run(model, tokens, names, stop_at_layer=L)
+    seen = {}  # the final norm's scale as the model computes it, on the final position only (the real readout)
+    with module_hooks(model, [("ln_final.hook_scale", lambda mod, inp, out: seen.__setitem__("scale", out))]):
+        logits = model.unembed(model.ln_final(resid[:, -1])).double()
+    ar = torch.arange(len(tokens), device=logits.device)
+    ld = (logits[ar, answer] - logits[ar, wrong]).cpu().numpy()
+    W_U = model.unembed.weight.double()  # [vocab, d_model]
+    diff = W_U[answer] - W_U[wrong]  # [n, d_model]
+    norm = model.ln_final
+    g = diff * norm.w.double()
+    if hasattr(norm, "b"):  # LayerNorm: the mean subtraction is linear; centring the direction is the same
+        g = g - g.mean(-1, keepdim=True)
+    g = g / seen["scale"].double()  # [n, d_model], the frozen per-token scale
+    labels, values = [("embed", "embed", None, None, None)], [(cache["hook_embed"][:, -1].double() * g).sum(-1)]
+    for layer in range(L):
+        attn = model.blocks[layer].attn
+        W_O = attn.o_proj.weight.double().view(cfg.d_model, H, dh)  # [d_model, head, d_head]
+        g_h = torch.einsum("nd,dhe->nhe", g, W_O)  # the direction seen from each head's z
+        z = cache[f"blocks.{layer}.attn.hook_z"][:, -1].double()  # [n, head, d_head]
+        heads = (z * g_h).sum(-1)  # [n, head]
+        if by_position:
+            p = cache[f"blocks.{layer}.attn.hook_pattern"][:, :, -1].double()  # [n, head, key]
+            v = cache[f"blocks.{layer}.attn.hook_v"].double()  # [n, key, kv_head, d_head]
+            v = v.repeat_interleave(H // attn.n_kv, dim=2)
+            by_pos = p * torch.einsum("nkhe,nhe->nhk", v, g_h)  # [n, head, key]
+        for h in range(H):
+            labels.append(("head", f"L{layer}H{h}", layer, h, None))
+            values.append(heads[:, h])
+            if by_position:
+                for k in range(by_pos.shape[-1]):
+                    labels.append(("head", f"L{layer}H{h}", layer, h, k))
+                    values.append(by_pos[:, h, k])
+        total = heads.sum(-1)
+        if attn.o_proj.bias is not None:
+            b = (attn.o_proj.bias.double()[None] * g).sum(-1)
+            labels.append(("attn_bias", f"L{layer}.attn_b", layer, None, None))
+            values.append(b)
+            total = total + b
+        labels.append(("attn", f"L{layer}.attn", layer, None, None))
+        values.append(total)
+        labels.append(("mlp", f"L{layer}.mlp", layer, None, None))
+        values.append((cache[f"blocks.{layer}.hook_mlp_out"][:, -1].double() * g).sum(-1))
+    if hasattr(norm, "b"):
+        labels.append(("ln_final_bias", "ln_final", None, None, None))
+        values.append((norm.b.double()[None] * diff).sum(-1))
+    labels = [tuple(pd.NA if v is None else v for v in row) for row in labels]
+    return labels, torch.stack(values).cpu().numpy(), ld
+
+
+def partition(df: pd.DataFrame, unit: str = "head") -> pd.DataFrame:
+    """The rows of a result whose values sum to the logit difference: :data:`PARTITIONS` ``[unit]``, head rows
+    without a position."""
+    if unit not in PARTITIONS:
+        raise AnalysisError(f"unit must be one of {list(PARTITIONS)}, got {unit!r}")
+    return df[df.component.isin(PARTITIONS[unit]) & df["pos"].isna()]
+
+
+def _str_tokens(model, ids):
+    tok = getattr(model, "tokenizer", None)
+    if tok is None:
+        return [str(int(i)) for i in ids]
+    return [tok.decode([int(i)], skip_special_tokens=False) for i in ids]
+
+
+__all__ = ["direct_logit_attribution", "partition", "prompt_batch", "PARTITIONS"]

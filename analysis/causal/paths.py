@@ -1,0 +1,408 @@
+"""Path patching: the effect of one sender's write that reaches chosen receivers directly, every other path frozen.
+
+A **sender** writes into the residual stream: the input code (``embed``), a head (``L0H3``: its ``z_h @ W_O_h^T``)
+or an MLP (``L0.mlp``). A **receiver** reads it: the query, key or value input of a later head (``L1H2.q``,
+``L1H2.k``, ``L1H2.v``; ``L1H2.qkv`` for all three, ``L1H*.q`` for every head of layer 1), an MLP's input
+(``L1.mlp``: what its ``ln2`` reads), or the logits (``logits``: what the final norm reads). A head reads the
+residual stream entering its block, so its senders are earlier layers' heads and MLPs and the input; an MLP reads the
+stream after its own layer's attention.
+
+The patch (Wang et al. 2022's path patching in its direct form; TransformerLens's ``get_act_patch_direct_path``):
+run the **base** prompt - the corrupted one in ``denoise`` mode, the clean one in ``noise`` mode, as in
+:mod:`analysis.causal.patching` - and add the sender's source-minus-base write
+``delta = write(source) - write(base)`` to the input of each receiver only. Every other reader of the residual
+stream sees the base run's stream, so the sender reaches the metric only through the chosen receivers; what a
+receiver then computes flows on through the rest of the model as usual (a later receiver reads the delta and the
+earlier receivers' changed outputs). The result is the metric of the patched run (per pair, and its mean with a
+Student-t 95% interval over pairs).
+
+**The norm.** A head's q/k/v input and an MLP's input are the *normed* residual stream (``ln1``/``ln2``), the logits
+read the final norm's output. With ``norm="recompute"`` (the default; TransformerLens's convention, which freezes
+nothing about the norm) the receiver's norm is applied to the patched stream ``x + delta``, its scale recomputed
+from it; a path into ``q`` of head ``h`` changes the stream only inside the norm that feeds head ``h``'s query
+projection. With ``norm="frozen"`` the receiver's norm keeps the scale of its unpatched input ``x`` and the delta
+enters linearly (``normed(x) + centre(delta) * w / scale(x)``; Wang et al.'s frozen-LayerNorm approximation): into
+the logits this is direct logit attribution, ``base + DLA_source(sender) - DLA_base(sender)``.
+
+Batched on the intervention engine: the receivers' layers are run once per chunk of senders (``max_batch`` rows,
+a sender's pairs never split), each sender's rows carrying its own delta, from the first receiver layer on (the
+base run's cached residual stream entering it) and - with a built-in metric, which reads the final position - from
+the first position where the sender's source and base writes differ, earlier positions coming from the base run's
+cached keys and values. Into the logits alone no block is run at all: one final norm and unembedding per chunk of
+senders at the final position. A sender whose write is the same in both runs is an exact no-op (its value is the
+base run's metric).
+
+Rows (one per sender; ``per_pair=True``: one per sender and pair, with ``pair``): ``sender`` (its label), ``kind``
+(``embed``, ``head``, ``mlp``), ``layer``, ``head`` (nullable integers), ``receivers`` (the receiver labels, comma
+separated), ``value`` (the metric of the patched run: for ``normalized_logit_diff`` the mean normalised by the mean
+clean and corrupted logit differences, a per-pair value by its pair's gap, NaN below
+:data:`analysis.causal.patching.MIN_GAP`), ``value_lo``/``value_hi`` (95% interval over pairs, the baselines held
+fixed) and ``n``. ``attrs``: ``clean``, ``corrupt``, ``baseline`` (the unpatched base run: an effect is
+``value - baseline``), ``raw_clean``, ``raw_corrupt``, ``mode``, ``metric``, ``norm``, ``receivers`` (list),
+``n_pairs``, ``n_layers``, ``n_heads``, ``n_pos``, ``str_tokens``, ``texts``.
+
+What a result does NOT establish: a path's effect is of this sender's *difference* between the two prompts, along
+these edges, with everything else at the base run - it is neither the sender's total effect (other paths, and
+paths through intermediate components, are frozen out) nor additive over receivers or senders (the model is
+nonlinear; patch a set together to measure it together). Receivers at different layers interact: a later receiver
+sees the earlier ones' changes. With ``norm="frozen"`` the number is a linearisation; with ``recompute`` part of a
+path's effect can be the delta's change of the norm's scale alone.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from analysis import engine
+from analysis.causal.patching import MIN_GAP, MODES
+from analysis.engine.hooks import module_hooks
+from analysis.engine.metrics import normalize, resolve
+from analysis.errors import AnalysisError, AnalysisWarning
+from analysis.pairs import make_pairs
+from analysis.stats import t_intervals
+
+NORMS = ("recompute", "frozen")
+SENDER_SETS = ("all", "heads", "mlps")
+_HEAD = re.compile(r"L(\d+)H(\d+|\*)")
+_HEAD_IN = re.compile(r"L(\d+)H(\d+|\*)\.([qkv]+)")
+_MLP = re.compile(r"L(\d+)\.mlp")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A sender (``kind`` embed, head, mlp) or a receiver (``kind`` q, k, v, mlp_in, logits)."""
+
+    kind: str
+    layer: int | None = None
+    head: int | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind in ("embed", "logits"):
+            return self.kind
+        if self.kind in ("mlp", "mlp_in"):
+            return f"L{self.layer}.mlp"
+        if self.kind == "head":
+            return f"L{self.layer}H{self.head}"
+        return f"L{self.layer}H{self.head}.{self.kind}"
+
+    @property
+    def time(self) -> float:
+        """Where the node sits in the forward: a sender writes at its time, a receiver reads at its time, and a
+        sender reaches a receiver iff it writes earlier than the receiver reads."""
+        return {"embed": 0, "head": 2 * (self.layer or 0) + 1, "mlp": 2 * (self.layer or 0) + 2,
+                "q": 2 * (self.layer or 0) + 0.5, "k": 2 * (self.layer or 0) + 0.5, "v": 2 * (self.layer or 0) + 0.5,
+                "mlp_in": 2 * (self.layer or 0) + 1.5, "logits": float("inf")}[self.kind]
+
+
+def _items(spec, what):
+    if isinstance(spec, str):
+        spec = spec.split(",")
+    try:
+        items = [str(s).strip() for s in spec]
+    except TypeError:
+        raise AnalysisError(f"{what} must be a string of comma-separated labels or a list of them") from None
+    items = [s for s in items if s]
+    if not items:
+        raise AnalysisError(f"no {what} given")
+    return items
+
+
+def _layer(cfg, text, label):
+    layer = int(text)
+    if layer >= cfg.n_layers:
+        raise AnalysisError(f"{label!r}: layer {layer} is out of range (the model has layers 0..{cfg.n_layers - 1})")
+    return layer
+
+
+def _heads(cfg, text, label):
+    if text == "*":
+        return list(range(cfg.n_heads))
+    head = int(text)
+    if head >= cfg.n_heads:
+        raise AnalysisError(f"{label!r}: head {head} is out of range (the model has heads 0..{cfg.n_heads - 1})")
+    return [head]
+
+
+def parse_receivers(model, spec) -> list[Node]:
+    """Receiver labels (a comma-separated string or a list): ``logits``, ``L1H2.q`` / ``.k`` / ``.v`` / ``.qkv``,
+    ``L1H*.q`` (every head of layer 1), ``L1.mlp`` (the MLP's input)."""
+    cfg, out = model.cfg, []
+    for item in _items(spec, "receivers"):
+        if item == "logits":
+            out.append(Node("logits"))
+        elif m := _HEAD_IN.fullmatch(item):
+            layer = _layer(cfg, m[1], item)
+            for h in _heads(cfg, m[2], item):
+                out += [Node(c, layer, h) for c in "qkv" if c in m[3]]
+        elif m := _MLP.fullmatch(item):
+            out.append(Node("mlp_in", _layer(cfg, m[1], item)))
+        else:
+            raise AnalysisError(f"unknown receiver {item!r}; use logits, L<layer>H<head>.q|k|v (e.g. L1H2.q, "
+                                "L1H2.qkv, L1H*.v) or L<layer>.mlp")
+    out = list(dict.fromkeys(out))
+    if cfg.kv_heads != cfg.n_heads and any(r.kind in ("k", "v") for r in out):
+        raise AnalysisError(f"this model shares keys and values between query heads ({cfg.n_heads} heads, "
+                            f"{cfg.kv_heads} key/value heads), so a path into one head's key or value is not "
+                            "defined; use .q receivers")
+    return out
+
+
+def parse_senders(model, spec, receivers: list[Node]) -> list[Node]:
+    """Sender labels (``embed``, ``L0H3``, ``L0H*``, ``L0.mlp``) or a set: ``all`` (None), ``heads``, ``mlps`` - a
+    set keeps the senders upstream of every receiver; a label that is not upstream of one is an error."""
+    cfg = model.cfg
+    first = min(r.time for r in receivers)
+    if spec is None or (isinstance(spec, str) and spec in SENDER_SETS):
+        which = spec or "all"
+        pool = ([Node("embed")] if which == "all" else []) + [
+            node for layer in range(cfg.n_layers)
+            for node in ([Node("head", layer, h) for h in range(cfg.n_heads)] if which != "mlps" else [])
+            + ([Node("mlp", layer)] if which != "heads" else [])]
+        out = [s for s in pool if s.time < first]
+        if not out:
+            raise AnalysisError(f"no sender of the set {which!r} lies upstream of every receiver "
+                                f"({', '.join(r.label for r in receivers)})")
+        return out
+    out = []
+    for item in _items(spec, "senders"):
+        if item == "embed":
+            out.append(Node("embed"))
+        elif m := _HEAD.fullmatch(item):
+            layer = _layer(cfg, m[1], item)
+            out += [Node("head", layer, h) for h in _heads(cfg, m[2], item)]
+        elif m := _MLP.fullmatch(item):
+            out.append(Node("mlp", _layer(cfg, m[1], item)))
+        else:
+            raise AnalysisError(f"unknown sender {item!r}; use embed, L<layer>H<head> (e.g. L0H3, L0H*), "
+                                f"L<layer>.mlp, or a set: {', '.join(SENDER_SETS)}")
+    out = list(dict.fromkeys(out))
+    for s in out:
+        late = [r.label for r in receivers if s.time >= r.time]
+        if late:
+            raise AnalysisError(f"sender {s.label} does not reach receiver(s) {', '.join(late)}: a head reads the "
+                                "stream entering its block and an MLP the stream after its own attention, so a "
+                                "sender must sit in an earlier layer (an MLP: the same layer for a head sender)")
+    return out
+
+
+def _write_hook(s: Node) -> str:
+    return {"embed": "hook_embed", "head": f"blocks.{s.layer}.attn.hook_z",
+            "mlp": f"blocks.{s.layer}.hook_mlp_out"}[s.kind]
+
+
+def _raw(cache, s: Node):
+    """The cached activation a sender's write is made of (its head's z for a head)."""
+    act = cache[_write_hook(s)]
+    return act[:, :, s.head] if s.kind == "head" else act
+
+
+def _write(model, cache, s: Node, pos: slice):
+    """A sender's write into the residual stream ``[n, pos, d_model]`` at positions ``pos``."""
+    act = _raw(cache, s)[:, pos]
+    if s.kind != "head":
+        return act
+    attn = model.blocks[s.layer].attn
+    W_O = attn.o_proj.weight.view(model.cfg.d_model, attn.n_heads, attn.d_head)[:, s.head]  # [d_model, d_head]
+    return act @ W_O.T
+
+
+# ------------------------------------------------------------------------------------------------- the norms
+def _scale(mod, x):
+    """The norm's scale of ``x`` exactly as fixedid's RMSNorm / LayerNorm computes it, and ``x`` centred or not."""
+    if hasattr(mod, "b"):
+        x = x - x.mean(-1, keepdim=True)
+    return (x.pow(2).mean(-1, keepdim=True) + mod.eps).sqrt(), x
+
+
+def _normed(mod, x):
+    """fixedid's norm of ``x`` without calling the module (so its hook points do not fire again)."""
+    scale, xc = _scale(mod, x)
+    out = xc / scale * mod.w
+    return out + mod.b if hasattr(mod, "b") else out
+
+
+def _patched_norm(mod, x, out, delta, norm):
+    """The norm's output for ``x + delta``: recomputed, or with the scale of ``x`` kept (``out`` = the norm of x)."""
+    if norm == "recompute":
+        return _normed(mod, x + delta)
+    scale, _ = _scale(mod, x)
+    if hasattr(mod, "b"):
+        delta = delta - delta.mean(-1, keepdim=True)
+    return out + delta / scale * mod.w
+
+
+def _receiver_hooks(model, receivers, delta, norm):
+    """Forward hooks that add ``delta`` (``[rows, pos, d_model]``) to the input of each receiver only."""
+    hooks = []
+    for layer in sorted({r.layer for r in receivers if r.kind != "logits"}):
+        here = [r for r in receivers if r.layer == layer]
+        qkv = {c: [r.head for r in here if r.kind == c] for c in "qkv"}
+        if any(qkv.values()):
+            state = {}
+
+            def ln1(mod, inp, out, state=state):
+                state["normed"] = _patched_norm(mod, inp[0], out, delta, norm)
+
+            hooks.append((f"blocks.{layer}.ln1", ln1))
+            attn = model.blocks[layer].attn
+            for c, heads in qkv.items():
+                if not heads:
+                    continue
+                proj = getattr(attn, f"{c}_proj")
+
+                def write(mod, inp, out, heads=heads, proj=proj, state=state):
+                    out = out.clone()
+                    dh = out.shape[-1]
+                    for h in heads:
+                        b = None if proj.bias is None else proj.bias[h * dh:(h + 1) * dh]
+                        out[:, :, h] = F.linear(state["normed"], proj.weight[h * dh:(h + 1) * dh], b)
+                    return out
+
+                hooks.append((f"blocks.{layer}.attn.hook_{c}", write))
+        if any(r.kind == "mlp_in" for r in here):
+            hooks.append((f"blocks.{layer}.ln2",
+                          lambda mod, inp, out: _patched_norm(mod, inp[0], out, delta, norm)))
+    return hooks
+
+
+def _readout(model, final, delta, norm):
+    """Logits of the final stream, with ``delta`` added to the final norm's input when not None."""
+    ln = model.ln_final
+    normed = ln(final) if delta is None else _patched_norm(ln, final, _normed(ln, final), delta, norm)
+    return model.unembed(normed)
+
+
+# --------------------------------------------------------------------------------------------------- the sweep
+def path_patching(model, pairs, senders=None, receivers="logits", mode: str = "denoise", metric="logit_diff", *,
+                  norm: str = "recompute", per_pair: bool = False, max_batch: int = 512,
+                  progress: bool = False) -> pd.DataFrame:
+    """Patch each sender's source-minus-base write into ``receivers`` only; see the module docstring."""
+    with torch.no_grad():
+        return _path_patching(model, pairs, senders, receivers, mode, metric, norm, per_pair, max_batch, progress)
+
+
+def _path_patching(model, pairs, senders, receivers, mode, metric, norm, per_pair, max_batch, progress):
+    if mode not in MODES:
+        raise AnalysisError(f"unknown mode {mode!r}; use 'denoise' (clean into corrupt) or 'noise' (corrupt into "
+                            "clean)")
+    if norm not in NORMS:
+        raise AnalysisError(f"unknown norm convention {norm!r}; use 'recompute' (the receiver's norm reads the "
+                            "patched stream) or 'frozen' (its scale stays the unpatched one)")
+    if model.training:
+        raise AnalysisError("the model is in train mode; call model.eval() before path patching")
+    metric_name, fn, norm_metric = resolve(metric)
+    batch = make_pairs(model, pairs)
+    recv = parse_receivers(model, receivers)
+    snd = parse_senders(model, senders, recv)
+    cfg, n, T = model.cfg, len(batch), batch.n_pos
+    L = cfg.n_layers
+    suffix = not callable(metric)  # built-in metrics read the final position only
+    stream = [r for r in recv if r.kind != "logits"]
+    into_logits = any(r.kind == "logits" for r in recv)
+    L0 = min(r.layer for r in stream) if stream else None
+    names = [_write_hook(s) for s in snd]
+    if L0 is not None:
+        names.append(f"blocks.{L0}.hook_resid_pre")
+        if suffix:
+            names += engine.kv_names(L)[2 * L0:]
+    both = torch.cat([batch.clean, batch.corrupt])
+    final, cache = engine.cache_run(model, both, names, stop_at_layer=L)
+    logits = model.unembed(model.ln_final(final[:, -1:] if suffix else final))
+    clean_m, corrupt_m = fn(logits[:n], batch.answer, batch.wrong), fn(logits[n:], batch.answer, batch.wrong)
+    half = (slice(n, 2 * n), slice(0, n)) if mode == "denoise" else (slice(0, n), slice(n, 2 * n))
+    base_cache = {k: v[half[0]] for k, v in cache.items()}
+    src_cache = {k: v[half[1]] for k, v in cache.items()}
+    base_final = final[half[0]]
+    base_m = corrupt_m if mode == "denoise" else clean_m
+    answer, wrong = batch.answer, batch.wrong
+
+    # which senders do anything, and from which position
+    entries = []
+    for i, s in enumerate(snd):
+        src, base = _raw(src_cache, s), _raw(base_cache, s)
+        if suffix and not stream:
+            live = bool((src[:, -1] != base[:, -1]).any())
+            start = T - 1
+        else:
+            first = engine.first_difference(src, base)
+            live = first < T
+            start = min(first, T - 1) if suffix else 0
+        if live:
+            entries.append((i, start))
+    values = base_m[None].repeat(len(snd), 1)
+    bar = tqdm(total=len(entries), desc="path patching", unit="sender", disable=not progress, leave=False)
+    for d, group in engine.groups([e[1] for e in entries], n, max_batch):
+        members = [snd[entries[g][0]] for g in group]
+        k = len(members)
+        pos = slice(d, None)
+        delta = torch.cat([_write(model, src_cache, s, pos) - _write(model, base_cache, s, pos) for s in members])
+        if stream:
+            x = base_cache[f"blocks.{L0}.hook_resid_pre"][:, pos].repeat(k, 1, 1)
+            past = engine.past_kv(base_cache, L0, L, d, repeat=k)
+            with module_hooks(model, _receiver_hooks(model, stream, delta, norm)):
+                out = model(x, start_at_layer=L0, stop_at_layer=L, past_kv=past)
+        else:
+            out = base_final[:, pos].repeat(k, 1, 1)
+        if suffix:
+            out, delta = out[:, -1:], delta[:, -1:]
+        lg = _readout(model, out, delta if into_logits else None, norm)
+        v = fn(lg, answer.repeat(k), wrong.repeat(k)).view(k, n)
+        for j, g in enumerate(group):
+            values[entries[g][0]] = v[j]
+        bar.update(k)
+    bar.close()
+    return _frame(model, batch, snd, recv, values.cpu(), clean_m.cpu(), corrupt_m.cpu(), mode, metric_name, norm,
+                  norm_metric, per_pair)
+
+
+def _frame(model, batch, snd, recv, values, clean_m, corrupt_m, mode, metric_name, norm, norm_metric, per_pair):
+    v = values.double().numpy()  # [senders, pairs] raw metric values
+    clean, corrupt = clean_m.double().numpy(), corrupt_m.double().numpy()
+    n = v.shape[1]
+    raw_clean, raw_corrupt = float(clean.mean()), float(corrupt.mean())
+    mean, lo, hi = t_intervals(v)
+    if norm_metric:
+        gap = clean - corrupt
+        if abs(gap.mean()) < MIN_GAP:
+            warnings.warn(f"the mean clean-corrupt logit difference gap is {gap.mean():.3f} (below {MIN_GAP}): the "
+                          "normalised values divide by noise; read the raw logit differences instead",
+                          AnalysisWarning, stacklevel=4)
+        tiny = np.abs(gap) < MIN_GAP
+        if per_pair and tiny.any():
+            warnings.warn(f"{int(tiny.sum())} of {n} pairs have a clean-corrupt gap below {MIN_GAP} logits; their "
+                          "normalised per-pair values are NaN", AnalysisWarning, stacklevel=4)
+        v = np.where(tiny[None], np.nan, normalize(v, clean[None], corrupt[None]))
+        ends = normalize(np.stack([mean, lo, hi]), raw_clean, raw_corrupt)
+        mean, lo, hi = ends[0], np.minimum(ends[1], ends[2]), np.maximum(ends[1], ends[2])
+    frame = pd.DataFrame({"sender": [s.label for s in snd], "kind": [s.kind for s in snd],
+                          "layer": pd.array([s.layer for s in snd], dtype="Int64"),
+                          "head": pd.array([s.head for s in snd], dtype="Int64"),
+                          "receivers": ",".join(r.label for r in recv)})
+    if per_pair:
+        out = frame.iloc[np.repeat(np.arange(len(frame)), n)].reset_index(drop=True)
+        out["pair"] = np.tile(np.arange(n), len(frame))
+        out["value"] = v.reshape(-1)
+    else:
+        out = frame
+        out["value"], out["value_lo"], out["value_hi"], out["n"] = mean, lo, hi, n
+    clean_v, corrupt_v = (1.0, 0.0) if norm_metric else (raw_clean, raw_corrupt)
+    tok = getattr(model, "tokenizer", None)
+    ids = batch.clean[0].tolist()
+    out.attrs.update(mode=mode, metric=metric_name, norm=norm, receivers=[r.label for r in recv], clean=clean_v,
+                     corrupt=corrupt_v, baseline=corrupt_v if mode == "denoise" else clean_v, raw_clean=raw_clean,
+                     raw_corrupt=raw_corrupt, n_pairs=n, n_layers=model.cfg.n_layers, n_heads=model.cfg.n_heads,
+                     n_pos=batch.n_pos, texts=batch.texts,
+                     str_tokens=[tok.decode([i], skip_special_tokens=False) if tok else str(i) for i in ids])
+    return out
+
+
+__all__ = ["path_patching", "parse_receivers", "parse_senders", "Node", "NORMS", "SENDER_SETS"]

@@ -1,0 +1,88 @@
+"""A TransformerLens 4.x ``TransformerBridge`` over a FixedIdLM with TL's per-head q/k/v input forks.
+
+:func:`analysis.interop.bridge.to_transformer_bridge` wraps each attention module whole (an ``AttentionBridge`` that
+runs FixedIdLM's own forward), so TransformerLens cannot reach the residual stream a single head's query, key or
+value reads: ``set_use_split_qkv_input`` refuses it, and with it ``transformer_lens.patching.get_act_patch_direct_path``
+and edge attribution. This view maps attention onto TL's ``PositionEmbeddingsAttentionBridge`` instead, which
+re-implements attention from the module's ``q_proj``/``k_proj``/``v_proj``/``o_proj`` and FixedIdLM's RoPE tables
+(rotate-half, as ours), and so offers the pre-``ln1`` forks ``blocks.{l}.attn.hook_{q,k,v}_input``
+(``[batch, pos, n_heads, d_model]``), to which TL applies ``ln1`` per head copy.
+
+The attention arithmetic is TL's (explicit softmax) rather than FixedIdLM's SDPA: logits agree to float32 rounding
+(about 1e-6), not bit for bit. Same weights, shared as in :mod:`analysis.interop.bridge`; no folding ever; no
+``past_kv`` (a prefix cache) through the bridge. Meant for checking against TransformerLens's own tools.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+
+import torch
+from transformer_lens.factories.architecture_adapter_factory import ArchitectureAdapterFactory
+from transformer_lens.model_bridge.generalized_components import LinearBridge
+from transformer_lens.model_bridge.generalized_components.position_embeddings_attention import (
+    PositionEmbeddingsAttentionBridge,
+)
+from transformer_lens.model_bridge.sources import build_bridge_from_module
+
+from analysis.interop.bridge import NORM_HOOKS, FixedIdAdapter, bridge_config
+
+ARCH = "FixedIdLMSplitQKV"
+
+
+class ForkedAttentionBridge(PositionEmbeddingsAttentionBridge):
+    """TL's re-implemented attention, called with FixedIdLM's ``(x, cos, sin, past)`` signature."""
+
+    def forward(self, x, cos, sin, past=None):  # noqa: D102 - the signature of fixedid's Attention.forward
+        if past is not None:
+            raise NotImplementedError("the split-qkv bridge runs whole sequences; it takes no past_kv")
+        # fixedid's tables are [pos, 1, d_head]; HF's rotate-half RoPE takes [batch, pos, d_head]
+        pe = (cos[:, 0][None].to(x.dtype), sin[:, 0][None].to(x.dtype))
+        out = super().forward(hidden_states=x, position_embeddings=pe, attention_mask=None)
+        return out[0] if isinstance(out, tuple) else out
+
+
+class SplitQKVAdapter(FixedIdAdapter):
+    """:class:`~analysis.interop.bridge.FixedIdAdapter` with the attention mapped onto :class:`ForkedAttentionBridge`."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        attn = ForkedAttentionBridge(name="attn", config=cfg, submodules={
+            "q": LinearBridge(name="q_proj"), "k": LinearBridge(name="k_proj"),
+            "v": LinearBridge(name="v_proj"), "o": LinearBridge(name="o_proj")})
+        self.component_mapping["blocks"].submodules["attn"] = attn
+
+
+ArchitectureAdapterFactory.register_adapter(ARCH, SplitQKVAdapter)
+
+
+def to_split_qkv_bridge(model):
+    """A TransformerBridge over a structural clone of ``model`` (sharing its tensors) whose attention exposes TL's
+    per-head q/k/v input forks; call ``bridge.set_use_split_qkv_input(True)`` (TL's own tools do) to use them."""
+    shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers(), [model.tokenizer])}
+    clone = copy.deepcopy(model, shared)
+    clone.reset_hooks(including_permanent=True)
+    for block in clone.blocks:  # the attributes TL's re-implementation reads off an HF attention module
+        block.attn.head_dim = block.attn.d_head
+        block.attn.num_key_value_groups = block.attn.n_heads // block.attn.n_kv
+    cfg = bridge_config(model.cfg)
+    cfg.original_architecture = ARCH
+    bridge = build_bridge_from_module(clone, ARCH, tl_config=cfg, model_name=model.cfg.name)
+    slots = [(f"blocks.{i}.{c}", getattr(blk, c)) for i, blk in enumerate(bridge.blocks) for c in ("ln1", "ln2")]
+    for path, comp in slots + [("ln_final", bridge.ln_final)]:
+        for name in NORM_HOOKS:
+            hp = getattr(comp.original_component, name)
+            setattr(comp, name, hp)
+            hp.name = f"{path}.{name}"
+            bridge._hook_registry[hp.name] = hp
+    object.__setattr__(bridge, "process_weights", _refuse)
+    bridge.train(model.training)
+    return bridge
+
+
+def _refuse(*args, **kwargs):
+    raise RuntimeError("a FixedIdLM bridge never folds or centres weights (it shares the model's tensors)")
+
+
+__all__ = ["to_split_qkv_bridge", "ForkedAttentionBridge", "SplitQKVAdapter"]
