@@ -327,6 +327,10 @@ class GF2Code:
     def fingerprint(self) -> str:
         return hashlib.sha256(self.matrix.tobytes() + self.offset.tobytes()).hexdigest()
 
+    def agrees_on(self, inputs, outputs) -> bool:
+        """Whether the map takes every row of ``inputs`` ``[N, n]`` to the same row of ``outputs`` (bit vectors)."""
+        return bool(np.array_equal(self.encode_bits(inputs), np.asarray(outputs, dtype=np.uint8)))
+
     def to_json(self) -> dict:
         return {"matrix": self.matrix.astype(int).tolist(), "offset": self.offset.astype(int).tolist()}
 
@@ -335,6 +339,49 @@ class GF2Code:
         if not isinstance(d, dict) or set(d) != {"matrix", "offset"}:
             raise CodeError("a GF2Code JSON form is {'matrix': [[0/1,...],...], 'offset': [0/1,...]}")
         return cls(np.array(d["matrix"]), np.array(d["offset"]))
+
+
+def fit_affine(inputs, outputs) -> tuple[GF2Code, int] | None:
+    """The invertible affine map ``c = A x XOR b`` that takes each row of ``inputs`` to the same row of ``outputs``.
+
+    ``inputs`` and ``outputs`` are ``[N, n]`` bit vectors (0/1, LSB first). Returns ``(code, determined)``, where
+    ``determined`` is the dimension of the inputs' affine span, or ``None`` where no invertible affine map does it
+    (the outputs are not an affine function of the inputs, or two different inputs share an output). The rows fix
+    ``b`` and ``A`` on that span (from the row-reduced differences ``x_i XOR x_0`` and the same combinations of the
+    outputs); beyond it ``A`` is completed by a fixed rule so that it is invertible: each unit vector ``e_j`` the span
+    lacks (in increasing ``j``) maps to ``e_j`` where that keeps the images independent, else to the first unit vector
+    that does. Over ids ``0 .. V-1`` with ``V > 2**(n-1)`` nothing is completed: the ids ``0, 1, 2, 4, ...`` give
+    ``b`` and every column of ``A``. The map is verified on every row before it is returned."""
+    x, c = np.asarray(inputs), np.asarray(outputs)
+    if x.ndim != 2 or x.shape != c.shape or x.shape[0] == 0 or x.shape[1] == 0:
+        raise CodeError(f"inputs and outputs must be two non-empty [rows, bits] matrices of one shape, got "
+                        f"{x.shape} and {c.shape}")
+    if not (np.isin(x, (0, 1)).all() and np.isin(c, (0, 1)).all()):
+        raise CodeError("inputs and outputs must hold 0/1 entries")
+    x, c = x.astype(np.uint8), c.astype(np.uint8)
+    n = x.shape[1]
+    rank, red, aug = _row_reduce(x ^ x[0], c ^ c[0])
+    if aug[rank:].any():  # a combination of input differences that vanishes while the outputs' does not
+        return None
+    basis, images = [*red[:rank]], [*aug[:rank]]
+    if rank and gf2_rank(np.array(images)) < rank:  # two inputs share an output: not one-to-one
+        return None
+    unit = np.eye(n, dtype=np.uint8)
+    for j in range(n):
+        if gf2_rank(np.array(basis + [unit[j]])) == len(basis):
+            continue
+        for cand in [unit[j], *unit]:
+            if gf2_rank(np.array(images + [cand])) > len(images):
+                break
+        basis.append(unit[j])
+        images.append(cand)
+    # A B = I_m with the basis vectors as the columns of B and their images as the columns of I_m
+    a = gf2_matmul(np.array(images).T, gf2_inverse(np.array(basis).T))
+    b = c[0] ^ gf2_matmul(a, x[0][:, None])[:, 0]
+    code = GF2Code(a, b)
+    if not code.agrees_on(x, c):
+        return None
+    return code, rank
 
 
 # --------------------------------------------------------------------------------------------------------------
