@@ -25,7 +25,8 @@ What the rows cannot tell, and the rule used instead:
   same table). A table that the canonical code renders is reported ``canonical`` even if some recoding also does;
 - the seed: where the toolkit's own draw ``GF2Code.random(n, seed, affine)`` (or ``id_permutation(V, seed)``) for a
   seed below ``max_seed`` renders the rows, ``gf2_seed``/``gf2_affine`` (``table_seed``) name it and A is that draw's
-  in full; otherwise ``gf2_seed`` is None and the matrix is explicit;
+  in full; otherwise ``gf2_seed`` and ``gf2_affine`` are None and the matrix and offset are explicit (the config's
+  ``gf2_seed``/``gf2_affine`` keep their defaults, which an explicit matrix overrides);
 - the scale is read from the stored value; ``code_scale`` is the shortest decimal that the rows' dtype rounds to it
   (stored in bfloat16, a scale of 0.3 is 0.30078125; it comes back as 0.3, the same rule as Python's float repr).
 
@@ -108,9 +109,9 @@ class InferredCode:
                    code_scale=self.code_scale, repeat=self.repeat)
         if self.kind == "gf2":
             j = self.recoding.to_json()
-            out.update(gf2_matrix=j["matrix"], gf2_offset=j["offset"], gf2_affine=bool(self.gf2_affine))
-            if self.gf2_seed is not None:
-                out["gf2_seed"] = self.gf2_seed
+            out.update(gf2_matrix=j["matrix"], gf2_offset=j["offset"])
+            if self.gf2_seed is not None:  # the draw that renders the rows; an explicit matrix needs neither
+                out.update(gf2_seed=self.gf2_seed, gf2_affine=self.gf2_affine)
         if self.kind == "permuted":
             out["table_seed"] = self.table_seed
         return out
@@ -324,8 +325,8 @@ def _recognise(base: np.ndarray, max_seed: int) -> dict | str:
             if found is not None:
                 return dict(kind="gf2", bit_order=order, recoding=found[2], gf2_seed=found[0], gf2_affine=found[1],
                             determined_bits=determined)
-        return dict(kind="gf2", bit_order="msb", recoding=fit[0], gf2_seed=None,
-                    gf2_affine=bool(fit[0].offset.any()), determined_bits=determined)
+        return dict(kind="gf2", bit_order="msb", recoding=fit[0], gf2_seed=None, gf2_affine=None,
+                    determined_bits=determined)
     for order, c in readings.items():
         decoded = bits_to_ids(c)
         if not np.array_equal(np.sort(decoded), ids):

@@ -13,7 +13,15 @@ would update it unless it freezes ``embed_tokens``), and nothing there checks it
 carries ``fixedid`` - the interface, the full :class:`~fixedid.ModelConfig`, the code's kind, the GF(2) matrix A and
 offset b, and the sha256 of the code table - so that :func:`import_hf` (and :func:`analysis.load`, which recognises
 such a directory) rebuilds a fixed-code model, and refuses one whose embedding is not the code table its config
-names. A Llama directory without that record is imported as a learned-interface model.
+names.
+
+A Llama directory without that record (a checkpoint from elsewhere, or an export whose record was stripped) has its
+embedding matrix read by :func:`analysis.interop.codeinfer.infer_code`: where the rows are exactly a code (canonical
+with its bit order, value map, scale and repeat mode; a GF(2) affine recoding with A and b recovered and verified on
+every row; the permuted control), the model is imported as that fixed-code interface (the code in a buffer, not a
+learned table) and a :class:`~analysis.interop.codeinfer.CodeInferredWarning` says so (the command line prints it as
+one line, ``fixedid-analyze: warning: ...``); ``model.meta["inferred_code"]`` holds what was recognised, or why the
+rows are not a code. Otherwise, or with ``infer=False``, it is imported as a learned-interface model.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -31,6 +40,7 @@ from fixedid.codes import table_sha256
 from fixedid.device import resolve_device
 
 from analysis.errors import AnalysisError
+from analysis.interop.codeinfer import CodeInferredWarning, infer_code
 
 FORMAT = "fixedid-hf/1"
 
@@ -262,43 +272,69 @@ def _copy_backbone(model, path: Path, state: dict, tied: bool) -> None:
             raise AnalysisError(f"{path}: {h} has shape {tuple(state[h].shape)}, fixedid expects {want_shape}")
         if f in own:
             own[f].copy_(state[h].to(own[f].dtype))
-        elif not torch.equal(state[h].float().cpu(), _tensor(model, f).float().cpu()):  # the frozen output head
+        elif not torch.equal(state[h].cpu(), _tensor(model, f).cpu().to(state[h].dtype)):  # the frozen output head
             raise AnalysisError(f"{path}: {h} is not the fixed output head its config names (output = 'code' or 'random')")
 
 
 def _set_input(model, path: Path, emb: torch.Tensor, rec: dict | None) -> None:
-    """A learned table takes the embedding; a fixed code must be exactly the table its config names."""
+    """A learned table takes the embedding; a fixed code must be exactly the table its config names, in the dtype the
+    embedding is stored in (a code inferred from the embedding, without a record, was verified by
+    :func:`infer_code` to that dtype's rounding)."""
     cfg = model.cfg
     if not cfg.is_fixed:
         dict(model.named_parameters())["embed.W_E"].copy_(emb)
+        return
+    if rec is None:
         return
     table = model.input_code(torch.arange(cfg.vocab_size, device=_device(model))).float().cpu()
     sha = table_sha256(model.embed.code.detach().cpu().numpy())
     if rec.get("code", {}).get("table_sha256") not in (None, sha):
         raise AnalysisError(f"{path}: the recorded code table hash does not match the code its config names")
-    if emb.shape != table.shape or not torch.equal(emb, table):
-        diff = (emb - table).abs().max().item() if emb.shape == table.shape else float("nan")
+    if emb.shape != table.shape or not torch.equal(emb, table.to(emb.dtype)):
+        diff = (emb.float() - table).abs().max().item() if emb.shape == table.shape else float("nan")
         raise AnalysisError(f"{path}: the embedding is not the {cfg.interface} code table its config names (max "
                             f"difference {diff:.3g}); it was changed after export, so import it without the "
                             "fixedid record to study it as a learned-interface model")
 
 
+def _inferred_config(path: Path, cfg: ModelConfig, state: dict):
+    """A record-less directory's config: the code its embedding rows are, when they are one (announced)."""
+    emb = state.get("model.embed_tokens.weight")
+    if emb is None:
+        return cfg, None
+    found = infer_code(emb)
+    if not found:
+        return cfg, found
+    warnings.warn(f"{path}: config.json has no fixedid record, but its embedding rows are exactly "
+                  f"{found.describe()}; imported as a fixed-code {found.kind} model (the code in a buffer, not a "
+                  "learned table). Import with infer=False (import-hf --no-infer) to study the rows as a learned "
+                  "table", CodeInferredWarning, stacklevel=3)
+    return found.apply(cfg), found
+
+
 @torch.no_grad()
-def import_hf(path, *, device="cpu", model_class: type = FixedIdLM):
+def import_hf(path, *, device="cpu", model_class: type = FixedIdLM, infer: bool = True):
     """A ``transformers`` Llama directory as a ``model_class`` (a :class:`fixedid.FixedIdLM` or subclass): with the
     ``fixedid`` record of :func:`export_hf`, the fixed-code model it came from (its embedding checked against the
-    code table); without it, a learned-interface model of the same shape."""
+    code table); without it, the fixed-code model its embedding rows are when :func:`infer_code` recognises a code
+    in them (with a :class:`CodeInferredWarning`; not with ``infer=False``), else a learned-interface model of the
+    same shape."""
     path = Path(path)
     conf = _hf_config(path)
-    model = model_class(_model_config(path, conf), init=False).to(resolve_device(device))
+    cfg = _model_config(path, conf)
     state = _read_state(path)
+    rec, found = conf.get("fixedid"), None
+    if rec is None and infer:
+        cfg, found = _inferred_config(path, cfg, state)
+    model = model_class(cfg, init=False).to(resolve_device(device))
     _copy_backbone(model, path, state, bool(conf.get("tie_word_embeddings")))
-    _set_input(model, path, state["model.embed_tokens.weight"].float(), conf.get("fixedid"))
+    _set_input(model, path, state["model.embed_tokens.weight"], rec)
     if (path / "tokenizer.json").is_file():
         from tokenizers import Tokenizer
 
         model.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-    model.meta = {"imported_from": str(path), "fixedid": conf.get("fixedid")}
+    model.meta = {"imported_from": str(path), "fixedid": rec,
+                  "inferred_code": None if found is None else found.to_dict()}
     return model.eval()
 
 
