@@ -22,7 +22,9 @@ nothing about the norm) the receiver's norm is applied to the patched stream ``x
 from it; a path into ``q`` of head ``h`` changes the stream only inside the norm that feeds head ``h``'s query
 projection. With ``norm="frozen"`` the receiver's norm keeps the scale of its unpatched input ``x`` and the delta
 enters linearly (``normed(x) + centre(delta) * w / scale(x)``; Wang et al.'s frozen-LayerNorm approximation): into
-the logits this is direct logit attribution, ``base + DLA_source(sender) - DLA_base(sender)``.
+the logits this is direct logit attribution read at the base run's final-norm scale,
+``base + DLA(write(source)) - DLA(write(base))`` (:mod:`analysis.causal.dla` divides each prompt's writes by that
+prompt's own scale, so ``DLA_source * scale_source / scale_base`` stands for the first term).
 
 Batched on the intervention engine: the receivers' layers are run once per chunk of senders (``max_batch`` rows,
 a sender's pairs never split), each sender's rows carrying its own delta, from the first receiver layer on (the

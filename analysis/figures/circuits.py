@@ -48,9 +48,9 @@ def dla_figure(df: pd.DataFrame, *, title: str | None = None):
     ax.bar(x, bars.value, color=[colours[c] for c in bars.component], yerr=np.nan_to_num(err), capsize=2,
            error_kw={"lw": 0.8})
     ax.axhline(0, color="k", lw=0.6)
-    ax.axhline(a["logit_diff"], color="k", lw=0.8, ls="--")
-    ax.text(len(bars) - 0.5, a["logit_diff"], f"logit diff {a['logit_diff']:+.2f} (sum)", ha="right",
-            va="bottom", fontsize=6.5)
+    ax.axhline(a["logit_diff"], color="k", lw=0.8, ls="--",
+               label=f"logit difference {a['logit_diff']:+.2f}\n(the bars' sum)")
+    ax.legend(fontsize=6, loc="best", frameon=False)
     ax.set_xticks(x, [lbl.replace(".", " ") for lbl in bars.label], rotation=60, ha="right", fontsize=7)
     ax.tick_params(axis="y", labelsize=7)
     ax.set_ylabel("direct logit attribution\n(logits, answer - wrong)", fontsize=8)
