@@ -36,6 +36,10 @@ in float32 and stored in any of these dtypes passes (rounding a level gives the 
 inferred config's table then equals the rows bit for bit once cast to the rows' dtype. A table with entries further
 off (an edited or fine-tuned code) is refused, naming how many entries and the largest deviation.
 
+Cost (measured, 2 CPU cores): a 49,152 x 2,048 bfloat16 gf2 table (the paper's shape) is recognised in 2.0 s at
+1.3 GB peak; a learned table of that size is refused from a sample of its entries in 0.3 s. The full checks run in
+chunks of rows.
+
 The result, :class:`InferredCode`: ``kind`` (``"canonical"``, ``"gf2"``, ``"permuted"``, or None with ``reason``
 saying why not), the config fields (``config_fields()``; ``apply(cfg)`` sets them on a shape), ``recoding`` (the
 GF2Code of ``gf2``), ``determined_bits``, ``max_deviation`` (the largest ``|entry - rendered entry| / s``) and
