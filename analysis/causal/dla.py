@@ -12,20 +12,16 @@ difference ``answer - wrong`` is linear in ``x`` and splits exactly into one ter
 mean subtraction for LayerNorm, whose bias ``b`` adds the constant ``b . (W_U[answer] - W_U[wrong])``
 (``ln_final_bias``). The unembedding has no bias. Everything is computed in float64 from the float32 activations.
 
-Rows (one per component; ``per_pair=True``: one per component and pair, with ``pair``):
+Rows (one per component; ``per_pair=True``: one per component and pair, with ``pair``), by ``component``:
 
-=================  ===========  =====================================================================================
-``component``      ``label``    what it writes
-=================  ===========  =====================================================================================
-``embed``          ``embed``    the input code (or embedding) of the final token
-``head``           ``L1H2``     head 2 of layer 1 (``pos`` NA); with ``by_position=True`` also one row per source
-                                position ``pos`` (key position): the share the head moves from that position,
-                                ``pattern[-1, pos] * (v_pos @ W_O_h^T)``, which sum over ``pos`` to the head's row
-``attn_bias``      ``L1.attn_b`` layer 1's ``o_proj`` bias (only for a model with biases)
-``attn``           ``L1.attn``  layer 1's whole attention output (its heads and its bias)
-``mlp``            ``L1.mlp``   layer 1's MLP output (its bias included)
-``ln_final_bias``  ``ln_final`` the final LayerNorm's bias (LayerNorm models only)
-=================  ===========  =====================================================================================
+- ``embed`` (label ``embed``): the input code (or embedding) of the final token;
+- ``head`` (``L1H2``): head 2 of layer 1, ``pos`` NA; with ``by_position=True`` also one row per source (key)
+  position ``pos``: what the head moves from that position, ``pattern[-1, pos] * (v_pos @ W_O_h^T)``, which sum over
+  ``pos`` to the head's row;
+- ``attn_bias`` (``L1.attn_b``): layer 1's ``o_proj`` bias (models with biases only);
+- ``attn`` (``L1.attn``): layer 1's whole attention output (its heads and its bias);
+- ``mlp`` (``L1.mlp``): layer 1's MLP output (its bias included);
+- ``ln_final_bias`` (``ln_final``): the final LayerNorm's bias (LayerNorm models only).
 
 Columns: ``component, label, layer, head, pos`` (nullable integers, NA where they do not apply), ``value`` (logits,
 the mean over pairs), ``value_lo``/``value_hi`` (its Student-t 95% interval over pairs) and ``n``. Two partitions
@@ -33,13 +29,19 @@ sum to the model's own logit difference, pair by pair (to float32 rounding): :da
 (embed, attn, mlp, ln_final_bias) and ``"head"`` (embed, head rows with ``pos`` NA, attn_bias, mlp, ln_final_bias).
 ``attrs``: ``logit_diff`` (mean of the model's own), ``logit_diff_lo``/``_hi``, ``max_sum_error`` (the largest
 per-pair gap between a partition's sum and the model's logit difference), ``prompt`` (``clean``/``corrupt``),
-``n_pairs``, ``n_layers``, ``n_heads``, ``n_pos``, ``str_tokens`` (of the first prompt), ``interface``.
+``n_pairs``, ``n_layers``, ``n_heads``, ``n_pos``, ``str_tokens`` (of the first prompt), ``interface``,
+``by_position``. With ``by_position`` the pattern is materialised (explicit attention), one layer at a time, and the
+rows per forward shrink to keep it within :data:`PATTERN_BUDGET`.
 
-Against TransformerLens 4.3's ``direct_logit_attribution``: the same frozen final-norm scale and the same
-decomposition (its ``unit="component"`` rows are our ``embed``/``attn``/``mlp``, its ``unit="head"`` rows our
-``head`` rows plus a remainder). It refuses a bridge whose final norm has a learned weight (it needs that weight
-folded into ``W_U``, which the FixedIdLM bridge never does); run on a twin with ``w`` folded into the unembedding it
-agrees with this module to float32 rounding (tests/analysis/causal/test_dla.py).
+Against TransformerLens 4.3's ``direct_logit_attribution``: the same frozen final-norm scale (it reads the cached
+``ln_final.hook_scale``) and the same decomposition (its ``unit="component"`` rows are our ``embed``/``attn``/``mlp``,
+its ``unit="head"`` rows our ``head`` rows plus a remainder). Two differences of convention. It projects onto
+``W_U`` alone, so it needs the final norm's weight folded into ``W_U`` and refuses a bridge not in compatibility
+mode - which the FixedIdLM bridge never enters, since it never processes the shared weights; we read ``w`` from the
+model instead. And after folding, a LayerNorm's bias sits in ``b_U``, a per-token constant it leaves out; we report
+it as ``ln_final_bias``. Run through its ``cache=`` argument on the bridge of a twin with ``w`` folded into the
+unembedding (and ``b`` turned into ``b / w``) it agrees with this module to about 2e-6 logits
+(tests/analysis/causal/test_dla.py).
 
 What a result does NOT establish: a direct effect is not a total effect. A component can matter through what later
 components read from it (its indirect effect, which path patching measures) while writing nothing along the answer
@@ -55,7 +57,6 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from analysis import engine
 from analysis.engine.effects import check_eval
 from analysis.engine.hooks import module_hooks
 from analysis.errors import AnalysisError
@@ -66,6 +67,9 @@ from analysis.stats import t_intervals
 PARTITIONS = {"layer": ("embed", "attn", "mlp", "ln_final_bias"),
               "head": ("embed", "head", "attn_bias", "mlp", "ln_final_bias")}
 PROMPTS = ("clean", "corrupt")
+#: Elements of one layer's attention pattern ``[rows, heads, T, T]`` that a ``by_position`` forward may hold (fp32:
+#: 1 GiB); the rows per forward shrink below ``max_batch`` to stay within it (at least one row).
+PATTERN_BUDGET = 1 << 28
 
 
 def prompt_batch(model, data) -> PairBatch:
@@ -90,11 +94,14 @@ def direct_logit_attribution(model, pairs, *, prompt: str = "clean", by_position
         raise AnalysisError(f"prompt must be 'clean' or 'corrupt', got {prompt!r}")
     batch = prompt_batch(model, pairs)
     tokens = batch.clean if prompt == "clean" else batch.corrupt
-    n = len(batch)
+    n, T = len(batch), tokens.shape[1]
+    step = max(1, max_batch)
+    if by_position:  # explicit attention holds one layer's [rows, heads, T, T] pattern at a time
+        step = max(1, min(step, PATTERN_BUDGET // (model.cfg.n_heads * T * T)))
     parts, lds = [], []
-    for c in tqdm(range(0, n, max(1, max_batch)), desc="direct logit attribution", unit="chunk",
-                  disable=not progress, leave=False):
-        rows = slice(c, c + max(1, max_batch))
+    for c in tqdm(range(0, n, step), desc="direct logit attribution", unit="chunk", disable=not progress,
+                  leave=False):
+        rows = slice(c, c + step)
         with torch.no_grad():
             labels, values, ld = _attribute(model, tokens[rows], batch.answer[rows], batch.wrong[rows], by_position)
         parts.append(values)
@@ -129,12 +136,20 @@ def _attribute(model, tokens, answer, wrong, by_position):
     """(row labels, values [components, pairs] float64, the model's own logit differences [pairs]) of one chunk."""
     cfg = model.cfg
     L, H, dh = cfg.n_layers, cfg.n_heads, cfg.d_head
-    names = ["hook_embed"]
+    # keep the final query position only (the pattern: its row; the values: every key position)
+    last = {"hook_embed": (slice(None), -1)}
     for layer in range(L):
-        names += [f"blocks.{layer}.attn.hook_z", f"blocks.{layer}.hook_mlp_out"]
+        last[f"blocks.{layer}.attn.hook_z"] = last[f"blocks.{layer}.hook_mlp_out"] = (slice(None), -1)
         if by_position:  # hooking the pattern switches that layer to explicit attention
-            names += [f"blocks.{layer}.attn.hook_pattern", f"blocks.{layer}.attn.hook_v"]
-    resid, cache = engine.cache_run(model, tokens, names, stop_at_layer=L)
+            last[f"blocks.{layer}.attn.hook_pattern"] = (slice(None), slice(None), -1)
+            last[f"blocks.{layer}.attn.hook_v"] = (slice(None),)
+    cache = {}
+
+    def keep(name, index):
+        return lambda mod, inp, out: cache.__setitem__(name, out[index].detach())
+
+    with module_hooks(model, [(name, keep(name, index)) for name, index in last.items()]):
+        resid = model(tokens, stop_at_layer=L)
     seen = {}  # the final norm's scale as the model computes it, on the final position only (the real readout)
     with module_hooks(model, [("ln_final.hook_scale", lambda mod, inp, out: seen.__setitem__("scale", out))]):
         logits = model.unembed(model.ln_final(resid[:, -1])).double()
@@ -147,15 +162,15 @@ def _attribute(model, tokens, answer, wrong, by_position):
     if hasattr(norm, "b"):  # LayerNorm: the mean subtraction is linear; centring the direction is the same
         g = g - g.mean(-1, keepdim=True)
     g = g / seen["scale"].double()  # [n, d_model], the frozen per-token scale
-    labels, values = [("embed", "embed", None, None, None)], [(cache["hook_embed"][:, -1].double() * g).sum(-1)]
+    labels, values = [("embed", "embed", None, None, None)], [(cache["hook_embed"].double() * g).sum(-1)]
     for layer in range(L):
         attn = model.blocks[layer].attn
         W_O = attn.o_proj.weight.double().view(cfg.d_model, H, dh)  # [d_model, head, d_head]
         g_h = torch.einsum("nd,dhe->nhe", g, W_O)  # the direction seen from each head's z
-        z = cache[f"blocks.{layer}.attn.hook_z"][:, -1].double()  # [n, head, d_head]
+        z = cache[f"blocks.{layer}.attn.hook_z"].double()  # [n, head, d_head]
         heads = (z * g_h).sum(-1)  # [n, head]
         if by_position:
-            p = cache[f"blocks.{layer}.attn.hook_pattern"][:, :, -1].double()  # [n, head, key]
+            p = cache[f"blocks.{layer}.attn.hook_pattern"].double()  # [n, head, key]
             v = cache[f"blocks.{layer}.attn.hook_v"].double()  # [n, key, kv_head, d_head]
             v = v.repeat_interleave(H // attn.n_kv, dim=2)
             by_pos = p * torch.einsum("nkhe,nhe->nhk", v, g_h)  # [n, head, key]
@@ -175,7 +190,7 @@ def _attribute(model, tokens, answer, wrong, by_position):
         labels.append(("attn", f"L{layer}.attn", layer, None, None))
         values.append(total)
         labels.append(("mlp", f"L{layer}.mlp", layer, None, None))
-        values.append((cache[f"blocks.{layer}.hook_mlp_out"][:, -1].double() * g).sum(-1))
+        values.append((cache[f"blocks.{layer}.hook_mlp_out"].double() * g).sum(-1))
     if hasattr(norm, "b"):
         labels.append(("ln_final_bias", "ln_final", None, None, None))
         values.append((norm.b.double()[None] * diff).sum(-1))

@@ -7,6 +7,7 @@ import torch
 from transformer_lens.tools.analysis import direct_logit_attribution as tl_dla
 
 from analysis import AnalysisError, make_pairs
+from analysis.causal import dla
 from analysis.causal.dla import PARTITIONS, direct_logit_attribution, partition
 
 from tests.analysis.causal._circuits import PAIRS, circuit_model, folded_twin
@@ -86,7 +87,7 @@ def test_equals_transformer_lens_dla_on_the_bridge(model):
     assert float((wrong.attribution - comp.attribution).detach().abs().max()) > 1e-2
 
 
-def test_prompts_corrupt_prompts_and_chunks(model):
+def test_prompts_corrupt_prompts_and_chunks(model, monkeypatch):
     one = direct_logit_attribution(model, [dict(prompt=p["clean"], answer=p["answer"], wrong=p["wrong"])
                                           for p in PAIRS])
     assert np.allclose(one.value, direct_logit_attribution(model, PAIRS).value, atol=1e-9)
@@ -96,6 +97,9 @@ def test_prompts_corrupt_prompts_and_chunks(model):
     assert corrupt.attrs["prompt"] == "corrupt" and list(one.columns) == [
         "component", "label", "layer", "head", "pos", "value", "value_lo", "value_hi", "n"]
     assert (one.value_lo <= one.value).all() and (one.value <= one.value_hi).all()
+    whole = direct_logit_attribution(model, PAIRS, by_position=True)
+    monkeypatch.setattr(dla, "PATTERN_BUDGET", 1)  # one prompt per forward
+    assert np.allclose(direct_logit_attribution(model, PAIRS, by_position=True).value, whole.value, atol=1e-9)
 
 
 def test_bad_input(model):
