@@ -101,7 +101,7 @@ def dla_positions_figure(df: pd.DataFrame, *, title: str | None = None, top: int
 
 def paths_figure(df: pd.DataFrame, *, title: str | None = None):
     """Path patching of many senders into one receiver set: the effect (patched minus base run) of each head, each
-    MLP and the input as a layer x (heads, MLP) map; senders not run (not upstream of the receivers) are blank."""
+    MLP and the input as a layer x (heads, MLP) map, down to the last layer with a sender; senders not run are blank."""
     if "pair" in df.columns:
         raise ValueError("plot an aggregated result (per_pair=False)")
     a = df.attrs
@@ -115,6 +115,8 @@ def paths_figure(df: pd.DataFrame, *, title: str | None = None):
             grid[int(r.layer) + 1, int(r["head"])] = e
         else:
             grid[int(r.layer) + 1, H] = e
+    top = int(df.layer.max()) + 1 if df.layer.notna().any() else 0
+    grid, L = grid[:top + 1], top  # no rows for layers with no sender (downstream of every receiver)
     width = min(TWO_COLUMNS, 1.6 + 0.55 * (H + 1))
     fig, axes = subplots(1 if width <= 3.4 else 2, height=max(2.4, 0.36 * (L + 1) + 1.6))
     fig.set_size_inches(max(width, 3.4), fig.get_size_inches()[1])

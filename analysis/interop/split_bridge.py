@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import itertools
 
-import torch
 from transformer_lens.factories.architecture_adapter_factory import ArchitectureAdapterFactory
 from transformer_lens.model_bridge.generalized_components import LinearBridge
 from transformer_lens.model_bridge.generalized_components.position_embeddings_attention import (
@@ -44,7 +43,7 @@ class ForkedAttentionBridge(PositionEmbeddingsAttentionBridge):
 
 
 class SplitQKVAdapter(FixedIdAdapter):
-    """:class:`~analysis.interop.bridge.FixedIdAdapter` with the attention mapped onto :class:`ForkedAttentionBridge`."""
+    """:class:`~analysis.interop.bridge.FixedIdAdapter` with attention mapped onto :class:`ForkedAttentionBridge`."""
 
     def __init__(self, cfg):
         super().__init__(cfg)

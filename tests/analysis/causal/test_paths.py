@@ -87,7 +87,8 @@ def write(model, cache, sender):
     if sender.endswith(".mlp"):
         return cache[f"blocks.{layer}.hook_mlp_out"]
     h, dh = int(sender[3]), model.cfg.d_head
-    return cache[f"blocks.{layer}.attn.hook_z"][:, :, h] @ model.blocks[layer].attn.o_proj.weight[:, h * dh:(h + 1) * dh].T
+    W_O = model.blocks[layer].attn.o_proj.weight[:, h * dh:(h + 1) * dh]
+    return cache[f"blocks.{layer}.attn.hook_z"][:, :, h] @ W_O.T
 
 
 def naive_path(model, batch, sender, receivers, mode, norm):
