@@ -19,6 +19,13 @@ a layer...); the behaviours' per-prompt scores are kept beside them under ``OUT/
 study's own variants is measured once over every seed, with its references (the ceiling of one interface across
 seeds, cross-interface levels across and within seeds, the initialisation, a null), under ``OUT/similarity``.
 
+Several processes can share one study (the GPUs of a node, Slurm array tasks on a shared file system): each runs
+the same command with ``--worker`` (or ``--workers N`` starts N here): :func:`study_tasks` cuts the study into
+tasks - a training per seed and variant, a measurement per checkpoint and analysis, the similarity, the report -
+that the workers (:mod:`analysis.study.workers`) claim one at a time, so none runs twice and a killed worker's task
+is taken over. The results are those of one process. Without those options the study runs in this process, one task
+after another, as it always has.
+
 To add an analysis, write one function ``fn(model, reference=None)`` that returns its rows (``_rows(name, items)``
 with ``items`` ``(metric, key, value)`` triples) and register it with its name and when it runs::
 
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -89,17 +97,25 @@ def train_all(cfg: TrainConfig, out: Path, seeds, gf2_seeds, *, variants=BASE_VA
     """Train what is not trained yet; returns ``{(seed, variant name): run dir of that variant}``."""
     from fixedid import train
 
-    ckpts = {}
-    for s, name, c, rel, variants in training_runs(cfg, seeds, gf2_seeds, variants):
+    for s, name, c, rel, run_variants in training_runs(cfg, seeds, gf2_seeds, variants):
         run_dir = out / "runs" / rel
-        if not train.run_complete(run_dir, c, variants):
+        if not train.run_complete(run_dir, c, run_variants):
             if not quiet:
-                print(f"training {', '.join(variants)} of {name} into {run_dir}")
-            train.train(c, run_dir, variants, resume=(run_dir / "run.json").exists(), quiet=quiet)
-        for v in variants:
-            label = v if name == f"seed{s}" else f"gf2-r{name.split('gf2r')[1]}"
-            ckpts[(s, label)] = run_dir / v
-    return ckpts
+                print(f"training {', '.join(run_variants)} of {name} into {run_dir}")
+            train.train(c, run_dir, run_variants, resume=(run_dir / "run.json").exists(), quiet=quiet)
+    return checkpoint_dirs(cfg, out, seeds, gf2_seeds, variants)
+
+
+def variant_label(seed: int, run_name: str, variant: str) -> str:
+    """The study's name of a trainer variant: itself in the seed's own run, ``gf2-r<R>`` in a recoding's run."""
+    return variant if run_name == f"seed{seed}" else f"gf2-r{run_name.split('gf2r')[1]}"
+
+
+def checkpoint_dirs(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=BASE_VARIANTS) -> dict:
+    """``{(seed, variant name): its directory under OUT/runs}`` for every variant the study trains (trained or
+    not)."""
+    return {(s, variant_label(s, name, v)): Path(out) / "runs" / rel / v
+            for s, name, _, rel, run_variants in training_runs(cfg, seeds, gf2_seeds, variants) for v in run_variants}
 
 
 def checkpoints_of(variant_dir: Path, cfg: TrainConfig) -> dict[int, Path]:
@@ -135,32 +151,55 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False
     variants with its references (:func:`measure_similarity`)."""
     from tqdm.auto import tqdm
 
-    from analysis.loading import load
+    todo = [m for m in measurement_tasks(cfg, out, ckpts) if not m.path.exists()]
+    loaded: dict = {}
+    for m in tqdm(todo, desc="measurements", unit="run", disable=quiet):
+        measure_one(m, out, ckpts, loaded)
+    measure_similarity(cfg, out, ckpts, quiet=quiet)
 
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measurement of the study: ``analysis`` of the checkpoint ``cdir`` (``variant`` of ``seed`` at ``step``),
+    written to ``path``; ``reference``: the (seed, "learned") key of its reference checkpoint, or None."""
+    seed: int
+    variant: str
+    step: int
+    cdir: Path
+    analysis: str
+    path: Path
+    reference: tuple | None
+
+
+def measurement_tasks(cfg: TrainConfig, out: Path, ckpts: dict) -> list[Measurement]:
+    """Every measurement the study makes of the checkpoints ``ckpts`` (done or not), in the order they run."""
     todo = []
     for (seed, variant), vdir in ckpts.items():
+        other = _other_seed(seed, ckpts)
         for step, cdir in checkpoints_of(vdir, cfg).items():
-            for analysis, entry in ANALYSES.items():
+            for analysis, entry in analyses.ANALYSES.items():
                 if not entry.controls and not _is_base(variant):
                     continue
                 if entry.when == "all" or step == cfg.train.steps:
                     path = out / "measurements" / f"seed{seed}" / variant / f"step{step}" / f"{analysis}.csv"
-                    if not path.exists():
-                        todo.append((seed, variant, step, cdir, analysis, path))
-    loaded: dict = {}
-    for seed, variant, step, cdir, analysis, path in tqdm(todo, desc="measurements", unit="run", disable=quiet):
-        if cdir not in loaded:
-            loaded.clear()
-            loaded[cdir] = load(cdir)
-        reference = None
-        other = _other_seed(seed, ckpts)
-        if ANALYSES[analysis].reference and other is not None:
-            reference = load(ckpts[(other, "learned")])
-        rows = measure(analysis, loaded[cdir], reference)
-        if "items" in rows.attrs:  # per-item values beside the measurement, written first (the measurement marks done)
-            _write(rows.attrs["items"], out / "items" / path.relative_to(out / "measurements"))
-        _write(rows, path)
-    measure_similarity(cfg, out, ckpts, quiet=quiet)
+                    ref = (other, "learned") if entry.reference and other is not None else None
+                    todo.append(Measurement(seed, variant, step, cdir, analysis, path, ref))
+    return todo
+
+
+def measure_one(m: Measurement, out: Path, ckpts: dict, loaded: dict) -> None:
+    """Make one measurement and write it (its per-item values first: the measurement file marks it done);
+    ``loaded``: ``{checkpoint dir: model}``, the one checkpoint kept loaded between calls."""
+    from analysis.loading import load
+
+    if m.cdir not in loaded:
+        loaded.clear()
+        loaded[m.cdir] = load(m.cdir)
+    reference = load(ckpts[m.reference]) if m.reference is not None else None
+    rows = measure(m.analysis, loaded[m.cdir], reference)
+    if "items" in rows.attrs:  # per-item values beside the measurement, written first (the measurement marks done)
+        _write(rows.attrs["items"], out / "items" / m.path.relative_to(out / "measurements"))
+    _write(rows, m.path)
 
 
 def measure_similarity(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False) -> Path | None:
@@ -174,10 +213,8 @@ def measure_similarity(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool 
     models = {(v, s): d for (s, v), d in sorted(ckpts.items()) if _is_base(v)}
     if len(models) < 2:
         return None
-    where = out / "similarity" / f"step{cfg.train.steps}"
-    names = sorted(f"{v}@seed{s}" for v, s in models)
-    record = where / "models.json"
-    if (where / "reading.csv").exists() and record.exists() and json.loads(record.read_text()) == names:
+    where, names, record = _similarity_record(cfg, out, ckpts)
+    if similarity_done(cfg, out, ckpts):
         return where
     refs = similarity_references(models, tokens=analyses.TOKENS, boot=analyses.BOOT, null_draws=10, seed=0,
                                  progress=not quiet)
@@ -185,6 +222,23 @@ def measure_similarity(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool 
     _write(refs.reading(), where / "reading.csv")
     write_text_atomic(record, json.dumps(names))
     return where
+
+
+def _similarity_record(cfg: TrainConfig, out: Path, ckpts: dict) -> tuple[Path, list[str], Path]:
+    where = out / "similarity" / f"step{cfg.train.steps}"
+    return where, sorted(f"{v}@seed{s}" for (s, v) in ckpts if _is_base(v)), where / "models.json"
+
+
+def similarity_done(cfg: TrainConfig, out: Path, ckpts: dict) -> bool:
+    """Whether :func:`measure_similarity` of ``ckpts`` has nothing to do: its tables are written for this set of
+    models (or there are fewer than two)."""
+    where, names, record = _similarity_record(cfg, out, ckpts)
+    if len(names) < 2:
+        return True
+    try:
+        return (where / "reading.csv").exists() and json.loads(record.read_text()) == names
+    except (OSError, ValueError):
+        return False
 
 
 def collect_measurements(out: Path) -> pd.DataFrame:
@@ -216,10 +270,99 @@ def collect_items(out: Path) -> pd.DataFrame | None:
 # ------------------------------------------------------------------------------------------------------- main
 def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, quiet: bool = False) -> Path:
     """Train, measure, aggregate and report (see the module docstring); returns the report's path. ``variants``:
-    the trainer's variant names (default: the three and their controls, :data:`DEFAULT_VARIANTS`)."""
-    from fixedid.config import VARIANTS
+    the trainer's variant names (default: the three and their controls, :data:`DEFAULT_VARIANTS`). One process,
+    one task after another; :func:`run_study_worker` shares the same work among processes."""
+    cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
+    ckpts = train_all(cfg, out, seeds, gf2_seeds, variants=variants, quiet=quiet)
+    measure_all(cfg, out, ckpts, quiet=quiet)
+    return write_report(cfg, out, seeds, gf2_seeds)
 
-    from analysis.study.report import load_similarity, write_results
+
+def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_VARIANTS, *,
+                train_cmd: str | None = None, loaded: dict | None = None) -> list:
+    """The study as :class:`analysis.study.workers.Task` s, in the order one worker would run them:
+
+    - ``prepare.<run>``: a training run's data and ``run.json`` (:func:`fixedid.train.loop.prepare_run`);
+    - ``train.<run>.<variant>``: one variant of a run, resumed from its last checkpoint if it has one (needs the
+      run's ``prepare``); done when it is trained to the last step with its snapshots; with ``train_cmd``, run as
+      that command (:func:`analysis.study.workers.train_outside`);
+    - ``similarity.step<N>``: :func:`measure_similarity` (needs the trainings of the study's own variants);
+    - ``measure.seed<S>.<variant>.step<N>.<analysis>``: one measurement (needs the variant's training, and its
+      reference's for the analyses that take one); done when its CSV exists;
+    - ``report.<hash>``: :func:`write_report`, once everything else is done (``<hash>`` names the set of tasks: a
+      study grown by more seeds gets a new report).
+
+    ``loaded``: the worker's ``{checkpoint dir: model}`` (one kept loaded between measurements; emptied before a
+    training)."""
+    import hashlib
+
+    from fixedid.train.loop import prepare_run, run_complete, train
+
+    from analysis.study.workers import Task, train_outside
+
+    out = Path(out)
+    loaded = {} if loaded is None else loaded
+    tasks, trains = [], {}
+    for s, name, c, rel, run_variants in training_runs(cfg, seeds, gf2_seeds, variants):
+        run_dir = out / "runs" / rel
+        prep = f"prepare.{name}"
+        tasks.append(Task(prep, (), lambda d=run_dir: (d / "run.json").exists(),
+                          lambda c=c, d=run_dir, vs=run_variants: prepare_run(c, d, vs, quiet=True), 0))
+        for v in run_variants:
+            def run(c=c, d=run_dir, v=v):
+                loaded.clear()  # no model of a measurement kept in memory beside a training
+                if train_cmd is None:
+                    train(c, d, [v], resume=True, quiet=True)
+                else:
+                    train_outside(train_cmd, c, d, v)
+            trains[(s, variant_label(s, name, v))] = f"train.{name}.{v}"
+            tasks.append(Task(f"train.{name}.{v}", (prep,), lambda c=c, d=run_dir, v=v: run_complete(d, c, [v]),
+                              run, 1))
+    ckpts = checkpoint_dirs(cfg, out, seeds, gf2_seeds, variants)
+    base = tuple(trains[k] for k in ckpts if _is_base(k[1]))
+    tasks.append(Task(f"similarity.step{cfg.train.steps}", base, lambda: similarity_done(cfg, out, ckpts),
+                      lambda: measure_similarity(cfg, out, ckpts, quiet=True), 2))
+    for m in measurement_tasks(cfg, out, ckpts):
+        needs = (trains[(m.seed, m.variant)],) + ((trains[m.reference],) if m.reference is not None else ())
+        tasks.append(Task(f"measure.seed{m.seed}.{m.variant}.step{m.step}.{m.analysis}", tuple(dict.fromkeys(needs)),
+                          m.path.exists, lambda m=m: measure_one(m, out, ckpts, loaded), 3, group=m.cdir))
+    key = hashlib.sha256(json.dumps([sorted(t.name for t in tasks), seeds, gf2_seeds]).encode()).hexdigest()[:12]
+    marker = out / "tasks" / f"report.{key}.written"
+
+    def report():
+        write_report(cfg, out, seeds, gf2_seeds)
+        write_text_atomic(marker, json.dumps({"seeds": seeds, "gf2_seeds": gf2_seeds}))
+
+    tasks.append(Task(f"report.{key}", tuple(t.name for t in tasks),
+                      lambda: marker.exists() and (out / "report.md").exists(), report, 4))
+    return tasks
+
+
+def run_study_worker(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, worker: str | None = None,
+                     stale_after: float | None = None, train_cmd: str | None = None, quiet: bool = False,
+                     **options) -> Path:
+    """Work on the study in ``out`` as one of several workers (:mod:`analysis.study.workers`: every worker runs this
+    with the same arguments) until all of it is done; returns the report's path. The results are those of
+    :func:`run_study`. ``worker``: this worker's name (default ``<host>-<pid>``); ``stale_after``: seconds without
+    a heartbeat after which another host's claim is taken over (default 600); ``train_cmd``: each training as this
+    command (see :mod:`analysis.study.workers`); ``options``: :func:`analysis.study.workers.run_worker`'s."""
+    from analysis.study import workers
+    from analysis.study.claims import STALE_AFTER
+
+    if train_cmd is not None:
+        workers.check_train_cmd(train_cmd)
+    cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
+    loaded: dict = {}
+    tasks = study_tasks(cfg, out, seeds, gf2_seeds, variants, train_cmd=train_cmd, loaded=loaded)
+    workers.run_worker(tasks, out / "tasks", worker=worker, quiet=quiet, held=lambda: next(iter(loaded), None),
+                       stale_after=STALE_AFTER if stale_after is None else stale_after, **options)
+    return out / "report.md"
+
+
+def start_study(config, out, seeds, gf2_seeds, variants) -> tuple[TrainConfig, Path, list, list, list]:
+    """Check a study's arguments and ``OUT`` (a study of another config there is refused) and record them in
+    ``OUT/study.json``; returns ``(config, OUT, seeds, GF(2) seeds, variants)``, normalised."""
+    from fixedid.config import VARIANTS
 
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.load(config)
     out = Path(out)
@@ -237,8 +380,13 @@ def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, 
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(record, json.dumps({"config": cfg.to_dict(), "seeds": seeds, "gf2_seeds": gf2_seeds},
                                          indent=1))
-    ckpts = train_all(cfg, out, seeds, gf2_seeds, variants=variants, quiet=quiet)
-    measure_all(cfg, out, ckpts, quiet=quiet)
+    return cfg, out, seeds, gf2_seeds, variants
+
+
+def write_report(cfg: TrainConfig, out: Path, seeds, gf2_seeds) -> Path:
+    """Aggregate the measurements of ``seeds`` over seeds and write the report with its figures and CSVs."""
+    from analysis.study.report import load_similarity, write_results
+
     df = collect_measurements(out)
     df = df[df.seed.isin(seeds)]
     items = collect_items(out)
@@ -261,11 +409,50 @@ def main(argv=None) -> None:
                    "alone)")
     p.add_argument("--out", required=True, help="study directory (restartable: finished work is kept)")
     p.add_argument("--quiet", action="store_true")
+    share = p.add_argument_group("sharing the study among processes (analysis.study.workers)")
+    share.add_argument("--worker", action="store_true", help="be one of several workers that share --out (each "
+                       "runs the same command: GPUs of a node, Slurm array tasks on a shared file system): claim "
+                       "trainings and measurements one at a time, until all are done")
+    share.add_argument("--workers", type=int, metavar="N", help="start N --worker processes on this machine (one GPU "
+                       "each where there are GPUs, else a share of the cores) and wait for them")
+    share.add_argument("--worker-id", help="this worker's name in OUT/tasks (default <host>-<pid>)")
+    share.add_argument("--stale-after", type=float, default=600.0, metavar="S", help="seconds without a heartbeat "
+                       "after which another host's claim is taken over (default 600; a dead worker on this host is "
+                       "noticed at once)")
+    share.add_argument("--train-cmd", metavar="TEMPLATE", help="run each training as this command, with {python}, "
+                       "{config}, {out} and {variant} filled in, e.g. 'torchrun --standalone --nproc_per_node=8 -m "
+                       "fixedid.train --config {config} --out {out} --variants {variant} --resume --quiet'")
     args = p.parse_args(argv)
 
     def go():
-        path = run_study(args.config, args.out, parse_seeds(args.seeds), parse_seeds(args.gf2_seeds, "--gf2-seeds"),
-                         variants=[v.strip() for v in args.variants.split(",") if v.strip()], quiet=args.quiet)
+        from analysis.study import workers
+
+        seeds, gf2 = parse_seeds(args.seeds), parse_seeds(args.gf2_seeds, "--gf2-seeds")
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        if args.worker and args.workers is not None:
+            raise AnalysisError("give --worker (be one worker) or --workers N (start N), not both")
+        if args.train_cmd is not None:
+            if not (args.worker or args.workers is not None):
+                raise AnalysisError("--train-cmd is for study workers: add --worker or --workers N")
+            workers.check_train_cmd(args.train_cmd)
+        if args.stale_after <= 0:
+            raise AnalysisError(f"--stale-after {args.stale_after:g} must be positive (seconds)")
+        if args.worker:
+            path = run_study_worker(args.config, args.out, seeds, gf2, variants=variants, worker=args.worker_id,
+                                    stale_after=args.stale_after, train_cmd=args.train_cmd, quiet=args.quiet)
+        elif args.workers is not None:
+            if args.workers < 1:
+                raise AnalysisError(f"--workers {args.workers} must be at least 1")
+            cfg, out, seeds, gf2, variants = start_study(args.config, args.out, seeds, gf2, variants)
+            tasks = study_tasks(cfg, out, seeds, gf2, variants)
+            forwarded = ["--config", args.config, "--seeds", args.seeds, "--gf2-seeds", args.gf2_seeds,
+                         "--variants", ",".join(variants), "--out", str(args.out),
+                         "--stale-after", str(args.stale_after)]
+            if args.train_cmd is not None:
+                forwarded += ["--train-cmd", args.train_cmd]
+            path = workers.launch_workers(args.workers, forwarded, out=out, tasks=tasks, quiet=args.quiet)
+        else:
+            path = run_study(args.config, args.out, seeds, gf2, variants=variants, quiet=args.quiet)
         print(f"wrote {path} with its figures and CSVs in {Path(args.out)}")
         return 0
 
@@ -273,4 +460,6 @@ def main(argv=None) -> None:
 
 
 __all__ = ["ANALYSES", "Analysis", "register", "parse_seeds", "training_runs", "train_all", "measure", "measure_all",
-           "collect_measurements", "collect_items", "measure_similarity", "run_study", "main"]
+           "collect_measurements", "collect_items", "measure_similarity", "run_study", "main", "start_study",
+           "write_report", "checkpoint_dirs", "variant_label", "Measurement", "measurement_tasks", "measure_one",
+           "similarity_done", "study_tasks", "run_study_worker"]

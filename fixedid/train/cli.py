@@ -28,7 +28,8 @@ def format_summary(s: dict) -> str:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = ArgumentParser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.")
-    p.add_argument("--config", required=True, help="TOML training config (see experiments/configs/)")
+    p.add_argument("--config", required=True, help="TOML training config (see experiments/configs/), a packaged "
+                   "config's name, or a run directory's run.json")
     p.add_argument("--variants", default="learned,canonical,gf2", help="comma-separated subset of " +
                    ",".join(VARIANTS) + " (-matched: the learned input table's parameters given to the backbone)")
     p.add_argument("--out", required=True, help="run directory; each variant lands in OUT/<variant>/")

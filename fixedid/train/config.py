@@ -200,8 +200,9 @@ class TrainConfig:
 
     @classmethod
     def load(cls, spec) -> "TrainConfig":
-        """Load a TOML file, or a config shipped with the package by name (``"tiny"``, ``"small"``,
-        ``"paper-1.7b"``; see :func:`packaged_configs`) when ``spec`` is not an existing file."""
+        """Load a TOML file, a run's ``run.json`` (the config a run directory was trained with), or a config
+        shipped with the package by name (``"tiny"``, ``"small"``, ``"paper-1.7b"``; see :func:`packaged_configs`)
+        when ``spec`` is not an existing file."""
         path = Path(spec)
         if not path.exists() and str(spec).removesuffix(".toml") in packaged_configs():
             resource = resources.files("fixedid").joinpath(f"configs/{str(spec).removesuffix('.toml')}.toml")
@@ -213,6 +214,12 @@ class TrainConfig:
                               f"{packaged_configs()}") from None
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"config file {path} cannot be read: {e}") from None
+        if path.suffix == ".json":
+            try:
+                record = json.loads(text)
+            except ValueError as e:
+                raise ConfigError(f"config file {path} is not valid JSON: {e}") from None
+            return cls.from_dict(record.get("config", record) if isinstance(record, dict) else record)
         return cls._parse(text, f"config file {path}")
 
     @classmethod

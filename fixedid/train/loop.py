@@ -422,15 +422,44 @@ def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, re
     if resume:
         check_resumable(out, cfg, variants)
     d.barrier()  # every rank has checked --out before rank 0 writes anything into it
-    n_bits = cfg.model_config("canonical", 2).n_bits
     if d.main:
-        data = prepare_data(cfg.data, out / "data", n_bits=n_bits, progress=not quiet)
-        write_text_atomic(out / "run.json", json.dumps({"config": cfg.to_dict(), "variants": variants}, indent=1))
+        data = _prepare(cfg, out, variants, progress=not quiet)
     d.barrier()
     if not d.main:
-        data = prepare_data(cfg.data, out / "data", n_bits=n_bits, build=False)
+        data = prepare_data(cfg.data, out / "data", n_bits=_n_bits(cfg), build=False)
     return [train_variant(cfg, v, out, data, d, resume=resume, quiet=quiet) for v in variants]
 
 
+def prepare_run(cfg: TrainConfig, out, variants, *, quiet: bool = False) -> None:
+    """Make ``out`` ready for :func:`train` with ``resume=True`` (or ``fixedid-train --resume``) of any subset of
+    ``variants``, training nothing: check it (a run of this config in it is kept), build its data and write
+    ``run.json``. One process; afterwards the variants can be trained one by one, by different processes at once,
+    each exactly as if the run had trained them together (each variant's init and data order are its own)."""
+    out = Path(out)
+    variants = list(variants)
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad or not variants or len(set(variants)) != len(variants):
+        raise ConfigError(f"variants {variants} must be distinct names from {list(VARIANTS)}")
+    check_out_dir(out, cfg, resume=(out / "run.json").exists())
+    _prepare(cfg, out, variants, progress=not quiet)
 
-__all__ = ["train", "train_variant", "check_out_dir", "check_resumable", "kept_dir", "run_complete"]
+
+def _n_bits(cfg: TrainConfig) -> int:
+    return cfg.model_config("canonical", 2).n_bits
+
+
+def _prepare(cfg: TrainConfig, out: Path, variants: list[str], *, progress: bool) -> PreparedData:
+    """The main rank's part of a run's start: the data, and ``run.json`` naming the variants trained in ``out``
+    (those of earlier calls first, then the new ones)."""
+    data = prepare_data(cfg.data, out / "data", n_bits=_n_bits(cfg), progress=progress)
+    try:
+        old = json.loads((out / "run.json").read_text()).get("variants", [])
+    except (OSError, ValueError, AttributeError):
+        old = []
+    record = {"config": cfg.to_dict(), "variants": list(dict.fromkeys([*old, *variants]))}
+    write_text_atomic(out / "run.json", json.dumps(record, indent=1))
+    return data
+
+
+
+__all__ = ["train", "prepare_run", "train_variant", "check_out_dir", "check_resumable", "kept_dir", "run_complete"]
