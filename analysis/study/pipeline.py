@@ -453,7 +453,10 @@ def main(argv=None) -> None:
             path = workers.launch_workers(args.workers, forwarded, out=out, tasks=tasks, quiet=args.quiet)
         else:
             path = run_study(args.config, args.out, seeds, gf2, variants=variants, quiet=args.quiet)
-        print(f"wrote {path} with its figures and CSVs in {Path(args.out)}")
+        if args.worker:  # one of the workers wrote it
+            print(f"the study in {Path(args.out)} is done: {path} with its figures and CSVs")
+        else:
+            print(f"wrote {path} with its figures and CSVs in {Path(args.out)}")
         return 0
 
     run_main("study", go)

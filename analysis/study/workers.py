@@ -13,11 +13,12 @@ first task that is not done, whose needs are done and that no live worker holds 
 of the ``group`` it has loaded - claims it (:mod:`analysis.study.claims`: atomic, with a heartbeat; a killed
 worker's claim is taken over, by a worker on the same host at once, from another host after ``--stale-after``
 seconds) and runs it; it waits while the remaining tasks are held by others, and exits when all are done. So no
-task runs twice, N workers finish about N times faster while there are at least N tasks ready at once, and the work
-is restartable at any point: what is done is never redone. ``OUT/tasks/`` holds the claims (one directory per claim,
-kept as the record of who ran what and when; ``T.dead-<token>``: a claim taken over or given back) and
-``OUT/tasks/log/<worker>.jsonl`` each worker's events (``claimed``, ``done`` with its seconds, ``released`` with
-why). :func:`launch_workers` starts N workers on this machine (``--workers N``).
+task runs twice, N workers finish about N times faster while there are at least N tasks ready at once (a last
+task such as the study's report runs alone), and the work is restartable at any point: what is done is never
+redone. ``OUT/tasks/`` holds the claims (one directory per claim, kept as the record of who ran what and when;
+``T.dead-<token>``: a claim taken over or given back) and ``OUT/tasks/log/<worker>.jsonl`` each worker's events
+(``claimed``, ``done`` with its seconds, ``released`` with why). :func:`launch_workers` starts N workers on this
+machine (``--workers N``).
 
 Each training can itself be a distributed job: ``--train-cmd`` is the command a worker runs for a training task
 instead of training in its own process, with ``{python}``, ``{config}`` (the run's ``run.json``), ``{out}`` (the run
