@@ -29,6 +29,7 @@ shipped config; for a checkpoint of another world the CLI generates that world's
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import logging
@@ -263,14 +264,30 @@ def register() -> None:
         model_registry.register("fixedid", target="analysis.evaluation.lmeval:FixedIdEvalLM")
 
 
-def task_manager(include_path=None):
-    """An lm-eval ``TaskManager`` that also finds the built-in tasks (and ``include_path``, a directory or list)."""
-    from lm_eval.tasks import TaskManager
-
+def task_manager(include_path=None, *, defaults: bool = True):
+    """An lm-eval ``TaskManager`` that also finds the built-in tasks (and ``include_path``, a directory or list);
+    ``defaults=False`` leaves lm-eval's own tasks out of its index (which reads every one of their ~14,000 YAML
+    files: seconds). Managers are kept per process, keyed by the paths and the files under them, so a task file
+    added or edited in an include path is seen by the next call."""
     register()
     extra = [] if include_path is None else ([include_path] if isinstance(include_path, (str, Path)) else
                                              list(include_path))
-    return TaskManager(include_path=[str(TASKS_DIR), *map(str, extra)])
+    paths = (str(TASKS_DIR), *map(str, extra))
+    return _manager(paths, tuple(_files_signature(p) for p in paths), defaults)
+
+
+def _files_signature(path: str) -> tuple:
+    """What an index of ``path`` depends on: each file's relative path, size and modification time."""
+    root = Path(path)
+    return tuple(sorted((str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns)
+                        for f in root.rglob("*") if f.is_file()))
+
+
+@functools.lru_cache(maxsize=8)
+def _manager(paths: tuple, signature: tuple, defaults: bool):
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=list(paths), include_defaults=defaults)
 
 
 @contextlib.contextmanager
@@ -343,13 +360,18 @@ def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_
             raise AnalysisError(f"include path {p} is not a directory")
     with tempfile.TemporaryDirectory() as tmp, _quiet_loggers("lm-eval", "lm_eval"):
         world = language_seed(model)
-        if world == 0:
-            manager = task_manager(extra)
-        else:
-            from lm_eval.tasks import TaskManager
+        paths = extra if world == 0 else [write_task_data(Path(tmp) / f"world{world}", world), *extra]
 
-            manager = TaskManager(include_path=[str(write_task_data(Path(tmp) / f"world{world}", world)),
-                                                *map(str, extra)])
+        def manager_for(defaults: bool):
+            if world == 0:
+                return task_manager(paths, defaults=defaults)
+            from lm_eval.tasks import TaskManager  # a temporary directory: not worth keeping
+
+            return TaskManager(include_path=list(map(str, paths)), include_defaults=defaults)
+
+        manager = manager_for(False)  # the built-in tasks and include_path: lm-eval's own only when asked for
+        if any(t not in manager.all_tasks for t in tasks):
+            manager = manager_for(True)
         unknown = [t for t in tasks if t not in manager.all_tasks]
         if unknown:
             raise AnalysisError(f"unknown lm-eval task(s) {unknown}; the built-in ones are {', '.join(BUILTIN_TASKS)} "

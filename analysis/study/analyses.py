@@ -144,7 +144,7 @@ def _lens(model, reference=None) -> pd.DataFrame:
     return _rows("lens", [(m, f"lens@{r.hook}", getattr(r, m)) for r in df.itertuples() for m in ("accuracy", "kl")])
 
 
-@register("eval", when="final", controls=False)  # lm-eval takes ~30 s per tiny checkpoint
+@register("eval", when="final", controls=False)  # the control checks read behaviours and loss
 def _eval(model, reference=None) -> pd.DataFrame:
     from analysis.evaluation.lmeval import evaluate_table
 

@@ -105,6 +105,20 @@ def test_simple_evaluate_finds_the_model_and_the_builtin_tasks(ckpt):
         FixedIdEvalLM(pretrained=str(ckpt.ckpt_dir), colour="red")
 
 
+def test_the_task_index_leaves_lm_evals_own_tasks_out_when_asked_and_sees_an_edited_include_path(tmp_path):
+    own = task_manager(defaults=False)
+    assert set(BUILTIN_TASKS) <= set(own.all_tasks) and "hellaswag" not in own.all_tasks
+    assert task_manager(defaults=False) is own  # kept for the process
+    assert "hellaswag" in task_manager().all_tasks and set(BUILTIN_TASKS) <= set(task_manager().all_tasks)
+    yaml = "task: {name}\ndataset_path: json\ntest_split: train\noutput_type: loglikelihood\n"
+    (tmp_path / "mine.yaml").write_text(yaml.format(name="my_task"))
+    first = task_manager(tmp_path, defaults=False)
+    assert "my_task" in first.all_tasks and "my_other_task" not in first.all_tasks
+    (tmp_path / "other.yaml").write_text(yaml.format(name="my_other_task"))
+    second = task_manager(tmp_path, defaults=False)  # a new file under the path: a new index
+    assert second is not first and {"my_task", "my_other_task"} <= set(second.all_tasks)
+
+
 def test_shipped_task_data_is_what_the_generator_writes():
     for task in BUILTIN_TASKS:
         shipped = [json.loads(line) for line in (TASKS_DIR / f"{task}.jsonl").read_text().splitlines()]

@@ -1,6 +1,7 @@
 """The study shared among worker processes: two workers make the same measurements as one process, every task is
 claimed once, and the task of a worker killed mid-training is taken over and resumed exactly."""
 
+import io
 import json
 import os
 import signal
@@ -38,6 +39,18 @@ def outputs(out: Path) -> dict:
             for p in sorted((out / d).rglob("*")) if p.is_file()}
 
 
+def assert_same_outputs(got: dict, want: dict) -> None:
+    """The same files; the same bytes, except that a table may differ in the last digits of its floats (each
+    worker process runs with its share of the threads, so BLAS and torch sum in a different order)."""
+    assert sorted(got) == sorted(want)
+    for path, data in want.items():
+        if got[path] == data:
+            continue
+        assert path.suffix == ".csv", f"{path} differs"
+        a, b = (pd.read_csv(io.BytesIO(x)) for x in (got[path], data))
+        pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-9, atol=1e-12, obj=str(path))
+
+
 @pytest.fixture(scope="module")
 def studies(tmp_path_factory):
     """One process (the study as it runs without --worker), and a worker killed in the middle of its first
@@ -72,7 +85,7 @@ def test_two_workers_make_the_measurements_of_one_process(studies):
     tmp, out, report, _ = studies
     one = outputs(tmp / "one")
     assert len([p for p in one if p.parts[0] == "measurements"]) == 4 * (2 + 1)  # 4 models: loss at 2 steps, head
-    assert outputs(out) == one  # byte for byte, the similarity references included
+    assert_same_outputs(outputs(out), one)
     assert report.read_text() == (tmp / "one" / "report.md").read_text()
     # the training resumed by the other worker after the kill logged exactly the uninterrupted run's losses
     for run in ("seed0", "seed1"):
