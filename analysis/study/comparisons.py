@@ -81,10 +81,10 @@ def with_pooled(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([df, pooled.assign(variant=POOLED)], ignore_index=True)
 
 
-def _recoding_table(g: pd.DataFrame, a: str, b: str) -> np.ndarray | None:
-    """[seeds, recodings] of ``a - gf2_r`` (or ``gf2_r - b``) for a pair with the pooled variant on one side."""
-    recs = recodings_of(g.variant)
-    wide = g.pivot_table(index="seed", columns="variant", values="value")
+def _recoding_table(wide: pd.DataFrame, a: str, b: str, recs: list[str]) -> np.ndarray | None:
+    """[seeds, recodings] of ``a - gf2_r`` (or ``gf2_r - b``) for a pair with the pooled variant on one side;
+    ``wide``: one metric's values, seeds x variants; ``recs``: the recodings measured (one without a value is a
+    column of NaN)."""
     other = b if a == POOLED else a
     if other not in wide or other == POOLED:
         return None
@@ -93,11 +93,18 @@ def _recoding_table(g: pd.DataFrame, a: str, b: str) -> np.ndarray | None:
     return table - other_v if a == POOLED else other_v - table
 
 
+def _present(wide: pd.DataFrame) -> pd.DataFrame:
+    """A block of a wide table with what a pivot of that block alone keeps: no all-NaN columns or rows."""
+    return wide.dropna(axis=1, how="all").dropna(axis=0, how="all")
+
+
 def _item_table(items: pd.DataFrame, a: str, b: str) -> np.ndarray | None:
     """[seeds, items] of per-item ``a - b`` (the same items for every seed), or for the pooled gf2 on one side
-    [seeds, recodings, items]."""
+    [seeds, recodings, items]; ``items``: one metric's per-item values, seeds x (variant, item)."""
+    variants = set(items.columns.get_level_values(0))
+
     def wide(v):
-        return items[items.variant == v].pivot_table(index="seed", columns="item", values="value")
+        return _present(items[v]) if v in variants else pd.DataFrame()
 
     if POOLED not in (a, b):
         wa, wb = wide(a), wide(b)
@@ -106,7 +113,7 @@ def _item_table(items: pd.DataFrame, a: str, b: str) -> np.ndarray | None:
         wa, wb = wa.align(wb, join="inner")
         return (wa - wb).to_numpy(float) if wa.size else None
     other = wide(b if a == POOLED else a)
-    recs = [wide(r) for r in recodings_of(items.variant)]
+    recs = [wide(r) for r in recodings_of(variants)]
     if other.empty or len(recs) < 2 or any(r.empty for r in recs):
         return None
     for r in recs:
@@ -118,15 +125,26 @@ def _item_table(items: pd.DataFrame, a: str, b: str) -> np.ndarray | None:
     return stack - base if a == POOLED else base - stack
 
 
+def _blocks(df: pd.DataFrame, index: list[str], columns) -> dict:
+    """One pivot of ``df`` (mean ``value`` by ``index`` x ``columns``), cut into its blocks by ``KEYS + step``:
+    what a pivot of each group alone gives, at the cost of one."""
+    if df is None or not len(df):
+        return {}
+    wide = df.pivot_table(index=KEYS + ["step"] + index, columns=columns, values="value")
+    return {k: block.droplevel(list(range(len(KEYS) + 1)))
+            for k, block in wide.groupby(level=list(range(len(KEYS) + 1)), sort=False)}
+
+
 def compare(df: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every paired comparison of the table (see the module docstring), ``a - b`` with ``b`` the earlier variant
     (canonical - learned, gf2 - canonical)."""
     df = with_pooled(df)
     final = df.step.max() if len(df) else None
-    by_item = {k: g for k, g in items.groupby(KEYS + ["step"], sort=False)} if items is not None and len(items) else {}
+    by_item = _blocks(items, ["seed"], ["variant", "item"])
+    blocks = _blocks(df, ["seed"], "variant")
     rows = []
     for k, g in df.groupby(KEYS + ["step"], sort=False):
-        wide = g.pivot_table(index="seed", columns="variant", values="value")
+        wide = _present(blocks[k])
         variants = _order([v for v in dict.fromkeys(g.variant) if v in wide.columns])  # all-NaN ones dropped
         for i, b in enumerate(variants):
             for a in variants[i + 1:]:
@@ -140,7 +158,7 @@ def compare(df: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame
                     table = _item_table(by_item[k], a, b)
                     boot = "seeds x recodings x prompts" if POOLED in (a, b) else "seeds x prompts"
                 if table is None and POOLED in (a, b):
-                    table, boot = _recoding_table(g, a, b), "seeds x recodings"
+                    table, boot = _recoding_table(wide, a, b, recodings_of(g.variant)), "seeds x recodings"
                 lo_b = hi_b = np.nan
                 if table is not None and np.isfinite(table).sum() >= 2:
                     _, lo_b, hi_b = crossed_bootstrap(table)
