@@ -184,6 +184,16 @@ def constant_code_bits(cfg: ModelConfig) -> list[int]:
     return [int(j) for j in np.flatnonzero((table == table[:1]).all(0))]
 
 
+def _fixed_table(make, shape) -> torch.Tensor:
+    """A fixed float32 table ``make()`` as a tensor on the default device; on the meta device only its ``shape``,
+    nothing computed (a 151,669 x 2,048 Gaussian table takes seconds, and a model built on meta to count or plan
+    its parameters reads no values)."""
+    device = torch.get_default_device()
+    if device.type == "meta":
+        return torch.empty(shape, dtype=torch.float32, device=device)
+    return torch.from_numpy(make()).to(device)
+
+
 class FixedCodeInput(nn.Module):
     """The immutable input: a ``[vocab, n_bits]`` code table in a buffer, repeated to ``d_model``.
 
@@ -216,8 +226,9 @@ class FrozenTableInput(nn.Module):
         code = code_table(min(cfg.vocab_size, 1 << cfg.n_bits), cfg.n_bits, bit_order=cfg.bit_order,
                           value_map=cfg.value_map, scale=cfg.code_scale)
         norm = float(np.sqrt((code.astype(np.float64) ** 2).sum(1) * max(1, cfg.d_model // cfg.n_bits)).mean())
-        table = frozen_random_table(cfg.vocab_size, cfg.d_model, cfg.table_seed, norm)
-        self.register_buffer("code", torch.from_numpy(table).to(torch.get_default_device()), persistent=False)
+        table = _fixed_table(lambda: frozen_random_table(cfg.vocab_size, cfg.d_model, cfg.table_seed, norm),
+                             (cfg.vocab_size, cfg.d_model))
+        self.register_buffer("code", table, persistent=False)
         self.repeats, self.mode = 1, "tile"
 
     def widen(self, rows):
@@ -234,16 +245,16 @@ class FixedOutput(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        if cfg.output == "random":
-            rows = random_head(cfg.vocab_size, cfg.d_model, cfg.table_seed)
-            self.register_buffer("weight", torch.from_numpy(rows).to(torch.get_default_device()), persistent=False)
-            return
-        if cfg.has_code:  # the code the input reads, as {-1, +1}
-            code = input_code_table(cfg, value_map="pm1", scale=1.0)
-        else:  # no n-bit code at the input: the canonical code of the id
-            code = code_table(cfg.vocab_size, cfg.n_bits, bit_order=cfg.bit_order)
-        rows = code_features(code, cfg.d_model, cfg.table_seed)
-        self.register_buffer("weight", torch.from_numpy(rows).to(torch.get_default_device()), persistent=False)
+        def rows():
+            if cfg.output == "random":
+                return random_head(cfg.vocab_size, cfg.d_model, cfg.table_seed)
+            if cfg.has_code:  # the code the input reads, as {-1, +1}
+                code = input_code_table(cfg, value_map="pm1", scale=1.0)
+            else:  # no n-bit code at the input: the canonical code of the id
+                code = code_table(cfg.vocab_size, cfg.n_bits, bit_order=cfg.bit_order)
+            return code_features(code, cfg.d_model, cfg.table_seed)
+
+        self.register_buffer("weight", _fixed_table(rows, (cfg.vocab_size, cfg.d_model)), persistent=False)
 
     def forward(self, x):
         return F.linear(x, self.weight.to(x.dtype))

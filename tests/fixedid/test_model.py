@@ -150,3 +150,29 @@ def test_past_kv_continues_a_prefix_exactly(kw):
     _, c = m.run_with_cache(t, names_filter="blocks.1.hook_resid_pre")
     mid = m(c["blocks.1.hook_resid_pre"][:, 8:], start_at_layer=1, past_kv=past[1:])
     assert (mid - full[:, 8:]).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("changes", [dict(interface="frozen_random"), dict(interface="gf2", output="code"),
+                                     dict(interface="learned", output="random")])
+def test_fixed_tables_on_meta_have_their_shape_and_on_cpu_their_values(changes):
+    from fixedid.codes import code_features, frozen_random_table, random_head
+
+    cfg = ModelConfig.preset("tiny", **changes)
+    with torch.device("meta"):
+        ghost = FixedIdLM(cfg, init=False)
+    real = FixedIdLM(cfg, init=False)
+    fixed = {n: b for n, b in real.named_buffers() if not n.startswith("rope")}
+    assert fixed and {n: (b.shape, b.dtype) for n, b in ghost.named_buffers() if n in fixed} == \
+        {n: (b.shape, b.dtype) for n, b in fixed.items()}
+    assert all(b.is_meta for b in ghost.buffers())
+    v, d, seed = cfg.vocab_size, cfg.d_model, cfg.table_seed
+    if cfg.interface == "frozen_random":
+        rows = real.embed.code.numpy()  # every row scaled to the same norm: read it back
+        norm = float(np.linalg.norm(rows.astype(np.float64), axis=1).mean())
+        assert np.allclose(rows, frozen_random_table(v, d, seed, norm), rtol=1e-6, atol=0)
+    elif cfg.output == "random":
+        assert np.array_equal(real.unembed.weight.numpy(), random_head(v, d, seed))
+    else:
+        code = real.embed.code.numpy()  # the gf2 code the input reads, {-1, +1} in its default value map here
+        expect = code_features(np.where(code > 0, 1.0, -1.0), d, seed)
+        assert np.array_equal(real.unembed.weight.numpy(), expect)
