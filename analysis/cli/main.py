@@ -11,6 +11,7 @@
     fixedid-analyze similarity --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 [--random-init]
     fixedid-analyze dla --ckpt runs/tiny/canonical --task ioi [--by-position]
     fixedid-analyze paths --ckpt runs/tiny/canonical --task ioi --sender L0H3 --receivers logits|L1H2.q,...
+    fixedid-analyze edges --ckpt runs/tiny/canonical --task ioi [--method eap-ig] [--exact]
     fixedid-analyze demo [--out DIR]
 
 Every command writes CSV plus PNG and PDF figures under ``--out`` and prints a short summary. Bad input (no
@@ -24,7 +25,7 @@ import argparse
 
 from fixedid.clitools import ArgumentParser, run_main
 
-from analysis.cli import (attention, context, demo, dla, erasure, evaluation, export_hf, figures, head, import_hf,
+from analysis.cli import (attention, context, demo, dla, edges, erasure, evaluation, export_hf, figures, head, import_hf,
                           interventions, lens, paths, patching, probes, recoding, similarity)
 from analysis.cli.args import check_out
 
@@ -32,7 +33,7 @@ from analysis.cli.args import check_out
 VERBS = {"patching": patching, "recoding": recoding, "interventions": interventions, "probes": probes,
          "erasure": erasure, "eval": evaluation, "lens": lens, "head": head, "context": context, "export-hf": export_hf,
          "import-hf": import_hf, "figures": figures, "similarity": similarity, "attention": attention,
-         "dla": dla, "paths": paths, "demo": demo}
+         "dla": dla, "paths": paths, "edges": edges, "demo": demo}
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -66,6 +66,8 @@ ROWS = [
     ("analyze", "attention --ckpt {trunc} --task ioi", "does not match its recorded sha256"),
     ("analyze", "dla --ckpt /nonexistent/ckpt --task ioi", "no checkpoint directory"),
     ("analyze", "paths --ckpt {ckpt} --task ioi --sender L9H0", "L9H0"),
+    ("analyze", "edges --ckpt {ckpt} --task ioi --method exact", "invalid choice"),
+    ("analyze", "edges --ckpt {ckpt} --task ioi --steps 0", "--steps must be positive"),
     ("analyze", "head --ckpt {ckpt} --reference {trunc}", "does not match its recorded sha256"),
     ("analyze", "context --ckpt {ckpt} --ks 0", "context lengths must be positive"),
     ("analyze", "context --ckpt {ckpt} --data {empty}", "holds 0 tokens"),

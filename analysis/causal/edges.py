@@ -1,0 +1,375 @@
+"""Edge attribution: a gradient estimate of every edge's path-patching effect, in a constant number of passes.
+
+**The graph** (Syed et al. 2023; Hanna et al. 2024). Writers put a term into the residual stream: the input code
+(``embed``), each head (``L0H3``: its ``z_h @ W_O_h^T``), each MLP (``L0.mlp``). Readers take the stream in: the
+query, key and value input of each head (``L1H2.q``, ``.k``, ``.v``; with grouped queries the keys and values are
+read once per key/value head, ``L1KV0.k``), each MLP's input (``L1.mlp``) and the logits (``logits``, what the final
+norm reads). An edge joins a writer to every reader downstream of it, as in :mod:`analysis.causal.paths`: a head reads
+the stream entering its block, an MLP the stream after its own layer's attention. The stream is the sum of the
+writes, so the derivative of the metric by a writer's output is the sum of its readers' derivatives, each reader
+taking the derivative through its own norm only (a per-reader copy of the stream: TransformerLens's split q/k/v
+input forks).
+
+**The scores** (the sign convention). With ``mode="denoise"`` the base run is the corrupted prompt and the source the
+clean one (``"noise"``: the other way round), and the score of the edge ``u -> v`` is
+
+    score(u -> v) = sum over positions of (write_u(source) - write_u(base)) . g_v
+
+the first-order estimate of ``m(base with u's source write added into v's input only) - m(base)``: the effect of
+patching that one edge, which :func:`exact_edge_effects` measures (path patching, norm recomputed). A positive score
+moves the metric up (for ``logit_diff``: towards the answer). ``method="eap"`` takes ``g_v`` at the base run
+(TransformerLens's ``attribution_patch`` at edge granularity, whose denoising convention this is); ``"eap-ig"``
+averages ``g_v`` over ``steps`` points ``alpha = (k - 1/2) / steps`` (the midpoint rule) on the straight path from the
+base run to the source, ``interpolate="inputs"`` moving the input code rows (Hanna et al.'s EAP-IG: the embed
+writer's total score then converges to ``m(source) - m(base)``, integrated gradients' completeness), or
+``"activations"`` moving every writer's output (each reader's input is then the same mix of the two runs' streams,
+the derivative still taken through each component at the mixed point). Scores are the mean over pairs, with a
+Student-t 95% interval; with ``normalized_logit_diff`` they are divided by the clean-minus-corrupted gap.
+
+Cost: one forward of the source and base prompts, then one forward and backward per step (EAP: one) per chunk of
+``max_batch`` pairs, whatever the number of edges; the scores are one contraction per reader layer. Memory: the
+writers' deltas, ``pairs x positions x writers x d_model`` floats per chunk (``per_position=True`` also keeps
+``pairs x positions x writers x readers`` scores), so ``max_batch`` bounds it.
+
+What a score does NOT establish: it is a linearisation, good where the patch is small; rank edges by it, then check
+the ones you keep by patching them (:func:`exact_edge_effects`, and :func:`exact_agreement` for the rank
+correlation). Scores of different edges do not add up to the effect of patching them together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats
+from tqdm.auto import tqdm
+
+from analysis.causal.patching import MIN_GAP, MODES
+from analysis.causal.paths import _normed, path_patching
+from analysis.engine.metrics import resolve
+from analysis.errors import AnalysisError
+from analysis.pairs import make_pairs
+from analysis.stats import t_intervals
+
+METHODS = ("eap", "eap-ig")
+INTERPOLATIONS = ("inputs", "activations")
+CONVENTION = ("score(u -> v) = sum over positions of (write_u(source) - write_u(base)) . d metric / d (input of v); "
+              "denoise: base = corrupted, source = clean; the first-order estimate of patching that edge alone")
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """A writer (``kind`` embed, head, mlp) or a reader (``kind`` q, k, v, mlp_in, logits); ``head`` is the key/value
+    head for k and v under grouped queries (``grouped``)."""
+
+    kind: str
+    layer: int | None = None
+    head: int | None = None
+    grouped: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.kind in ("embed", "logits"):
+            return self.kind
+        if self.kind in ("mlp", "mlp_in"):
+            return f"L{self.layer}.mlp"
+        if self.kind == "head":
+            return f"L{self.layer}H{self.head}"
+        return f"L{self.layer}{'KV' if self.grouped else 'H'}{self.head}.{self.kind}"
+
+    @property
+    def time(self) -> float:
+        layer = self.layer or 0
+        return {"embed": 0, "head": 2 * layer + 1, "mlp": 2 * layer + 2, "q": 2 * layer + 0.5,
+                "k": 2 * layer + 0.5, "v": 2 * layer + 0.5, "mlp_in": 2 * layer + 1.5,
+                "logits": float("inf")}[self.kind]
+
+
+def graph(model) -> tuple[list[GraphNode], list[GraphNode]]:
+    """The writers and readers of ``model``'s graph, in forward order."""
+    cfg = model.cfg
+    grouped = cfg.kv_heads != cfg.n_heads
+    writers = [GraphNode("embed")]
+    readers = []
+    for layer in range(cfg.n_layers):
+        readers += [GraphNode("q", layer, h) for h in range(cfg.n_heads)]
+        readers += [GraphNode(c, layer, g, grouped) for c in "kv" for g in range(cfg.kv_heads)]
+        readers.append(GraphNode("mlp_in", layer))
+        writers += [GraphNode("head", layer, h) for h in range(cfg.n_heads)] + [GraphNode("mlp", layer)]
+    readers.append(GraphNode("logits"))
+    return writers, readers
+
+
+# ---------------------------------------------------------------------------------------------- the writes
+def _write_names(n_layers: int) -> list[str]:
+    return ["hook_embed"] + [n for i in range(n_layers) for n in (f"blocks.{i}.attn.hook_z",
+                                                                   f"blocks.{i}.hook_attn_out",
+                                                                   f"blocks.{i}.hook_mlp_out")]
+
+
+def _writes(model, cache) -> torch.Tensor:
+    """Every writer's write ``[rows, pos, writers, d_model]`` from a cache of :func:`_write_names`."""
+    parts = [cache["hook_embed"][:, :, None]]
+    for i, block in enumerate(model.blocks):
+        attn = block.attn
+        W_O = attn.o_proj.weight.view(model.cfg.d_model, attn.n_heads, attn.d_head)
+        parts.append(torch.einsum("bthe,dhe->bthd", cache[f"blocks.{i}.attn.hook_z"], W_O))
+        parts.append(cache[f"blocks.{i}.hook_mlp_out"][:, :, None])
+    return torch.cat(parts, 2)
+
+
+def _cache(model, tokens, names):
+    cache, handles = {}, []
+    mods = model.mod_dict
+    try:
+        for name in names:
+            handles.append(mods[name].register_forward_hook(
+                lambda mod, inp, out, name=name: cache.__setitem__(name, out.detach())))
+        model(tokens)
+    finally:
+        for h in handles:
+            h.remove()
+    return cache
+
+
+# ------------------------------------------------------------------------------------------- the gradients
+def _reader_grads(model, base_tokens, fn, answer, wrong, overrides) -> tuple[list, torch.Tensor]:
+    """One forward of ``base_tokens`` (the hook points in ``overrides`` replaced by their given values, the
+    derivative still flowing through the component that computed them) and one backward of the summed metric;
+    returns per layer ``(q/k/v input grads [rows, pos, H + 2K, d_model], mlp input grad [rows, pos, d_model])`` and
+    the logits reader's grad."""
+    cfg = model.cfg
+    L, H, K, dh = cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_head
+    mods, kept, handles = model.mod_dict, {}, []
+
+    def keep(name):
+        def hook(mod, inp, out):
+            kept[name] = (inp[0], out)
+        return hook
+
+    def replace(value):
+        def hook(mod, inp, out):
+            return out + (value - out).detach()
+        return hook
+
+    overrides = dict(overrides)
+    embed = overrides.pop("hook_embed", None)
+
+    def leaf(mod, inp, out):  # the stream requires grad from the input on, whatever the parameters do
+        return (out if embed is None else embed).detach().requires_grad_(True)
+
+    try:
+        handles.append(mods["hook_embed"].register_forward_hook(leaf))
+        for name, value in overrides.items():
+            handles.append(mods[name].register_forward_hook(replace(value)))
+        for i in range(L):
+            for c in "qkv":
+                handles.append(mods[f"blocks.{i}.attn.hook_{c}"].register_forward_hook(keep(f"{i}.{c}")))
+            handles.append(model.blocks[i].ln1.register_forward_hook(keep(f"{i}.ln1")))
+            handles.append(model.blocks[i].ln2.register_forward_hook(keep(f"{i}.ln2")))
+        handles.append(model.ln_final.register_forward_hook(keep("final")))
+        with torch.enable_grad():
+            logits = model(base_tokens)
+            m = fn(logits, answer, wrong).sum()
+            names = [f"{i}.{c}" for i in range(L) for c in "qkv"] + [f"{i}.ln2" for i in range(L)] + ["final"]
+            grads = dict(zip(names, torch.autograd.grad(m, [kept[n][1] for n in names], allow_unused=True)))
+    finally:
+        for h in handles:
+            h.remove()
+
+    def through(norm, x, g):
+        """The derivative by the norm's input of ``<g, norm(x)>``, per copy of ``x`` (``g``: ``[..., copies, d]``)."""
+        xe = x.detach()[:, :, None].expand(-1, -1, g.shape[2], -1).clone().requires_grad_(True)
+        with torch.enable_grad():
+            return torch.autograd.grad(_normed(norm, xe), xe, grad_outputs=g)[0]
+
+    layers = []
+    for i, block in enumerate(model.blocks):
+        attn, per = block.attn, []
+        for c, n in (("q", H), ("k", K), ("v", K)):
+            g = grads[f"{i}.{c}"]
+            W = getattr(attn, f"{c}_proj").weight.view(n, dh, cfg.d_model)
+            per.append(torch.zeros(*kept[f"{i}.{c}"][1].shape[:2], n, cfg.d_model) if g is None
+                       else torch.einsum("bthe,hed->bthd", g, W))
+        qkv = through(block.ln1, kept[f"{i}.ln1"][0], torch.cat(per, 2))
+        mlp = through(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
+        layers.append((qkv, mlp))
+    final = through(model.ln_final, kept["final"][0], grads["final"][:, :, None])[:, :, 0]
+    return layers, final
+
+
+# ------------------------------------------------------------------------------------------------ the sweep
+def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *, method: str = "eap",
+                     steps: int = 5, interpolate: str = "inputs", per_position: bool = False, max_batch: int = 16,
+                     progress: bool = False) -> pd.DataFrame:
+    """Score every edge of ``model``'s graph on ``pairs``; see the module docstring. One row per edge (and position,
+    with ``per_position``): ``sender``, ``receiver``, their ``sender_kind``/``sender_layer``/``sender_head`` and
+    ``receiver_kind``/``receiver_layer``/``receiver_head``, ``score`` with ``score_lo``/``score_hi`` (95% over
+    pairs) and ``n``."""
+    if mode not in MODES:
+        raise AnalysisError(f"unknown mode {mode!r}; use 'denoise' (clean into corrupt) or 'noise' (corrupt into "
+                            "clean)")
+    if method not in METHODS:
+        raise AnalysisError(f"unknown method {method!r}; use 'eap' (the gradient at the base run) or 'eap-ig' "
+                            "(integrated over the path to the source)")
+    if interpolate not in INTERPOLATIONS:
+        raise AnalysisError(f"unknown interpolation {interpolate!r}; use 'inputs' (the input code rows) or "
+                            "'activations' (every writer's output)")
+    if method == "eap-ig" and (not isinstance(steps, int) or steps < 1):
+        raise AnalysisError(f"steps must be a positive integer for eap-ig, got {steps!r}")
+    if not isinstance(max_batch, int) or max_batch < 1:
+        raise AnalysisError(f"max_batch must be a positive integer, got {max_batch!r}")
+    if model.training:
+        raise AnalysisError("the model is in train mode; call model.eval() before edge attribution")
+    metric_name, fn, norm_metric = resolve(metric)
+    batch = make_pairs(model, pairs)
+    writers, readers = graph(model)
+    n, T, L = len(batch), batch.n_pos, model.cfg.n_layers
+    H, K = model.cfg.n_heads, model.cfg.kv_heads
+    alphas = [0.0] if method == "eap" else [(k + 0.5) / steps for k in range(steps)]
+    names = _write_names(L)
+    # per layer: how many writers precede its heads' inputs and its MLP's input
+    before_heads = [1 + layer * (H + 1) for layer in range(L)]
+    before_mlp = [b + H for b in before_heads]
+    scores = torch.zeros(n, T if per_position else 1, len(writers), len(readers), dtype=torch.float64)
+    clean_m, corrupt_m = torch.zeros(n), torch.zeros(n)
+    chunks = range(0, n, max_batch)
+    bar = tqdm(total=len(chunks) * len(alphas), desc=f"edge attribution ({method})", unit="pass",
+               disable=not progress, leave=False)
+    for start in chunks:
+        rows = slice(start, min(start + max_batch, n))
+        answer, wrong = batch.answer[rows], batch.wrong[rows]
+        with torch.no_grad():
+            cc = _cache(model, batch.clean[rows], names + ["ln_final"])
+            kc = _cache(model, batch.corrupt[rows], names + ["ln_final"])
+            clean_m[rows] = fn(model.unembed(cc["ln_final"]), answer, wrong).float()
+            corrupt_m[rows] = fn(model.unembed(kc["ln_final"]), answer, wrong).float()
+        src, base = (cc, kc) if mode == "denoise" else (kc, cc)
+        base_tokens = batch.corrupt[rows] if mode == "denoise" else batch.clean[rows]
+        with torch.no_grad():
+            delta = (_writes(model, src) - _writes(model, base)).double()  # [rows, pos, writers, d]
+        for alpha in alphas:
+            if alpha == 0.0:
+                overrides = {}
+            elif interpolate == "inputs":
+                overrides = {"hook_embed": base["hook_embed"] + alpha * (src["hook_embed"] - base["hook_embed"])}
+            else:
+                overrides = {name: base[name] + alpha * (src[name] - base[name]) for name in names
+                             if not name.endswith("hook_z")}
+            layers, final = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
+            for layer, (qkv, mlp) in enumerate(layers):
+                r0 = layer * (H + 2 * K + 1)
+                wq, wm = before_heads[layer], before_mlp[layer]
+                scores[rows, :, :wq, r0:r0 + H + 2 * K] += _contract(delta[:, :, :wq], qkv, per_position)
+                scores[rows, :, :wm, r0 + H + 2 * K] += _contract(delta[:, :, :wm], mlp[:, :, None],
+                                                                  per_position)[..., 0]
+            scores[rows, :, :, -1] += _contract(delta, final[:, :, None], per_position)[..., 0]
+            bar.update()
+    bar.close()
+    scores /= len(alphas)
+    return _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, metric_name, norm_metric,
+                  method, steps if method == "eap-ig" else 0, interpolate if method == "eap-ig" else "", per_position)
+
+
+def _contract(delta, grads, per_position):
+    """``delta [rows, pos, w, d] . grads [rows, pos, r, d]`` -> ``[rows, pos or 1, w, r]``."""
+    out = torch.einsum("btwd,btrd->btwr", delta, grads.double())
+    return out if per_position else out.sum(1, keepdim=True)
+
+
+def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, metric_name, norm_metric, method,
+           steps, interpolate, per_position):
+    s = scores.numpy()  # [pairs, pos or 1, writers, readers]
+    n, P = s.shape[0], s.shape[1]
+    clean, corrupt = clean_m.double().numpy(), corrupt_m.double().numpy()
+    gap = float(clean.mean() - corrupt.mean())
+    if norm_metric:
+        if abs(gap) < MIN_GAP:
+            raise AnalysisError(f"the mean clean-corrupt logit difference gap is {gap:.3f} (below {MIN_GAP}): "
+                                "normalised scores would divide by noise; use metric='logit_diff'")
+        s = s / gap
+    wi, ri = np.array([(w, r) for w, wn in enumerate(writers) for r, rn in enumerate(readers) if wn.time < rn.time]).T
+    flat = s[:, :, wi, ri].reshape(n, -1)  # [pairs, pos x edges]
+    mean, lo, hi = t_intervals(flat.T)
+    pos = np.repeat(np.arange(P), len(wi)) if per_position else None
+    e = np.tile(np.arange(len(wi)), P)
+    w, r = [writers[i] for i in wi[e]], [readers[i] for i in ri[e]]
+    out = pd.DataFrame({
+        "sender": [x.label for x in w], "receiver": [x.label for x in r],
+        "sender_kind": [x.kind for x in w], "sender_layer": pd.array([x.layer for x in w], dtype="Int64"),
+        "sender_head": pd.array([x.head for x in w], dtype="Int64"),
+        "receiver_kind": [x.kind for x in r], "receiver_layer": pd.array([x.layer for x in r], dtype="Int64"),
+        "receiver_head": pd.array([x.head for x in r], dtype="Int64")})
+    if per_position:
+        out.insert(2, "position", pos)
+    out["score"], out["score_lo"], out["score_hi"], out["n"] = mean, lo, hi, n
+    raw_clean, raw_corrupt = float(clean.mean()), float(corrupt.mean())
+    out.attrs.update(method=method, steps=steps, interpolate=interpolate, mode=mode, metric=metric_name,
+                     convention=CONVENTION, raw_clean=raw_clean, raw_corrupt=raw_corrupt,
+                     clean=1.0 if norm_metric else raw_clean, corrupt=0.0 if norm_metric else raw_corrupt,
+                     n_pairs=n, n_pos=batch.n_pos, n_edges=len(wi), n_layers=model.cfg.n_layers,
+                     n_heads=model.cfg.n_heads)
+    return out
+
+
+def node_scores(edges: pd.DataFrame) -> pd.DataFrame:
+    """Each writer's score: the sum of its outgoing edges (every reader downstream of it included, so this is the
+    first-order effect of patching the writer's whole write), one row per sender."""
+    keys = ["sender", "sender_kind", "sender_layer", "sender_head"] + (["position"] if "position" in edges else [])
+    out = edges.groupby(keys, sort=False, dropna=False).score.sum().reset_index()
+    out.attrs.update(edges.attrs)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- exact patching
+def exact_edge_effects(model, pairs, mode: str = "denoise", metric="logit_diff", *, receivers=None,
+                       max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
+    """The exact effect of patching each edge alone - path patching of its sender into its receiver, the norm
+    recomputed (:func:`analysis.causal.paths.path_patching`), minus the base run's metric - for every edge into
+    ``receivers`` (reader labels; None: every reader but grouped keys and values, which path patching does not
+    define). Columns ``sender``, ``receiver``, ``effect``, ``effect_lo``, ``effect_hi``: one path-patching call per
+    receiver, all its senders batched."""
+    _, readers = graph(model)
+    chosen = [r for r in readers if not r.grouped] if receivers is None else []
+    if receivers is not None:
+        by_label = {r.label: r for r in readers}
+        items = receivers.split(",") if isinstance(receivers, str) else list(receivers)
+        for item in (str(x).strip() for x in items):
+            if item not in by_label or by_label[item].grouped:
+                raise AnalysisError(f"unknown receiver {item!r} for exact edge effects; use a reader label such as "
+                                    "L1H0.q, L1.mlp or logits (grouped keys and values are not defined)")
+            chosen.append(by_label[item])
+    frames = []
+    for r in tqdm(chosen, desc="exact edges", unit="receiver", disable=not progress, leave=False):
+        pp = path_patching(model, pairs, senders="all", receivers=r.label, mode=mode, metric=metric,
+                           max_batch=max_batch)
+        base = pp.attrs["baseline"]
+        frames.append(pd.DataFrame({"sender": pp.sender, "receiver": r.label, "effect": pp.value - base,
+                                    "effect_lo": pp.value_lo - base, "effect_hi": pp.value_hi - base}))
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs.update(mode=mode, metric=resolve(metric)[0])
+    return out
+
+
+def exact_agreement(scores: pd.DataFrame, exact: pd.DataFrame) -> dict:
+    """How well the estimated scores rank the edges that :func:`exact_edge_effects` measured: Spearman's rank
+    correlation of score and exact effect (signed, and of their magnitudes), Pearson's r, and the share of the
+    exact top decile (by magnitude) that the estimate also puts in its top decile."""
+    if "position" in scores:
+        raise AnalysisError("give scores summed over positions (per_position=False) to compare with exact effects")
+    both = scores.merge(exact, on=["sender", "receiver"], how="inner")
+    if len(both) < 3:
+        raise AnalysisError(f"only {len(both)} edges are both scored and measured; measure more receivers")
+    k = max(1, len(both) // 10)
+    top_exact = set(both.effect.abs().nlargest(k).index)
+    top_score = set(both.score.abs().nlargest(k).index)
+    return {"n_edges": len(both), "spearman": float(stats.spearmanr(both.score, both.effect).statistic),
+            "spearman_abs": float(stats.spearmanr(both.score.abs(), both.effect.abs()).statistic),
+            "pearson": float(np.corrcoef(both.score, both.effect)[0, 1]),
+            "top_decile_overlap": len(top_exact & top_score) / k}
+
+
+__all__ = ["edge_attribution", "node_scores", "exact_edge_effects", "exact_agreement", "graph", "GraphNode",
+           "METHODS", "INTERPOLATIONS", "CONVENTION"]
