@@ -47,7 +47,7 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from analysis.causal.patching import MIN_GAP, MODES
-from analysis.causal.paths import _normed, path_patching
+from analysis.causal.paths import Node, _normed, path_patching
 from analysis.engine.metrics import resolve
 from analysis.errors import AnalysisError
 from analysis.pairs import make_pairs
@@ -60,31 +60,18 @@ CONVENTION = ("score(u -> v) = sum over positions of (write_u(source) - write_u(
 
 
 @dataclass(frozen=True)
-class GraphNode:
-    """A writer (``kind`` embed, head, mlp) or a reader (``kind`` q, k, v, mlp_in, logits); ``head`` is the key/value
-    head for k and v under grouped queries (``grouped``)."""
+class GraphNode(Node):
+    """A writer (``kind`` embed, head, mlp) or a reader (``kind`` q, k, v, mlp_in, logits) of
+    :class:`analysis.causal.paths.Node`; ``head`` is the key/value head for k and v under grouped queries
+    (``grouped``, labelled ``L1KV0.k``)."""
 
-    kind: str
-    layer: int | None = None
-    head: int | None = None
     grouped: bool = False
 
     @property
     def label(self) -> str:
-        if self.kind in ("embed", "logits"):
-            return self.kind
-        if self.kind in ("mlp", "mlp_in"):
-            return f"L{self.layer}.mlp"
-        if self.kind == "head":
-            return f"L{self.layer}H{self.head}"
-        return f"L{self.layer}{'KV' if self.grouped else 'H'}{self.head}.{self.kind}"
-
-    @property
-    def time(self) -> float:
-        layer = self.layer or 0
-        return {"embed": 0, "head": 2 * layer + 1, "mlp": 2 * layer + 2, "q": 2 * layer + 0.5,
-                "k": 2 * layer + 0.5, "v": 2 * layer + 0.5, "mlp_in": 2 * layer + 1.5,
-                "logits": float("inf")}[self.kind]
+        if self.grouped:
+            return f"L{self.layer}KV{self.head}.{self.kind}"
+        return super().label
 
 
 def graph(model) -> tuple[list[GraphNode], list[GraphNode]]:

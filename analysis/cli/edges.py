@@ -23,16 +23,9 @@ HELP = "edge attribution (EAP, EAP-IG) of every writer -> reader edge, optionall
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
-    src = p.add_argument_group("prompt pairs (one of)")
-    src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction")
-    src.add_argument("--pairs", help="JSONL file of {clean, corrupt, answer, wrong}")
-    src.add_argument("--clean", help="clean prompt (with --corrupt, --answer, --wrong)")
-    src.add_argument("--corrupt")
-    src.add_argument("--answer", help="the word that continues the clean prompt (leading space is added)")
-    src.add_argument("--wrong", help="the competing word")
-    p.add_argument("--n-pairs", type=int, default=16, help="pairs drawn for --task (default 16)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the --task pairs")
+    from analysis.cli.patching import add_pair_args
+
+    add_pair_args(p)
     p.add_argument("--mode", default="denoise", choices=MODES)
     p.add_argument("--metric", default="logit_diff", choices=sorted(METRICS))
     p.add_argument("--out", help="output directory (default: analysis-out/<checkpoint name>)")

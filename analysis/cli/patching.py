@@ -22,7 +22,9 @@ from analysis.errors import AnalysisError, AnalysisWarning
 HELP = "activation or attribution patching of one checkpoint"
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
+def add_pair_args(p: argparse.ArgumentParser) -> None:
+    """--ckpt and the prompt pairs (--task, --pairs, or one --clean/--corrupt/--answer/--wrong), shared by the
+    verbs that read pairs (:func:`pairs_from_args`)."""
     p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
     src = p.add_argument_group("prompt pairs (one of)")
     src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction")
@@ -33,6 +35,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--wrong", help="the competing word")
     p.add_argument("--n-pairs", type=int, default=16, help="pairs drawn for --task (default 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the --task pairs")
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    add_pair_args(p)
     p.add_argument("--site", default="resid_pre", choices=SITES)
     p.add_argument("--mode", default="denoise", choices=MODES)
     p.add_argument("--method", default="activation", choices=("activation", "attribution"))
