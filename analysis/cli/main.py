@@ -12,6 +12,7 @@
     fixedid-analyze dla --ckpt runs/tiny/canonical --task ioi [--by-position]
     fixedid-analyze paths --ckpt runs/tiny/canonical --task ioi --sender L0H3 --receivers logits|L1H2.q,...
     fixedid-analyze edges --ckpt runs/tiny/canonical --task ioi [--method eap-ig] [--exact]
+    fixedid-analyze circuit --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --task ioi [--k 32] [--ablation mean]
     fixedid-analyze demo [--out DIR]
 
 Every command writes CSV plus PNG and PDF figures under ``--out`` and prints a short summary. Bad input (no
@@ -25,7 +26,7 @@ import argparse
 
 from fixedid.clitools import ArgumentParser, run_main
 
-from analysis.cli import (attention, context, demo, dla, edges, erasure, evaluation, export_hf, figures, head, import_hf,
+from analysis.cli import (attention, circuit, context, demo, dla, edges, erasure, evaluation, export_hf, figures, head, import_hf,
                           interventions, lens, paths, patching, probes, recoding, similarity)
 from analysis.cli.args import check_out
 
@@ -33,7 +34,7 @@ from analysis.cli.args import check_out
 VERBS = {"patching": patching, "recoding": recoding, "interventions": interventions, "probes": probes,
          "erasure": erasure, "eval": evaluation, "lens": lens, "head": head, "context": context, "export-hf": export_hf,
          "import-hf": import_hf, "figures": figures, "similarity": similarity, "attention": attention,
-         "dla": dla, "paths": paths, "edges": edges, "demo": demo}
+         "dla": dla, "paths": paths, "edges": edges, "circuit": circuit, "demo": demo}
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -22,10 +22,13 @@ from analysis.errors import AnalysisError, AnalysisWarning
 HELP = "activation or attribution patching of one checkpoint"
 
 
-def add_pair_args(p: argparse.ArgumentParser) -> None:
-    """--ckpt and the prompt pairs (--task, --pairs, or one --clean/--corrupt/--answer/--wrong), shared by the
-    verbs that read pairs (:func:`pairs_from_args`)."""
-    p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
+def add_pair_args(p: argparse.ArgumentParser, many: bool = False) -> None:
+    """--ckpt (repeatable with ``many``) and the prompt pairs (--task, --pairs, or one
+    --clean/--corrupt/--answer/--wrong), shared by the verbs that read pairs (:func:`pairs_from_args`)."""
+    if many:
+        p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat for more")
+    else:
+        p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
     src = p.add_argument_group("prompt pairs (one of)")
     src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction")
     src.add_argument("--pairs", help="JSONL file of {clean, corrupt, answer, wrong}")

@@ -68,6 +68,8 @@ ROWS = [
     ("analyze", "paths --ckpt {ckpt} --task ioi --sender L9H0", "L9H0"),
     ("analyze", "edges --ckpt {ckpt} --task ioi --method exact", "invalid choice"),
     ("analyze", "edges --ckpt {ckpt} --task ioi --steps 0", "--steps must be positive"),
+    ("analyze", "circuit --ckpt {ckpt} --task ioi --k 0", "--k must be positive"),
+    ("analyze", "circuit --ckpt {ckpt} --task ioi --ablation noise", "invalid choice"),
     ("analyze", "head --ckpt {ckpt} --reference {trunc}", "does not match its recorded sha256"),
     ("analyze", "context --ckpt {ckpt} --ks 0", "context lengths must be positive"),
     ("analyze", "context --ckpt {ckpt} --data {empty}", "holds 0 tokens"),
