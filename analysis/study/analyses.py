@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+import torch
 
 from analysis.errors import AnalysisError
 
@@ -290,4 +291,41 @@ def _context(model, reference=None) -> pd.DataFrame:
     return _rows("context", rows)
 
 
-__all__ = ["ANALYSES", "Analysis", "register", "measure", "TOKENS", "N_PAIRS", "EVAL_LIMIT", "BOOT", "PROBE_C"]
+#: The circuits' size: the top CIRCUIT_K edges by EAP score are the circuit that is checked and compared.
+CIRCUIT_K = 32
+
+
+@register("circuits", when="final", controls=False)
+def _circuits(model, reference=None) -> pd.DataFrame:
+    """The IOI circuit: EAP edge scores on the study's IOI pairs, the faithfulness curve (corrupt ablation of the
+    rest) at a few k and its area, and the top CIRCUIT_K edges' recovered share and complement."""
+    from analysis.causal.circuits import circuit_checks, faithfulness_curve
+    from analysis.causal.edges import edge_attribution
+    from analysis.tasks import task_pairs
+
+    pairs = task_pairs(model, "ioi", N_PAIRS)
+    scores = edge_attribution(model, pairs)
+    ks = sorted({0, CIRCUIT_K // 2, CIRCUIT_K, 2 * CIRCUIT_K, len(scores)} & set(range(len(scores) + 1)))
+    curve = faithfulness_curve(model, pairs, scores, ks=ks)
+    kept = scores.loc[scores.score.abs().sort_values(ascending=False, kind="stable").index[:CIRCUIT_K]]
+    checks = circuit_checks(model, pairs, kept)
+    items = [("recovered", f"top {int(r.k)} edges", r.recovered) for r in curve.itertuples()]
+    items += [("faithfulness_area", "edges", curve.attrs["area"]),
+              ("complement", f"top {CIRCUIT_K} edges", checks.attrs["complement"]),
+              ("clean_corrupt_gap", "ioi", curve.attrs["clean"] - curve.attrs["corrupt"])]
+    return _rows("circuits", items)
+
+
+def circuit_overlap_of(models: dict) -> pd.DataFrame:
+    """The overlap of the top CIRCUIT_K EAP edges of ``{(variant, seed): model or checkpoint directory}`` on the
+    study's IOI pairs (:func:`analysis.causal.circuit_overlap.circuit_overlap`)."""
+    from analysis.causal.circuit_overlap import circuit_overlap_of_models
+    from analysis.loading import load
+    from analysis.tasks import task_pairs
+
+    loaded = {k: load(m) if not isinstance(m, torch.nn.Module) else m for k, m in models.items()}
+    return circuit_overlap_of_models(loaded, lambda m: task_pairs(m, "ioi", N_PAIRS), CIRCUIT_K)
+
+
+__all__ = ["ANALYSES", "Analysis", "register", "measure", "TOKENS", "N_PAIRS", "EVAL_LIMIT", "BOOT", "PROBE_C", "CIRCUIT_K",
+           "circuit_overlap_of"]

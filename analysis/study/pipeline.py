@@ -207,7 +207,10 @@ def measure_similarity(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool 
     same interface across seeds, across interfaces across seeds and within a seed, each model against its
     initialisation, a permutation null; :func:`analysis.readouts.references.similarity_references`), into
     ``OUT/similarity/step<N>/references.csv`` and ``reading.csv``; redone only when the set of models changed
-    (``models.json``). Returns the directory, or None with fewer than two models."""
+    (``models.json``). Beside it, the overlap of their IOI circuits (the top edges by EAP; ``circuits.csv`` and
+    ``circuits_reading.csv``, :mod:`analysis.causal.circuit_overlap`). Returns the directory, or None with fewer
+    than two models."""
+    from analysis.causal.circuit_overlap import overlap_reading
     from analysis.readouts.references import similarity_references
 
     models = {(v, s): d for (s, v), d in sorted(ckpts.items()) if _is_base(v)}
@@ -220,6 +223,9 @@ def measure_similarity(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool 
                                  progress=not quiet)
     _write(refs.table, where / "references.csv")
     _write(refs.reading(), where / "reading.csv")
+    overlap = analyses.circuit_overlap_of(models)
+    _write(overlap, where / "circuits.csv")
+    _write(overlap_reading(overlap), where / "circuits_reading.csv")
     write_text_atomic(record, json.dumps(names))
     return where
 
@@ -236,7 +242,8 @@ def similarity_done(cfg: TrainConfig, out: Path, ckpts: dict) -> bool:
     if len(names) < 2:
         return True
     try:
-        return (where / "reading.csv").exists() and json.loads(record.read_text()) == names
+        return ((where / "reading.csv").exists() and (where / "circuits_reading.csv").exists()
+                and json.loads(record.read_text()) == names)
     except (OSError, ValueError):
         return False
 
@@ -385,7 +392,7 @@ def start_study(config, out, seeds, gf2_seeds, variants) -> tuple[TrainConfig, P
 
 def write_report(cfg: TrainConfig, out: Path, seeds, gf2_seeds) -> Path:
     """Aggregate the measurements of ``seeds`` over seeds and write the report with its figures and CSVs."""
-    from analysis.study.report import load_similarity, write_results
+    from analysis.study.report import load_circuits, load_similarity, write_results
 
     df = collect_measurements(out)
     df = df[df.seed.isin(seeds)]
@@ -393,7 +400,7 @@ def write_report(cfg: TrainConfig, out: Path, seeds, gf2_seeds) -> Path:
     items = items[items.seed.isin(seeds)] if items is not None else None
     return write_results(df, out, meta={"seeds": seeds, "gf2_seeds": gf2_seeds, "steps": cfg.train.steps,
                                         "keep": cfg.train.snapshot_steps}, items=items,
-                         similarity=load_similarity(out))
+                         similarity=load_similarity(out), circuits=load_circuits(out))
 
 
 def main(argv=None) -> None:

@@ -27,7 +27,7 @@ from analysis.errors import AnalysisError
 from analysis.stats import t_interval
 from analysis.study.comparisons import compare, family_lines, variant_order, with_pooled
 from analysis.study.sections import (BOUNDED, SECTIONS, _clip, _study_references, comparison_lines, matched_lines,
-                                     similarity_lines, study_pairs, table_lines)
+                                     similarity_lines, study_pairs, table_lines, circuit_lines)
 
 KEYS = ["analysis", "metric", "key"]
 MEASUREMENT_COLUMNS = ["analysis", "metric", "key", "variant", "seed", "step", "value"]
@@ -303,7 +303,8 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None, re
 
 # ------------------------------------------------------------------------------------------------------ report
 def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.DataFrame, figures: list[str],
-                 meta: dict, controls: pd.DataFrame | None = None, reading: pd.DataFrame | None = None) -> Path:
+                 meta: dict, controls: pd.DataFrame | None = None, reading: pd.DataFrame | None = None,
+                 circuits: pd.DataFrame | None = None) -> Path:
     from analysis.study.controls import control_lines, seeds_statement
 
     controls = pd.DataFrame() if controls is None else controls
@@ -333,6 +334,7 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
             lines += [f"Step {step}:", ""] + table_lines(summary, "behaviours", "accuracy", step, True)
         lines += ["![across training](figures/training.png)", ""]
     lines += similarity_lines(reading)
+    lines += circuit_lines(circuits)
     lines += matched_lines(comp, final)
     lines += control_lines(controls)
     lines += ["## Figures", ""] + [f"![{f}](figures/{f}.png)" for f in figures] + [""]
@@ -347,11 +349,12 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
 
 
 def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.DataFrame | None = None,
-                  similarity=(None, None)) -> Path:
+                  similarity=(None, None), circuits: pd.DataFrame | None = None) -> Path:
     """``measurements.csv``, ``summary.csv``, ``comparisons.csv``, ``controls.csv`` (when controls were trained),
     ``figures/`` and ``report.md`` in ``out``; ``items``: per-item values (the behaviours' per-prompt scores) for
     the bootstrap over seeds and prompts; ``similarity``: ``(references, reading)`` of
-    :func:`analysis.study.pipeline.load_similarity`."""
+    :func:`analysis.study.pipeline.load_similarity`; ``circuits``: the circuit overlap's reading
+    (:func:`load_circuits`)."""
     from analysis.outputs import write_csv
 
     from analysis.study.controls import control_table
@@ -366,7 +369,7 @@ def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.Dat
         write_csv(controls, out / "controls.csv")
     references, reading = similarity
     figures = draw_figures(df, out / "figures", comp, references)
-    return write_report(out, df, summary, comp, figures, meta or {}, controls, reading)
+    return write_report(out, df, summary, comp, figures, meta or {}, controls, reading, circuits)
 
 
 def load_similarity(out: Path):
@@ -376,6 +379,13 @@ def load_similarity(out: Path):
     if not found:
         return None, None
     return pd.read_csv(found[-1].parent / "references.csv"), pd.read_csv(found[-1])
+
+
+def load_circuits(out: Path):
+    """The reading of a study directory's last circuit overlap (``similarity/step<N>/circuits_reading.csv``, written
+    by :func:`analysis.study.pipeline.measure_similarity`), or None."""
+    found = sorted(Path(out).glob("similarity/step*/circuits_reading.csv"), key=lambda p: int(p.parent.name[4:]))
+    return pd.read_csv(found[-1]) if found else None
 
 
 def redraw(results) -> list[Path]:
@@ -395,6 +405,6 @@ def redraw(results) -> list[Path]:
     return [results / "figures" / f"{s}.png" for s in stems]
 
 
-__all__ = ["summarise", "compare", "draw_figures", "write_results", "redraw", "load_similarity", "forest",
+__all__ = ["summarise", "compare", "draw_figures", "write_results", "redraw", "load_similarity", "load_circuits", "forest",
            "depth_figure",
            "training_figure", "comparison_figure"]

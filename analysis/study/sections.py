@@ -109,6 +109,11 @@ SECTIONS = [
     ("IOI patching: information at the final position", "patching", "final", False,
      "Share of the clean IOI behaviour restored by patching the final position's residual stream entering each "
      "layer."),
+    ("The IOI circuit: how few edges carry it", "circuits", "recovered", False,
+     "Share of the clean-minus-corrupted IOI logit difference recovered when only the top k edges by EAP score are "
+     "kept and every other edge carries the corrupted prompt's write (1: the clean behaviour, 0: the corrupted one); "
+     "faithfulness_area (the curve's area over the fraction of edges kept) and the complement (the other edges "
+     "alone) are in measurements.csv."),
     ("Probes at the final hook points", "probes", "score", False,
      "Held-out probe accuracy (held-out sequences, C chosen by cross-validation on the training sequences), mean "
      "over a group's targets: the id's canonical bits, the bits of a random relabelling of the ids (perm_bit: "
@@ -171,6 +176,34 @@ def similarity_lines(reading: pd.DataFrame | None) -> list[str]:
             "permutation null; intervals resample windows, not seeds (references.csv and reading.csv under "
             "similarity/ hold every measure, Procrustes included, and every pair).", ""] + [f"- {x}" for x in lines] \
         + [""]
+
+
+def circuit_lines(reading: pd.DataFrame | None) -> list[str]:
+    """The report's section on circuits across seeds and variants (:func:`analysis.causal.circuit_overlap.
+    overlap_reading`): each pair of variants' top-edge overlap beside each variant's own across seeds and chance."""
+    if reading is None or reading.empty:
+        return []
+    from analysis.study.analyses import CIRCUIT_K
+
+    lines = []
+    for (va, vb), g in reading.groupby(["variant_a", "variant_b"], sort=False):
+        q = g.set_index("quantity")
+
+        def got(name, q=q):
+            value = q.loc[name, "jaccard"] if name in q.index else np.nan
+            return f"{value:.2f}" if np.isfinite(value) else "n/a (one seed)"
+
+        parts = [f"across seeds {got('cross_seed')}" if "cross_seed" in q.index else None,
+                 f"within a seed {got('same_seed')}" if "same_seed" in q.index else None]
+        lines.append(f"- {vb} vs {va}: {', '.join(p for p in parts if p)}; {va} across its own seeds "
+                     f"{got('within_a')}, {vb} {got('within_b')}; chance {q.loc['chance', 'jaccard']:.3f}")
+    return ["## Circuits across seeds and variants", "",
+            f"The IOI circuit of each final checkpoint is its top {CIRCUIT_K} edges by EAP score on the same prompt "
+            "pairs; two checkpoints' circuits are compared by the Jaccard overlap of those edge sets. A cross-variant "
+            "overlap as high as a variant's own overlap across seeds says the interfaces differ no more than seeds "
+            "do; chance is the expected overlap of two random edge sets of that size. Shared edges need not do the "
+            "same thing (similarity/circuits.csv holds every pair, with the rank correlation of all edge scores).",
+            ""] + lines + [""]
 
 
 #: The comparisons issue 20 replaced: (what, the unmatched estimand, the matched one), each (analysis, metric, key).

@@ -82,12 +82,21 @@ def test_study_trains_measures_and_reports_over_seeds(study):
     assert "permuted" not in set(m[m.analysis == "eval"].variant)  # lm-eval runs on the study's own variants only
     assert "permuted" in set(m[m.analysis == "context"].variant)
     assert {"behaviours", "loss", "probes", "eval", "patching", "interventions", "recoding", "erasure",
-            "lens", "head", "context"} <= set(m.analysis)
+            "lens", "head", "context", "circuits"} <= set(m.analysis)
     # similarity with its references, once over every seed: the ceiling needs a variant at two seeds
     refs = pd.read_csv(out / "similarity" / "step16" / "references.csv")
     assert {"same_interface_cross_seed", "cross_interface_cross_seed", "cross_interface_same_seed",
             "own_initialisation", "permutation_null"} <= set(refs.reference)
     assert "permuted" not in set(refs.variant_a) | set(refs.variant_b)  # the study's own variants only
+    # the IOI circuit of each study variant, and the overlap of the circuits across seeds and variants
+    c = m[m.analysis == "circuits"]
+    assert set(c.variant) == {"learned", "canonical", "gf2", "gf2-r1"} and set(c.step) == {16}
+    every = c[(c.metric == "recovered") & c.key.str.startswith("top ")].groupby(["variant", "seed"]).value.last()
+    assert np.allclose(every, 1, atol=1e-3)  # every edge kept: the clean run
+    ov = pd.read_csv(out / "similarity" / "step16" / "circuits.csv")
+    assert {"same_interface_cross_seed", "cross_interface_same_seed", "cross_interface_cross_seed"} <= set(ov.kind)
+    assert ((ov.jaccard >= 0) & (ov.jaccard <= 1)).all() and ov.null.nunique() == 1
+    assert "## Circuits across seeds and variants" in report.read_text()
     er = m[m.analysis == "erasure"]
     assert "learned" in set(er.variant) and {"minus_placebo", "edit_norm_leace", "edit_norm_placebo"} <= set(er.metric)
     assert "own_code_bit" in set(er[er.variant == "gf2"].key.str.split("@").str[0])

@@ -1,0 +1,103 @@
+"""Do two checkpoints use the same circuit? The overlap of their top-k edges, read against the overlap between seeds of
+one interface and against chance.
+
+For every pair of checkpoints (``{(variant, seed): model}``, scored on the same prompt pairs by
+:func:`analysis.causal.edges.edge_attribution`), the top ``k`` edges by ``|score|`` of each are compared:
+``jaccard`` = ``|A & B| / |A | B|``, and ``spearman`` = the rank correlation of ``|score|`` over every edge. The pair's
+``kind`` says what differs: ``same_interface_cross_seed`` (two seeds of one variant: how much a circuit moves with
+the seed alone), ``cross_interface_same_seed`` and ``cross_interface_cross_seed``. ``null`` is the expected Jaccard
+overlap of two independent uniformly random k-edge sets of the graph (exact, from the hypergeometric law).
+
+:func:`overlap_reading` reads each pair of variants: their overlap across seeds (and within a seed) beside each
+variant's own across-seed overlap and the null. If the interfaces differ no more than seeds do, the cross-variant
+overlap is as high as the within-variant one; what it does NOT show is that shared edges do the same thing (scores
+can share an edge and differ in sign or size), nor anything beyond the prompts scored.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from tqdm.auto import tqdm
+
+from analysis.causal.edges import edge_attribution
+from analysis.errors import AnalysisError
+
+
+def jaccard_null(k: int, total: int) -> float:
+    """The expected Jaccard overlap of two independent uniformly random ``k``-subsets of ``total`` items."""
+    if not 0 < k <= total:
+        raise AnalysisError(f"k must lie in 1..{total}, got {k}")
+    i = np.arange(max(0, 2 * k - total), k + 1)
+    p = stats.hypergeom.pmf(i, total, k, k)
+    return float((p * i / (2 * k - i)).sum())
+
+
+def _kind(a, b) -> str:
+    if a[0] == b[0]:
+        return "same_interface_cross_seed"
+    return "cross_interface_same_seed" if a[1] == b[1] else "cross_interface_cross_seed"
+
+
+def circuit_overlap(scores: dict, k: int = 32) -> pd.DataFrame:
+    """Every pair of the edge-score tables ``{(variant, seed): edge_attribution(...)}`` (one graph, the same
+    pairs): ``variant_a, seed_a, variant_b, seed_b, kind, k, jaccard, shared, null, spearman, n_edges``."""
+    keys = list(scores)
+    if len(keys) < 2:
+        raise AnalysisError("give the edge scores of at least two checkpoints")
+    index = None
+    tops, mags = {}, {}
+    for key in keys:
+        s = scores[key].set_index(["sender", "receiver"]).score
+        if index is None:
+            index = s.index
+        elif not s.index.equals(index):
+            raise AnalysisError(f"checkpoint {key} has another graph than {keys[0]}; compare models of one shape")
+        mags[key] = s.abs().to_numpy()
+        tops[key] = set(np.argsort(-mags[key], kind="stable")[:k])
+    total = len(index)
+    if not 0 < k <= total:
+        raise AnalysisError(f"k must lie in 1..{total} (the edges of the graph), got {k}")
+    null = jaccard_null(k, total)
+    rows = []
+    for a, b in combinations(keys, 2):
+        shared = len(tops[a] & tops[b])
+        rows.append({"variant_a": a[0], "seed_a": a[1], "variant_b": b[0], "seed_b": b[1], "kind": _kind(a, b),
+                     "k": k, "jaccard": shared / (2 * k - shared), "shared": shared, "null": null,
+                     "spearman": float(stats.spearmanr(mags[a], mags[b]).statistic), "n_edges": total})
+    return pd.DataFrame(rows)
+
+
+def circuit_overlap_of_models(models: dict, pairs_of, k: int = 32, *, method: str = "eap",
+                              progress: bool = False) -> pd.DataFrame:
+    """:func:`circuit_overlap` of ``models`` (``{(variant, seed): model}``), each scored on ``pairs_of(model)``."""
+    scores = {key: edge_attribution(m, pairs_of(m), method=method)
+              for key, m in tqdm(models.items(), desc="edge scores", unit="model", disable=not progress)}
+    return circuit_overlap(scores, k)
+
+
+def overlap_reading(table: pd.DataFrame) -> pd.DataFrame:
+    """Per pair of variants: the mean Jaccard overlap across seeds (``cross_seed``) and within a seed
+    (``same_seed``), each variant's own across-seed overlap (``within_a``, ``within_b``: NaN with one seed) and ``chance`` (the
+    null), with the number of checkpoint pairs each mean is over."""
+    within = table[table.kind == "same_interface_cross_seed"].groupby("variant_a").jaccard.agg(["mean", "size"])
+    rows = []
+    cross = table[table.kind != "same_interface_cross_seed"].copy()
+    swap = cross.variant_a > cross.variant_b
+    cross.loc[swap, ["variant_a", "variant_b"]] = cross.loc[swap, ["variant_b", "variant_a"]].to_numpy()
+    for (va, vb), g in cross.groupby(["variant_a", "variant_b"], sort=True):
+        for quantity, part in (("cross_seed", g[g.kind == "cross_interface_cross_seed"]),
+                               ("same_seed", g[g.kind == "cross_interface_same_seed"])):
+            if len(part):
+                rows.append((va, vb, quantity, part.jaccard.mean(), len(part)))
+        for quantity, v in (("within_a", va), ("within_b", vb)):
+            rows.append((va, vb, quantity, within.loc[v, "mean"] if v in within.index else np.nan,
+                         int(within.loc[v, "size"]) if v in within.index else 0))
+        rows.append((va, vb, "chance", float(g.null.iloc[0]), 0))
+    return pd.DataFrame(rows, columns=["variant_a", "variant_b", "quantity", "jaccard", "n_pairs"])
+
+
+__all__ = ["circuit_overlap", "circuit_overlap_of_models", "overlap_reading", "jaccard_null"]
