@@ -237,11 +237,12 @@ def faithfulness_curve(model, pairs, scores: pd.DataFrame, ks=None, *, unit: str
 
 
 def circuit_checks(model, pairs, circuit, *, ablation: str = "corrupt", metric="logit_diff", seed: int = 0,
-                   max_batch: int = 256, progress: bool = False) -> pd.DataFrame:
+                   minimality: bool = True, max_batch: int = 256, progress: bool = False) -> pd.DataFrame:
     """Minimality and completeness of one circuit (a list of ``(sender, receiver)`` labels, or an edge-score
-    table's rows): one row per kept edge with ``drop_in_recovered`` (recovered with the circuit minus the same with that edge
-    ablated too); ``attrs``: ``recovered`` (the circuit), ``complement`` (its edges ablated, all others kept),
-    ``n_edges``, ``ablation``."""
+    table's rows): one row per kept edge with ``drop_in_recovered`` (recovered with the circuit minus the same with
+    that edge ablated too; ``minimality=False``: not measured, NaN, one forward instead of one per edge);
+    ``attrs``: ``recovered`` (the circuit), ``complement`` (its edges ablated, all others kept), ``n_edges``,
+    ``ablation``."""
     runner = _Runner(model, pairs, metric, ablation, seed, max_batch)
     if isinstance(circuit, pd.DataFrame):
         circuit = list(zip(circuit.sender, circuit.receiver))
@@ -250,13 +251,13 @@ def circuit_checks(model, pairs, circuit, *, ablation: str = "corrupt", metric="
         raise AnalysisError("the circuit holds no edge")
     full = runner.mask_keeping(circuit)
     masks = [full, runner.valid & ~full]  # the circuit; its complement kept
-    for s, r in circuit:
+    for s, r in circuit if minimality else ():
         one = full.clone()
         one[runner.wi[s], runner.ri[r]] = True
         masks.append(one)
     rec = runner.recovered(torch.stack(masks), desc="circuit checks", progress=progress)
     out = pd.DataFrame({"sender": [s for s, _ in circuit], "receiver": [r for _, r in circuit],
-                        "drop_in_recovered": rec[0] - rec[2:]})
+                        "drop_in_recovered": rec[0] - rec[2:] if minimality else np.nan})
     out.attrs.update(recovered=float(rec[0]), complement=float(rec[1]), n_edges=len(circuit), ablation=ablation,
                      metric=runner.metric, n_pairs=len(runner.batch))
     return out

@@ -107,7 +107,7 @@ def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
 
 
 def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs,
-                 recoding: pd.DataFrame, bitflips: list[str], probes: list[str]) -> Path:
+                 recoding: pd.DataFrame, bitflips: list[str], probes: list[str], circuits: list[str]) -> Path:
     toks = next(iter(results.values())).attrs["str_tokens"]
     ex = pairs.texts[0]
     lines = ["# The three input interfaces on the built-in language", "",
@@ -137,6 +137,7 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
               "the corrupted run scores 0 and the clean run 1 (white: no effect).", "",
               "![Residual-stream patching, side by side](ioi_resid_pre.png)", ""]
     lines += [reading(v, table[table.variant == v], df) + "\n" for v, df in results.items()]
+    lines += circuits
     lines += recoding_reading(recoding, hamming_figure="recoding_hamming.png")
     lines += bitflips
     lines += probes
@@ -149,6 +150,32 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
               "(no capacity reallocation). Patching one site at a time misses redundant routes; "
               "`fixedid-analyze patching --mode noise` probes necessity rather than sufficiency.", ""]
     return write_text_atomic(out / "report.md", "\n".join(lines))
+
+
+def _circuits_section(models: dict, pairs, out: Path) -> list[str]:
+    """Each variant's IOI circuit: its tables and figures under ``out``, and the report's lines."""
+    from analysis.demo.circuits import circuit_csv, circuit_reading, circuit_tables
+    from analysis.figures.attention import attention_figure
+    from analysis.figures.circuit_graph import circuit_figure, faithfulness_figure
+    from analysis.readouts.attention import attention_patterns
+
+    tables = circuit_tables(models, pairs)
+    for name, df in circuit_csv(tables).items():
+        write_csv(df, out / f"circuit_{name}.csv")
+    save_figure(faithfulness_figure({v: t["curve"] for v, t in tables.items()}), out, "circuit_faithfulness")
+    figures = {"curve": "circuit_faithfulness.png", "graph": {}, "attention": {}}
+    for v, t in tables.items():
+        m = models[v]
+        save_figure(circuit_figure(t["kept"], m.cfg.n_layers, m.cfg.n_heads,
+                                   title=f"{v}: the top {len(t['kept'])} IOI edges (recovered "
+                                         f"{t['checks'].attrs['recovered']:.2f})"), out, f"circuit_{v}")
+        figures["graph"][v] = f"circuit_{v}.png"
+        if t["key_heads"]:
+            patterns = {v: attention_patterns(m, pairs.texts[0]["clean"])}
+            save_figure(attention_figure(patterns, heads=t["key_heads"], title=f"{v}: where the circuit's key "
+                                         "heads attend (first clean IOI prompt)"), out, f"circuit_heads_{v}")
+            figures["attention"][v] = f"circuit_heads_{v}.png"
+    return circuit_reading(tables, figures)
 
 
 def run_demo(args) -> int:
@@ -175,6 +202,7 @@ def run_demo(args) -> int:
     titles = {v: f"{v} (IOI {100 * ioi.loc[v, 'accuracy']:.0f}%)" for v in VARIANTS}
     save_figure(side_by_side(results, titles=titles, suptitle="IOI: clean residual stream patched into the "
                              "corrupted run (1 = clean behaviour restored)"), out, "ioi_resid_pre")
+    circuit_text = _circuits_section(models, pairs, out)
     recoding = recoding_table(models)
     write_csv(recoding, out / "recoding.csv")
     save_figure(recoding_plot(recoding[recoding.family == "transvection"],
@@ -200,7 +228,8 @@ def run_demo(args) -> int:
     flip_text = bitflip_reading(flips, noise, maps, split=split,
                                 split_figure="flip_split.png" if split is not None and len(split) else None,
                                 noise_figure="input_noise.png")
-    report = write_report(out, run_dir, table, results, pairs, recoding, flip_text, probe_reading(probes))
+    report = write_report(out, run_dir, table, results, pairs, recoding, flip_text, probe_reading(probes),
+                          circuit_text)
     for v in VARIANTS:
         t = table[table.variant == v].set_index("task")
         print(f"{v:>9}: " + ", ".join(f"{k} {100 * t.loc[k, 'accuracy']:.0f}%" for k in TASKS))

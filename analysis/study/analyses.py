@@ -308,7 +308,7 @@ def _circuits(model, reference=None) -> pd.DataFrame:
     ks = sorted({0, CIRCUIT_K // 2, CIRCUIT_K, 2 * CIRCUIT_K, len(scores)} & set(range(len(scores) + 1)))
     curve = faithfulness_curve(model, pairs, scores, ks=ks)
     kept = scores.loc[scores.score.abs().sort_values(ascending=False, kind="stable").index[:CIRCUIT_K]]
-    checks = circuit_checks(model, pairs, kept)
+    checks = circuit_checks(model, pairs, kept, minimality=False)
     items = [("recovered", f"top {int(r.k)} edges", r.recovered) for r in curve.itertuples()]
     items += [("faithfulness_area", "edges", curve.attrs["area"]),
               ("complement", f"top {CIRCUIT_K} edges", checks.attrs["complement"]),

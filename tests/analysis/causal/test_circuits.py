@@ -142,3 +142,11 @@ def test_command_line(tmp_path, capsys):
         main(["circuit", *ckpts, "--pairs", str(pairs), "--k", "100000", "--out", str(tmp_path / "bad")])
     assert e.value.code == 2 and not (tmp_path / "bad").exists()
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_without_minimality_the_circuit_and_its_complement_are_the_same(model, batch, scores):
+    kept = top(scores, 40)
+    full, quick = circuit_checks(model, batch, kept), circuit_checks(model, batch, kept, minimality=False)
+    assert quick.drop_in_recovered.isna().all() and full.drop_in_recovered.notna().all()
+    assert np.isclose(full.attrs["recovered"], quick.attrs["recovered"], atol=1e-6)
+    assert np.isclose(full.attrs["complement"], quick.attrs["complement"], atol=1e-6)

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -106,6 +107,11 @@ def test_demo_end_to_end_then_cached(tmp_path, capsys):
     probes = pd.read_csv(tmp_path / "demo" / "probes.csv")
     assert set(probes.variant) == {"learned", "canonical", "gf2"} and {"number", "ioi_role"} <= set(probes.target)
     assert "## Probes" in report and "probes.png" in out
+    curve = pd.read_csv(tmp_path / "demo" / "circuit_faithfulness.csv")
+    assert set(curve.variant) == {"learned", "canonical", "gf2"}
+    assert np.allclose(curve.groupby("variant").recovered.last(), 1, atol=1e-3)  # every edge kept: the clean run
+    assert "## The IOI circuit of each variant" in report and "circuit_faithfulness.png" in report
+    assert {"circuit_canonical.png", "circuit_edges.csv", "circuit_circuit.csv"} <= out
     assert "training the three variants" in capsys.readouterr().out
     assert run(*args) == 0  # second run: from the cache, no training
     assert "using the cached variants" in capsys.readouterr().out
