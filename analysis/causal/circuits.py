@@ -28,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from analysis.causal.edges import _cache, _write_names, _writes, graph, node_scores
@@ -72,9 +71,8 @@ def _ablated_metric(model, tokens, repl, masks, fn, answer, wrong):
     """``m`` of the clean ``tokens`` (``[pairs, pos]``) under each ablation mask (``[circuits, writers, readers]``,
     True: the edge is ablated), all circuits in one forward; returns ``[circuits, pairs]``."""
     cfg = model.cfg
-    L, H, K, dh, D = cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
+    H, K, dh, D = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
     c, n = masks.shape[0], tokens.shape[0]
-    rows = c * n
     m = masks.to(torch.float32).repeat_interleave(n, 0)  # [rows, W, R]
     repl = repl.repeat(c, 1, 1, 1)
     delta = torch.zeros_like(repl)  # write(this run) - replacement, filled as the writers fire

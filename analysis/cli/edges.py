@@ -55,23 +55,16 @@ def summarize(df, agreement=None, k: int = 8) -> str:
 
 def run(args) -> int:
     from analysis.causal.edges import edge_attribution, exact_agreement, exact_edge_effects, node_scores
-    from analysis.cli.patching import pairs_from_args
+    from analysis.cli.patching import checkpoint_and_pairs
     from analysis.figures.edges import edges_figure
     from analysis.figures.style import save_figure
-    from analysis.loading import load
     from analysis.outputs import write_csv, write_json
 
-    ckpt = Path(args.ckpt)
-    if not ckpt.is_dir():
-        raise AnalysisError(f"no checkpoint directory at {ckpt}; train one with fixedid-train or pass --ckpt DIR")
-    if args.n_pairs < 1:
-        raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
     if args.steps < 1:
         raise AnalysisError(f"--steps must be positive, got {args.steps}")
     if args.top < 1:
         raise AnalysisError(f"--top must be positive, got {args.top}")
-    model = load(ckpt)
-    pairs = pairs_from_args(model, args)
+    ckpt, model, pairs = checkpoint_and_pairs(args)
     df = edge_attribution(model, pairs, mode=args.mode, metric=args.metric, method=args.method, steps=args.steps,
                           interpolate=args.interpolate)
     exact = agreement = None

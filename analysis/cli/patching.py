@@ -50,6 +50,20 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output directory (default: analysis-out/<checkpoint name>)")
 
 
+def checkpoint_and_pairs(args):
+    """``(checkpoint directory, loaded model, prompt pairs)`` of a verb's --ckpt and pair arguments
+    (:func:`add_pair_args`), with one clear error for a missing directory or a non-positive --n-pairs."""
+    from analysis.loading import load
+
+    ckpt = Path(args.ckpt)
+    if not ckpt.is_dir():
+        raise AnalysisError(f"no checkpoint directory at {ckpt}; train one with fixedid-train or pass --ckpt DIR")
+    if args.n_pairs < 1:
+        raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
+    model = load(ckpt)
+    return ckpt, model, pairs_from_args(model, args)
+
+
 def pairs_from_args(model, args):
     from analysis.pairs import make_pairs, read_pairs_jsonl
     from analysis.tasks import task_pairs
@@ -95,16 +109,9 @@ def run(args) -> int:
     from analysis.figures.patching import heatmap
     from analysis.figures.style import save_figure
     from analysis.outputs import write_csv
-    from analysis.loading import load
     from analysis.causal.patching import activation_patching, attribution_patching
 
-    ckpt = Path(args.ckpt)
-    if not ckpt.is_dir():
-        raise AnalysisError(f"no checkpoint directory at {ckpt}; train one with fixedid-train or pass --ckpt DIR")
-    if args.n_pairs < 1:
-        raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
-    model = load(ckpt)
-    pairs = pairs_from_args(model, args)
+    ckpt, model, pairs = checkpoint_and_pairs(args)
     fn = activation_patching if args.method == "activation" else attribution_patching
     kw = dict(site=args.site, mode=args.mode, metric=args.metric)
     with warnings.catch_warnings(record=True) as caught:

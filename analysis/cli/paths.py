@@ -20,7 +20,7 @@ from pathlib import Path
 from analysis.causal.patching import MODES
 from analysis.causal.paths import NORMS
 from analysis.engine.metrics import METRICS
-from analysis.errors import AnalysisError, AnalysisWarning
+from analysis.errors import AnalysisWarning
 
 HELP = "path patching: senders (heads, MLPs, input) into chosen receivers (q/k/v of heads, MLPs, logits)"
 
@@ -55,19 +55,12 @@ def summarize(df, k: int = 6) -> str:
 
 def run(args) -> int:
     from analysis.causal.paths import path_patching
-    from analysis.cli.patching import pairs_from_args
+    from analysis.cli.patching import checkpoint_and_pairs
     from analysis.figures.circuits import paths_figure
     from analysis.figures.style import save_figure
-    from analysis.loading import load
     from analysis.outputs import write_csv
 
-    ckpt = Path(args.ckpt)
-    if not ckpt.is_dir():
-        raise AnalysisError(f"no checkpoint directory at {ckpt}; train one with fixedid-train or pass --ckpt DIR")
-    if args.n_pairs < 1:
-        raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
-    model = load(ckpt)
-    pairs = pairs_from_args(model, args)
+    ckpt, model, pairs = checkpoint_and_pairs(args)
     kw = dict(senders=args.sender, receivers=args.receivers, mode=args.mode, metric=args.metric, norm=args.norm)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", AnalysisWarning)

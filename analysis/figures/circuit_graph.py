@@ -8,7 +8,6 @@ raises the metric when patched in from the source run).
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from matplotlib.patches import FancyArrowPatch
 
