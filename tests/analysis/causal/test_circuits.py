@@ -4,7 +4,6 @@ curve, the minimality and complement checks, and bad input."""
 
 import numpy as np
 import pytest
-import torch
 from transformer_lens.tools.analysis.attribution_patching import (EdgeAttributionConfig, attribution_patch,
                                                                    faithfulness)
 

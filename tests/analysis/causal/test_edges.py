@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from transformer_lens.tools.analysis.attribution_patching import EdgeAttributionConfig, attribution_patch
 
 from analysis import AnalysisError, make_pairs
