@@ -73,7 +73,7 @@ def _ablated_metric(model, tokens, repl, masks, fn, answer, wrong):
     cfg = model.cfg
     H, K, dh, D = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
     c, n = masks.shape[0], tokens.shape[0]
-    m = masks.to(torch.float32).repeat_interleave(n, 0)  # [rows, W, R]
+    m = masks.to(repl.device, torch.float32).repeat_interleave(n, 0)  # [rows, W, R]
     repl = repl.repeat(c, 1, 1, 1)
     delta = torch.zeros_like(repl)  # write(this run) - replacement, filled as the writers fire
     state, hooks = {}, []
@@ -167,8 +167,8 @@ class _Runner:
             v = _ablated_metric(self.model, self.batch.clean, self.repl, masks[start:start + per], self.fn,
                                 self.batch.answer, self.batch.wrong)
             out.append(v.double().mean(1))
-        m = torch.cat(out).numpy()
-        return (m - float(self.corrupt_m.mean())) / self.gap
+        m = torch.cat(out).cpu().numpy()
+        return (m - float(self.corrupt_m.mean().cpu())) / self.gap
 
     def mask_keeping(self, kept: list[tuple[str, str]]) -> torch.Tensor:
         """The ablation mask that keeps exactly the edges ``kept`` (sender, receiver labels)."""

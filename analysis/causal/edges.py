@@ -178,7 +178,7 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides) -> tuple[lis
         for c, n in (("q", H), ("k", K), ("v", K)):
             g = grads[f"{i}.{c}"]
             W = getattr(attn, f"{c}_proj").weight.view(n, dh, cfg.d_model)
-            per.append(torch.zeros(*kept[f"{i}.{c}"][1].shape[:2], n, cfg.d_model) if g is None
+            per.append(kept[f"{i}.{c}"][1].new_zeros(*kept[f"{i}.{c}"][1].shape[:2], n, cfg.d_model) if g is None
                        else torch.einsum("bthe,hed->bthd", g, W))
         qkv = through(block.ln1, kept[f"{i}.ln1"][0], torch.cat(per, 2))
         mlp = through(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
@@ -220,8 +220,9 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
     # per layer: how many writers precede its heads' inputs and its MLP's input
     before_heads = [1 + layer * (H + 1) for layer in range(L)]
     before_mlp = [b + H for b in before_heads]
-    scores = torch.zeros(n, T if per_position else 1, len(writers), len(readers), dtype=torch.float64)
-    clean_m, corrupt_m = torch.zeros(n), torch.zeros(n)
+    device = batch.clean.device
+    scores = torch.zeros(n, T if per_position else 1, len(writers), len(readers), dtype=torch.float64, device=device)
+    clean_m, corrupt_m = torch.zeros(n, device=device), torch.zeros(n, device=device)
     chunks = range(0, n, max_batch)
     bar = tqdm(total=len(chunks) * len(alphas), desc=f"edge attribution ({method})", unit="pass",
                disable=not progress, leave=False)
@@ -268,9 +269,9 @@ def _contract(delta, grads, per_position):
 
 def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, metric_name, norm_metric, method,
            steps, interpolate, per_position):
-    s = scores.numpy()  # [pairs, pos or 1, writers, readers]
+    s = scores.cpu().numpy()  # [pairs, pos or 1, writers, readers]
     n, P = s.shape[0], s.shape[1]
-    clean, corrupt = clean_m.double().numpy(), corrupt_m.double().numpy()
+    clean, corrupt = clean_m.double().cpu().numpy(), corrupt_m.double().cpu().numpy()
     gap = float(clean.mean() - corrupt.mean())
     if norm_metric:
         if abs(gap) < MIN_GAP:
