@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from analysis.causal.edges import _cache, _write_names, _writes, graph, node_scores
+from analysis.causal.edges import _pair_runs, _write_names, _writes, graph, node_scores
 from analysis.causal.paths import _normed
 from analysis.engine.metrics import resolve
 from analysis.errors import AnalysisError
@@ -147,11 +147,10 @@ class _Runner:
         self.batch = make_pairs(model, pairs)
         self.writers, self.readers, self.wi, self.ri, self.valid = _edge_index(model)
         b = self.batch
-        names = _write_names(model.cfg.n_layers) + ["ln_final"]
+        _, kc, clean_m, corrupt_m = _pair_runs(model, b.clean, b.corrupt, _write_names(model.cfg.n_layers), self.fn,
+                                               b.answer, b.wrong)
+        self.clean_m, self.corrupt_m = clean_m.double(), corrupt_m.double()
         with torch.no_grad():
-            cc, kc = _cache(model, b.clean, names), _cache(model, b.corrupt, names)
-            self.clean_m = self.fn(model.unembed(cc["ln_final"]), b.answer, b.wrong).double()
-            self.corrupt_m = self.fn(model.unembed(kc["ln_final"]), b.answer, b.wrong).double()
             self.repl = _replacements(model, _writes(model, kc), ablation, seed)
         self.gap = float(self.clean_m.mean() - self.corrupt_m.mean())
         if abs(self.gap) < 1e-6:

@@ -46,6 +46,7 @@ import torch
 from scipy import stats
 from tqdm.auto import tqdm
 
+from analysis import engine
 from analysis.causal.patching import MIN_GAP, MODES
 from analysis.causal.paths import Node, _normed, path_patching
 from analysis.engine.metrics import resolve
@@ -107,21 +108,26 @@ def _writes(model, cache) -> torch.Tensor:
     return torch.cat(parts, 2)
 
 
-def _cache(model, tokens, names):
-    cache, handles = {}, []
-    mods = model.mod_dict
-    try:
-        for name in names:
-            handles.append(mods[name].register_forward_hook(
-                lambda mod, inp, out, name=name: cache.__setitem__(name, out.detach())))
-        model(tokens)
-    finally:
-        for h in handles:
-            h.remove()
-    return cache
+def _pair_runs(model, clean, corrupt, names, fn, answer, wrong):
+    """One forward of the clean and corrupted prompts together: ``(clean cache, corrupted cache, clean metric,
+    corrupted metric)``, the caches holding the hook points ``names``."""
+    n = len(clean)
+    with torch.no_grad():
+        logits, cache = engine.cache_run(model, torch.cat([clean, corrupt]), names)
+        m = fn(logits, answer.repeat(2), wrong.repeat(2)).float()
+    halves = ({k: v[:n] for k, v in cache.items()}, {k: v[n:] for k, v in cache.items()})
+    return (*halves, m[:n], m[n:])
 
 
 # ------------------------------------------------------------------------------------------- the gradients
+def _through_norm(norm, x, g):
+    """The derivative by the norm's input of ``<g, norm(x)>``, per copy of ``x`` (``g``: ``[..., copies, d]``): each
+    reader's gradient through its own norm."""
+    xe = x.detach()[:, :, None].expand(-1, -1, g.shape[2], -1).clone().requires_grad_(True)
+    with torch.enable_grad():
+        return torch.autograd.grad(_normed(norm, xe), xe, grad_outputs=g)[0]
+
+
 def _reader_grads(model, base_tokens, fn, answer, wrong, overrides) -> tuple[list, torch.Tensor]:
     """One forward of ``base_tokens`` (the hook points in ``overrides`` replaced by their given values, the
     derivative still flowing through the component that computed them) and one backward of the summed metric;
@@ -166,12 +172,6 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides) -> tuple[lis
         for h in handles:
             h.remove()
 
-    def through(norm, x, g):
-        """The derivative by the norm's input of ``<g, norm(x)>``, per copy of ``x`` (``g``: ``[..., copies, d]``)."""
-        xe = x.detach()[:, :, None].expand(-1, -1, g.shape[2], -1).clone().requires_grad_(True)
-        with torch.enable_grad():
-            return torch.autograd.grad(_normed(norm, xe), xe, grad_outputs=g)[0]
-
     layers = []
     for i, block in enumerate(model.blocks):
         attn, per = block.attn, []
@@ -180,21 +180,15 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides) -> tuple[lis
             W = getattr(attn, f"{c}_proj").weight.view(n, dh, cfg.d_model)
             per.append(kept[f"{i}.{c}"][1].new_zeros(*kept[f"{i}.{c}"][1].shape[:2], n, cfg.d_model) if g is None
                        else torch.einsum("bthe,hed->bthd", g, W))
-        qkv = through(block.ln1, kept[f"{i}.ln1"][0], torch.cat(per, 2))
-        mlp = through(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
+        qkv = _through_norm(block.ln1, kept[f"{i}.ln1"][0], torch.cat(per, 2))
+        mlp = _through_norm(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
         layers.append((qkv, mlp))
-    final = through(model.ln_final, kept["final"][0], grads["final"][:, :, None])[:, :, 0]
+    final = _through_norm(model.ln_final, kept["final"][0], grads["final"][:, :, None])[:, :, 0]
     return layers, final
 
 
 # ------------------------------------------------------------------------------------------------ the sweep
-def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *, method: str = "eap",
-                     steps: int = 5, interpolate: str = "inputs", per_position: bool = False, max_batch: int = 16,
-                     progress: bool = False) -> pd.DataFrame:
-    """Score every edge of ``model``'s graph on ``pairs``; see the module docstring. One row per edge (and position,
-    with ``per_position``): ``sender``, ``receiver``, their ``sender_kind``/``sender_layer``/``sender_head`` and
-    ``receiver_kind``/``receiver_layer``/``receiver_head``, ``score`` with ``score_lo``/``score_hi`` (95% over
-    pairs) and ``n``."""
+def _check_arguments(model, mode, method, interpolate, steps, max_batch) -> None:
     if mode not in MODES:
         raise AnalysisError(f"unknown mode {mode!r}; use 'denoise' (clean into corrupt) or 'noise' (corrupt into "
                             "clean)")
@@ -210,6 +204,16 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
         raise AnalysisError(f"max_batch must be a positive integer, got {max_batch!r}")
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() before edge attribution")
+
+
+def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *, method: str = "eap",
+                     steps: int = 5, interpolate: str = "inputs", per_position: bool = False, max_batch: int = 16,
+                     progress: bool = False) -> pd.DataFrame:
+    """Score every edge of ``model``'s graph on ``pairs``; see the module docstring. One row per edge (and position,
+    with ``per_position``): ``sender``, ``receiver``, their ``sender_kind``/``sender_layer``/``sender_head`` and
+    ``receiver_kind``/``receiver_layer``/``receiver_head``, ``score`` with ``score_lo``/``score_hi`` (95% over
+    pairs) and ``n``."""
+    _check_arguments(model, mode, method, interpolate, steps, max_batch)
     metric_name, fn, norm_metric = resolve(metric)
     batch = make_pairs(model, pairs)
     writers, readers = graph(model)
@@ -229,11 +233,8 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
     for start in chunks:
         rows = slice(start, min(start + max_batch, n))
         answer, wrong = batch.answer[rows], batch.wrong[rows]
-        with torch.no_grad():
-            cc = _cache(model, batch.clean[rows], names + ["ln_final"])
-            kc = _cache(model, batch.corrupt[rows], names + ["ln_final"])
-            clean_m[rows] = fn(model.unembed(cc["ln_final"]), answer, wrong).float()
-            corrupt_m[rows] = fn(model.unembed(kc["ln_final"]), answer, wrong).float()
+        cc, kc, clean_m[rows], corrupt_m[rows] = _pair_runs(model, batch.clean[rows], batch.corrupt[rows], names,
+                                                            fn, answer, wrong)
         src, base = (cc, kc) if mode == "denoise" else (kc, cc)
         base_tokens = batch.corrupt[rows] if mode == "denoise" else batch.clean[rows]
         with torch.no_grad():
