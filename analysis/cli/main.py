@@ -13,6 +13,7 @@
     fixedid-analyze paths --ckpt runs/tiny/canonical --task ioi --sender L0H3 --receivers logits|L1H2.q,...
     fixedid-analyze edges --ckpt runs/tiny/canonical --task ioi [--method eap-ig] [--exact]
     fixedid-analyze circuit --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --task ioi [--k 32] [--ablation mean]
+    fixedid-analyze das --ckpt runs/tiny/canonical --variable agreement [--position last] [--ranks 1,4,16]
     fixedid-analyze demo [--out DIR]
 
 Every command writes CSV plus PNG and PDF figures under ``--out`` and prints a short summary. Bad input (no
@@ -26,15 +27,16 @@ import argparse
 
 from fixedid.clitools import ArgumentParser, run_main
 
-from analysis.cli import (attention, circuit, context, demo, dla, edges, erasure, evaluation, export_hf, figures, head, import_hf,
-                          interventions, lens, paths, patching, probes, recoding, similarity)
+from analysis.cli import (attention, circuit, context, das, demo, dla, edges, erasure, evaluation, export_hf, figures,
+                          head, import_hf, interventions, lens, paths, patching, probes, recoding, similarity)
 from analysis.cli.args import check_out
 
 #: Every verb and the module that holds its ``HELP``, ``add_args(parser)`` and ``run(args) -> exit status``.
 VERBS = {"patching": patching, "recoding": recoding, "interventions": interventions, "probes": probes,
          "erasure": erasure, "eval": evaluation, "lens": lens, "head": head, "context": context, "export-hf": export_hf,
          "import-hf": import_hf, "figures": figures, "similarity": similarity, "attention": attention,
-         "dla": dla, "paths": paths, "edges": edges, "circuit": circuit, "demo": demo}
+         "dla": dla, "paths": paths, "edges": edges, "circuit": circuit, "das": das,
+         "demo": demo}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
