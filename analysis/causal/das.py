@@ -32,7 +32,11 @@ computed once for every prompt, and only the final position is unembedded.
 - ``random_init``: a subspace fitted the same way on the model's own untrained initialisation
   (:func:`analysis.readouts.similarity.random_init_twin`), to the same targets;
 - per layer, ``full`` (the whole stream at the position interchanged, ``rank = d_model``: the ceiling of any
-  subspace there) and ``none`` (no intervention, ``rank = 0``: the base's own answer, about 0 on solved pairs).
+  subspace there) and ``none`` (no intervention, ``rank = 0``: the base's own answer, about 0 on solved pairs);
+- for the ``bit`` variable of a fixed-code model, ``code_direction``: the fixed rank-1 basis along the bit's columns
+  of the input code, not fitted. Entering layer 0 it interchanges the bit exactly (the prompts differ in nothing
+  else), so it is the reference a fitted rank-1 subspace should reach there; later, it shows whether the stream
+  still carries the bit along the direction the input wrote it in.
 
 What a high IIA does NOT establish: that the model computes with that variable there. DAS fits arbitrary labels and
 finds subspaces in untrained models (Arora et al. 2024; Makelov et al. 2023): read ``das`` against
@@ -58,7 +62,17 @@ from analysis.engine.staged import cache_run, run_from
 from analysis.errors import AnalysisError
 from analysis.stats import wilson
 
-METHODS = ("das", "placebo", "arbitrary_labels", "random_init", "full", "none")
+METHODS = ("das", "placebo", "arbitrary_labels", "random_init", "full", "none", "code_direction")
+
+
+def code_direction(model, bit: int) -> torch.Tensor:
+    """``[d_model, 1]`` the unit direction along which the input code writes ``bit`` (its repeated columns)."""
+    from analysis.causal.interventions import _bit_mask
+
+    if not getattr(model.cfg, "has_code", False):
+        raise AnalysisError(f"the {model.cfg.interface} variant reads no code, so no input direction carries a bit")
+    d = _bit_mask(model, bit).float().cpu()
+    return (d / d.norm())[:, None]
 
 
 def hook_name(model, layer: int) -> str:
@@ -264,9 +278,12 @@ def das_sweep(model, variable: str = "ioi", *, bit: int | None = None, n_pairs: 
 
     bar = tqdm(total=len(layers) * len(ranks) * (3 if controls else 1), desc=f"DAS ({variable})", unit="fit",
                disable=not progress, leave=False)
+    bit_basis = code_direction(model, data.bit) if data.bit is not None and model.cfg.has_code else None
     for L in layers:
         add(L, model.cfg.d_model, "full", _whole)
         add(L, 0, "none", _none)
+        if bit_basis is not None:
+            add(L, 1, "code_direction", interchange(bit_basis))
         for r in ranks:
             res = fit_subspace(streams, L, r, **fit)
             bar.update()

@@ -11,7 +11,8 @@ value the clean prompt has) and the wrong token (the corrupted prompt's value):
 - ``bit``: the value of one code bit ``k`` of one token, a variable only this toolkit's interfaces expose. The
   prompts are induction prompts (a word list, then its repeat up to the answer); the corrupted prompt replaces the
   answer's first occurrence by the token whose input code differs from it in bit ``k`` alone (in the model's own code
-  table; for the learned variant, whose input has no code, bit ``k`` of the token id). A model that copies the token
+  table; for the learned variant, whose input has no code, column ``k`` of the canonical code of the token id: the
+  same id bit the canonical variant reads in that column). A model that copies the token
   then predicts the token with that bit's value, so the candidates are the token and its bit-``k`` twin. By default
   the twin must itself be a word the lists draw from (otherwise a model can prefer the answer merely because lists
   hold it); tokens without such a twin, or whose twin is already in the prompt, are skipped. Which bits have list-word
@@ -42,18 +43,21 @@ TARGETS = ("variable", "source_output")
 
 
 def twin_token(model, bit: int) -> np.ndarray:
-    """``[vocab]`` the token whose input code differs from each token's in ``bit`` only (-1 where none has that
-    code); for a variant without a code (learned), the token id with that bit flipped (-1 past the vocabulary)."""
-    from analysis.causal.support import CodeSupport
+    """``[vocab]`` the token whose input code differs from each token's in column ``bit`` only (-1 where no token has
+    that code); for a variant without a code (learned), column ``bit`` of the canonical code of the id, in the
+    config's bit order, so that bit ``k`` names the same id bit as for the canonical variant."""
+    from analysis.causal.support import CodeSupport, code_keys
 
-    vocab = model.cfg.vocab_size
     n_bits = int(model.cfg.n_bits)
     if isinstance(bit, bool) or not isinstance(bit, (int, np.integer)) or not 0 <= bit < n_bits:
         raise AnalysisError(f"bit {bit!r} is out of range for a {n_bits}-bit code (0..{n_bits - 1})")
     support = CodeSupport.of(model)
     if support is None:
-        twins = np.arange(vocab) ^ (1 << int(bit))
-        return np.where(twins < vocab, twins, -1)
+        from fixedid.codes import code_table
+
+        keys = code_keys(code_table(model.cfg.vocab_size, n_bits, bit_order=model.cfg.bit_order) > 0)
+        owner = {int(k): t for t, k in enumerate(keys)}
+        return np.array([owner.get(int(k) ^ (1 << int(bit)), -1) for k in keys])
     return support.landing(support.keys ^ (1 << int(bit)))
 
 

@@ -83,7 +83,7 @@ def run(args) -> int:
                    controls=not args.no_controls, solved_only=not args.all_pairs, data=data, progress=True)
     out = Path(args.out) if args.out else Path("analysis-out") / ckpt.name
     write_csv(df, out / "das.csv")
-    save_figure(das_figure(df, model.cfg.n_layers, title=f"{ckpt.name}: DAS"), out, "das")
+    save_figure(das_figure(df, model.cfg.n_layers, title=ckpt.name), out, "das")
     print(summarize(df))
     print(f"wrote {out / 'das.csv'} and {out / 'das.png'} (+ .pdf)")
     return 0

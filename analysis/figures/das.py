@@ -15,6 +15,7 @@ LINES = {
     "placebo": ("norm-matched random subspace", "#009E73", ":", "test"),
     "arbitrary_labels": ("arbitrary labels (fitted pairs)", "#CC79A7", "-.", "train"),
     "full": ("whole stream at the position", "#000000", (0, (1, 1)), "test"),
+    "code_direction": ("the input code's bit direction (rank 1)", "#8C564B", (0, (3, 1, 1, 1)), "test"),
 }
 
 POSITIONS = {"diff": "token where base and source differ", "last": "final token"}
@@ -25,14 +26,18 @@ def _layer_labels(layers, n_layers: int) -> list[str]:
 
 
 def das_figure(df: pd.DataFrame, n_layers: int, *, title: str | None = None):
-    """IIA (with its Wilson interval) against the layer whose entering stream is intervened on, a panel per rank."""
+    """IIA (with its Wilson interval) against the layer whose entering stream is intervened on, a panel per rank;
+    ``title`` (e.g. the checkpoint's name) leads the figure's title."""
     ranks = sorted(df[df.method == "das"]["rank"].unique())
-    fig, axes = subplots(2 if len(ranks) > 1 else 1, height=2.5, ncols=len(ranks), sharey=True)
+    fig, axes = subplots(2 if len(ranks) > 1 else 1, height=3.0, ncols=len(ranks), sharey=True)
     layers = sorted(df.layer.unique())
     for ax, rank in zip(axes[0], ranks):
         for method, (label, colour, style, split) in LINES.items():
             rows = df[(df.method == method) & (df.split == split)]
-            rows = rows[rows["rank"] == (rows["rank"].max() if method == "full" else rank)].sort_values("layer")
+            if method in ("full", "code_direction"):  # references of every panel, not of a rank
+                rows = rows.sort_values("layer")
+            else:
+                rows = rows[rows["rank"] == rank].sort_values("layer")
             if rows.empty:
                 continue
             ax.plot(rows.layer, rows.iia, color=colour, ls=style, lw=1.3, marker="o", ms=2.5, label=label)
@@ -45,9 +50,10 @@ def das_figure(df: pd.DataFrame, n_layers: int, *, title: str | None = None):
         ax.set_xlabel("residual stream intervened on", fontsize=8)
         ax.tick_params(labelsize=7)
     axes[0, 0].set_ylabel("interchange accuracy\n(0.5: a coin; 0: the base's own answer)", fontsize=8)
-    axes[0, -1].legend(fontsize=6, frameon=False, loc="best")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=6.5, frameon=False)
     a = df.attrs
-    fig.suptitle(f"{title or 'DAS'}: {df.variable.iloc[0]} at the {POSITIONS[df.position.iloc[0]]} "
+    fig.suptitle(f"{title + ': ' if title else ''}DAS of {df.variable.iloc[0]} at the {POSITIONS[df.position.iloc[0]]} "
                  f"({a.get('n_train', '?')} fitted / {a.get('n_test', '?')} held-out examples)", fontsize=8.5)
     return fig
 

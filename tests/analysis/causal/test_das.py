@@ -9,7 +9,7 @@ import torch
 from transformer_lens.tools.analysis.interchange import (SubspaceInterchange, collect_activations, fit_das,
                                                          intervened_logits)
 
-from analysis.causal.das import (Streams, evaluate, fit_subspace, hook_name, interchange, interchange_logits,
+from analysis.causal.das import (Streams, code_direction, evaluate, fit_subspace, hook_name, interchange, interchange_logits,
                                  norm_matched, random_basis, das_sweep)
 from analysis.causal.das_data import bit_pairs, bits_with_twins, das_data, prompt_logits, twin_token
 from analysis.causal.interventions import _bit_mask
@@ -58,6 +58,12 @@ def test_a_code_bit_direction_interchanges_that_bit_exactly(model):
     source = prompt_logits(model, data.prompts[data.source], data.candidates)
     # the prompts differ in that bit at that position only, so the base becomes the source there
     assert torch.allclose(interchange_logits(model, data, 0, basis), source, atol=1e-5)
+    assert torch.allclose(code_direction(model, bit), basis)
+    own = das_data(model, "bit", bit=bit, solved_only=False, target="source_output", pairs=bit_pairs(model, bit, 8,
+                                                                                                   twins="any"))
+    swept = das_sweep(model, "bit", layers=[0], ranks=(1,), epochs=1, batch_size=8, data=own, controls=False)
+    ref = swept[swept.method == "code_direction"]  # the base becomes the source: its own output, every example
+    assert len(ref) == 2 and (ref["rank"] == 1).all() and (ref.iia == 1.0).all()
     other = random_basis(model.cfg.d_model, 1, seed=2)
     assert not torch.allclose(interchange_logits(model, data, 0, other), source, atol=1e-3)
     # the placebo moves each example exactly as far as the bit direction does, elsewhere
