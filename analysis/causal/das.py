@@ -209,8 +209,8 @@ def fit_subspace(streams: Streams, layer: int, rank: int, *, position: str = "di
         raise AnalysisError(f"epochs and batch_size must be positive and lr > 0, got {epochs}, {batch_size}, {lr}")
     rows = d.train if rows is None else torch.as_tensor(rows)
     labels = (d.target if targets is None else torch.as_tensor(targets)).to(model.device)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
+    with torch.random.fork_rng(devices=[]):  # seeds the CPU generator only, restored on exit
+        torch.default_generator.manual_seed(int(seed))
         sub = Subspace(model.cfg.d_model, rank)
     sub = sub.to(model.device)
     opt = torch.optim.Adam(sub.parameters(), lr=lr)

@@ -28,6 +28,7 @@ behaviour, and interchange accuracy would mix alignment with task failure.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,16 +97,21 @@ def bit_pairs(model, bit: int, n: int = 64, *, seed: int = 0, twins: str = "list
     favoured by what lists usually hold; ``"any"`` takes any token of the vocabulary."""
     twin = twin_token(model, bit)
     allowed = _allowed(model, twins)
-    clean, corrupt, answer, wrong = [], [], [], []
-    batch = task_pairs(model, "induction", 4 * n, seed=seed)
-    for prompt, a in zip(batch.clean, batch.answer.tolist()):
-        t = int(twin[a])
-        where = (prompt == a).nonzero()
-        if t not in allowed or t == a or (prompt == t).any() or not len(where):
-            continue
-        other = prompt.clone()
-        other[int(where[0, 0])] = t
-        clean.append(prompt), corrupt.append(other), answer.append(a), wrong.append(t)
+    for factor in (4, 16):  # most answers of some bits have no twin: draw more prompts (of one length) if short
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # fewer prompts of one length than asked: the count is checked below
+            batch = task_pairs(model, "induction", factor * n, seed=seed)
+        clean, corrupt, answer, wrong = [], [], [], []
+        for prompt, a in zip(batch.clean, batch.answer.tolist()):
+            t = int(twin[a])
+            where = (prompt == a).nonzero()
+            if t not in allowed or t == a or (prompt == t).any() or not len(where):
+                continue
+            other = prompt.clone()
+            other[int(where[0, 0])] = t
+            clean.append(prompt), corrupt.append(other), answer.append(a), wrong.append(t)
+            if len(clean) == n:
+                break
         if len(clean) == n:
             break
     if len(clean) < 2:
