@@ -82,11 +82,13 @@ def study_variants(config: str = "tiny", *, cache: str | None = None, quiet: boo
     return {v: run_dir / v for v in VARIANTS}
 
 
-def load_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False, device="cpu") -> dict:
-    """:func:`study_variants`, loaded with :func:`analysis.load` (eval mode, tokenizer attached)."""
+def load_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False, device=None,
+                  dtype=None) -> dict:
+    """:func:`study_variants`, loaded with :func:`analysis.load` (eval mode, tokenizer attached; ``device`` and
+    ``dtype`` as there)."""
     from analysis.loading import load
 
-    return {name: load(path, device=device) for name, path in study_variants(config, cache=cache,
+    return {name: load(path, device=device, dtype=dtype) for name, path in study_variants(config, cache=cache,
                                                                               quiet=quiet).items()}
 
 

@@ -42,7 +42,7 @@ from safetensors.torch import load_file, save_file
 from .atomic import atomic_path, fsync_dir, temp_name, write_bytes_atomic, write_text_atomic
 from .codes import table_sha256
 from .config import ModelConfig
-from .device import resolve_device
+from .device import resolve_device, resolve_dtype
 from .errors import CheckpointError, ConfigError
 from .model import FixedIdLM
 
@@ -60,10 +60,20 @@ def file_sha256(path: Path) -> str:
 
 
 def code_table_hash(model: FixedIdLM) -> str | None:
-    """sha256 of the model's fixed code table, or None for a learned interface."""
+    """sha256 of the model's fixed code table, or None for a learned interface. For a model cast to another dtype
+    (``model.to(torch.bfloat16)``) it is the hash of the float32 table its config defines, after checking that the
+    model's table is that one in its dtype."""
     if not model.cfg.is_fixed:
         return None
-    return table_sha256(model.embed.code.detach().cpu().numpy())
+    table = model.embed.code.detach().cpu()
+    if table.dtype != torch.float32:
+        with torch.device("cpu"):
+            reference = type(model.embed)(model.cfg).code
+        if not torch.equal(reference.to(table.dtype), table):
+            raise CheckpointError(f"the model's {table.dtype} code table is not its config's table in that dtype "
+                                  "(was the buffer edited?); restore it before saving")
+        table = reference
+    return table_sha256(table.numpy())
 
 
 def package_versions() -> dict[str, str]:
@@ -112,7 +122,9 @@ def save_checkpoint(model: FixedIdLM, path, tokenizer=None, *, extra_files: dict
     tmp.mkdir()
     try:
         write_text_atomic(tmp / "config.json", model.cfg.resolved().to_json())
-        state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+        # float32 on disk whatever the model was cast to (bfloat16 and float16 values are exact in it)
+        state = {k: (v.float() if v.is_floating_point() else v).detach().to("cpu").contiguous()
+                 for k, v in model.state_dict().items()}
         with atomic_path(tmp / "model.safetensors") as st_tmp:
             save_file(state, str(st_tmp), metadata={"format": FORMAT})
         if tokenizer is not None:
@@ -252,8 +264,9 @@ def load_config(path) -> ModelConfig:
 
 
 def load_checkpoint(path, *, device: str | torch.device = "cpu",
-                    model_class: type[FixedIdLM] = FixedIdLM) -> FixedIdLM:
-    """Load and verify a checkpoint directory. Returns the model in eval mode.
+                    model_class: type[FixedIdLM] = FixedIdLM, dtype: str | torch.dtype | None = None) -> FixedIdLM:
+    """Load and verify a checkpoint directory. Returns the model in eval mode, cast to ``dtype`` (``"bfloat16"``,
+    ``"float16"``; default: float32, as stored) after the verification.
 
     The model carries ``.tokenizer`` (a ``tokenizers.Tokenizer`` or None), ``.meta`` (meta.json) and
     ``.checkpoint_path``. ``model_class`` may be a subclass of :class:`FixedIdLM` that adds methods, never
@@ -263,6 +276,7 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu",
         raise TypeError(f"model_class must be FixedIdLM or a subclass, got {model_class!r}")
     path = Path(path)
     device = resolve_device(device)
+    dtype = resolve_dtype(dtype)
     meta = read_meta(path)
     cfg = load_config(path)
     try:
@@ -288,6 +302,8 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu",
         raise CheckpointError(f"{path}: the code table recomputed from config.json (sha256 {str(actual)[:12]}) "
                               f"differs from the recorded one ({str(recorded)[:12]}); the interface changed since "
                               "the model was trained")
+    if dtype is not None:
+        model.to(dtype)
     model.tokenizer = _load_tokenizer(path / "tokenizer.json", cfg) if (path / "tokenizer.json").exists() else None
     model.meta = meta
     model.checkpoint_path = path

@@ -28,4 +28,18 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
     return dev
 
 
-__all__ = ["resolve_device"]
+#: The floating-point types a model can be loaded in (``--dtype``).
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(spec: str | torch.dtype | None) -> torch.dtype | None:
+    """``"float32"``, ``"bfloat16"``, ``"float16"`` (or that ``torch.dtype``) as a dtype; None passes through; anything
+    else raises :class:`~fixedid.errors.ConfigError`."""
+    if spec is None or (isinstance(spec, torch.dtype) and spec in DTYPES.values()):
+        return spec
+    if isinstance(spec, str) and spec in DTYPES:
+        return DTYPES[spec]
+    raise ConfigError(f"unknown dtype {spec!r}; use one of {', '.join(DTYPES)}")
+
+
+__all__ = ["resolve_device", "resolve_dtype", "DTYPES"]

@@ -30,7 +30,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="at most this many documents per task")
     p.add_argument("--num-fewshot", type=int, default=0, help="few-shot examples (default 0, as the study)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", help="device for the model: cpu (default), cuda, cuda:N, mps or auto")
     p.add_argument("--include-path", help="a directory of further lm-eval task YAMLs")
     p.add_argument("--out", help="output directory (default: analysis-out/eval)")
 

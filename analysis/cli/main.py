@@ -39,11 +39,28 @@ VERBS = {"patching": patching, "recoding": recoding, "interventions": interventi
          "demo": demo}
 
 
+#: Verbs that analyse no loaded model (they convert, redraw or train), so they take no --device / --dtype.
+NO_MODEL_OPTIONS = {"figures", "demo", "export-hf", "import-hf"}
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--dtype`` for every checkpoint a verb loads (:func:`analysis.loading.load_options`)."""
+    group = p.add_argument_group("model placement")
+    if not any(a.dest == "device" for a in p._actions):
+        group.add_argument("--device", help="device for the model(s): cpu (default), cuda, cuda:N, mps or auto")
+    group.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                       help="load the model(s) in this precision (default float32, as stored; bfloat16 halves the "
+                            "memory, and metrics, log-softmax and probe fits still run in float32)")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(prog="fixedid-analyze", description="Analyse fixedid checkpoints.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     for name, verb in VERBS.items():
-        verb.add_args(sub.add_parser(name, help=verb.HELP))
+        p = sub.add_parser(name, help=verb.HELP)
+        verb.add_args(p)
+        if name not in NO_MODEL_OPTIONS:
+            add_model_options(p)
     return parser.parse_args(argv)
 
 
@@ -53,5 +70,8 @@ def main(argv=None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from analysis.loading import load_options
+
     check_out(getattr(args, "out", None))
-    return VERBS[args.command].run(args)
+    with load_options(device=getattr(args, "device", None), dtype=getattr(args, "dtype", None)):
+        return VERBS[args.command].run(args)

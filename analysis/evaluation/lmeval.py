@@ -328,7 +328,7 @@ def tidy_results(results: dict, n_samples: dict | None = None):
 
 
 def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_fewshot: int = 0,
-                   batch_size: int = 32, include_path=None, device: str = "cpu", progress: bool = False):
+                   batch_size: int = 32, include_path=None, device: str | None = None, progress: bool = False):
     """Run lm-eval ``tasks`` on one checkpoint (a directory or a loaded model) and return :func:`tidy_results`,
     with lm-eval's raw ``results``, ``n-samples`` and task ``configs`` in ``attrs["lm_eval"]``. The built-in tasks
     are found without an include path; for a checkpoint of another world of the built-in language (``synthetic:N``)

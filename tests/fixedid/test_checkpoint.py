@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from fixedid import CheckpointError, FixedIdLM, ModelConfig, load_checkpoint, save_checkpoint
+from fixedid import CheckpointError, ConfigError, FixedIdLM, ModelConfig, load_checkpoint, save_checkpoint
 from fixedid.checkpoint import file_sha256
 
 TINY = dict(vocab_size=300, d_model=32, n_layers=2, n_heads=2, d_ff=64, context=16)
@@ -43,6 +43,27 @@ def test_round_trip_reproduces_logits_exactly(tmp_path, interface):
         assert len(cfg["gf2_matrix"]) == 16 and len(cfg["gf2_offset"]) == 16
         assert loaded.cfg.recoding() == m.cfg.recoding()
     assert "embed.code" not in load_file(str(tmp_path / "ck" / "model.safetensors"))
+
+
+@pytest.mark.parametrize("interface", ["learned", "canonical", "frozen_random"])
+def test_a_model_cast_to_bfloat16_saves_as_float32_and_loads_in_any_dtype(tmp_path, interface):
+    m = make(interface).to(torch.bfloat16)
+    save_checkpoint(m, tmp_path / "ck")  # the code table's hash is its config's float32 table's
+    back = load_checkpoint(tmp_path / "ck")
+    assert all(p.dtype == torch.float32 for p in back.parameters())
+    for (name, a), b in zip(m.state_dict().items(), back.state_dict().values()):
+        assert torch.equal(a.float(), b), name  # bfloat16 values are exact in float32
+    half = load_checkpoint(tmp_path / "ck", dtype="bfloat16")
+    assert {p.dtype for p in half.parameters()} == {torch.bfloat16}
+    t = torch.randint(0, 300, (2, 16))
+    assert torch.equal(half(t), m(t))
+    if interface != "learned":  # an edited table is refused rather than recorded
+        m.embed.code[0] = -m.embed.code[0]
+        with pytest.raises(CheckpointError, match="restore it before saving"):
+            save_checkpoint(m, tmp_path / "edited")
+        assert not (tmp_path / "edited").exists()
+    with pytest.raises(ConfigError, match="unknown dtype 'float8'"):
+        load_checkpoint(tmp_path / "ck", dtype="float8")
 
 
 def test_overwrite_is_atomic_and_keeps_foreign_files(tmp_path):
