@@ -137,11 +137,12 @@ def seeds_statement(n: int) -> str:
                 "(--seeds 0-4).")
     t = float(stats.t.ppf(0.975, n - 1))
     t3 = float(stats.t.ppf(0.975, 2))
+    than3 = f"; with 3 seeds it would be {t3 / np.sqrt(3):.2f} times" if n != 3 else ""
     return (f"With {n} seeds a paired difference's 95% interval (mean +- t x standard error) excludes 0 only when "
             f"its mean is larger than {t / np.sqrt(n):.2f} times the standard deviation of the per-seed differences "
-            f"(t = {t:.2f} with {n - 1} degrees of freedom; with 3 seeds it would be {t3 / np.sqrt(3):.2f} times), "
-            f"and the exact sign-flip test cannot give a p-value below {2 / 2 ** n:.3g} (2 / 2^{n}; 0.25 with 3 "
-            "seeds): "
+            f"(t = {t:.2f} with {n - 1} degrees of freedom{than3}), "
+            f"and the exact sign-flip test cannot give a p-value below {2 / 2 ** n:.3g} (2 / 2^{n}"
+            + ("; 0.25 with 3 seeds" if n != 3 else "") + "): "
             "with fewer than 6 seeds no difference reaches p < 0.05 without assuming normal per-seed differences. "
             "What this cannot show: that two variants are the same (an interval that includes 0 may hold a "
             "difference these seeds cannot resolve); how the result varies with the recipe, the data or the scale "
