@@ -10,10 +10,14 @@ of 16 pairs; DAS fits rank 4 at the middle layer for ``--das-epochs`` epochs of 
 so it fits on ``--pairs`` examples). Each analysis runs once on 4 of the pairs first (a warm-up: imports and first-call
 set-up are not its cost), then on all of them, timed.
 
-What it does not cover yet: load + verify of a checkpoint, probes over many tokens, lm-eval requests (see the README's
-scale notes for what was measured on them).
+``load`` saves the model and times loading it back with every check (hashes, shapes, the recomputed code table);
+``probes`` collects the middle layer's input over ``--probe-tokens`` random tokens and fits the canonical-bit probes
+(C fixed, no controls), its time per token compared with the forward's. ``--figure PATH`` draws time per token and
+peak memory against parameters, log-log. What it does not cover yet: lm-eval requests (they need a tokenizer and
+its tasks' text), the GPU.
 
-Usage: python experiments/benchmarks/scale.py [--presets tiny,small,gpt2-small,paper-1.7b] [--ops forward,patching,edges,das]
+Usage: python experiments/benchmarks/scale.py [--presets tiny,small,gpt2-small,paper-1.7b] [--ops forward,load,patching,...]
+                                              [--figure experiments/benchmarks/results/scale]
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-OPS = ("forward", "patching", "edges", "das")
+OPS = ("forward", "load", "patching", "edges", "das", "probes")
 
 
 def _peak_gb() -> float:
@@ -37,7 +41,7 @@ def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int) -> dict:
+def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_tokens: int) -> dict:
     import torch
 
     from analysis.model import HookedFixedIdLM
@@ -67,8 +71,31 @@ def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int) -> dic
         forward()
         times.append(time.perf_counter() - t)
     t_forward = min(times)
+    n_tokens = clean.numel()
+
     def run(b):
-        if op == "patching":
+        nonlocal n_tokens
+        if op == "load":
+            import tempfile
+
+            from analysis import load
+            from fixedid import save_checkpoint
+
+            with tempfile.TemporaryDirectory() as d:
+                save_checkpoint(model, Path(d) / "ck")
+                t0 = time.perf_counter()
+                load(Path(d) / "ck")
+                return time.perf_counter() - t0
+        if op == "probes":
+            from analysis.readouts.activations import collect
+            from analysis.readouts.probes import probe_table
+
+            windows = max(1, (probe_tokens if len(b) == len(batch) else 4 * tokens) // tokens)
+            x = torch.randint(0, cfg.vocab_size, (windows, tokens), generator=torch.Generator().manual_seed(1))
+            acts = collect(model, x, hooks=[f"blocks.{cfg.n_layers // 2}.hook_resid_pre"])
+            probe_table(acts, families=("canonical_bits",), C=1.0, controls=False)
+            n_tokens = x.numel()
+        elif op == "patching":
             from analysis.causal.patching import activation_patching
 
             activation_patching(model, b, site="resid_pre")
@@ -90,12 +117,14 @@ def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int) -> dic
         seconds = t_forward
     else:
         small = PairBatch(clean[:4], corrupt[:4], batch.answer[:4], batch.wrong[:4])
-        run(small)  # a warm-up on a part of the batch: first-call costs (imports, autograd set-up) are not the op's
+        if op != "load":  # a warm-up on part of the batch: first-call costs (imports, set-up) are not the op's
+            run(small)
         t = time.perf_counter()
-        run(batch)
-        seconds = time.perf_counter() - t
-    return dict(preset=preset, params_m=n_params / 1e6, op=op, seconds=seconds, x_forward=seconds / t_forward,
-                peak_gb=_peak_gb(), model_gb=size)
+        own = run(batch)
+        seconds = own if own is not None else time.perf_counter() - t
+    per_token = t_forward / clean.numel()  # probes run on more tokens than the pairs: compare per token
+    return dict(preset=preset, params_m=n_params / 1e6, op=op, seconds=seconds, tokens=n_tokens,
+                x_forward=seconds / (per_token * n_tokens), peak_gb=_peak_gb(), model_gb=size)
 
 
 def main(argv=None) -> None:
@@ -105,25 +134,60 @@ def main(argv=None) -> None:
     p.add_argument("--pairs", type=int, default=8)
     p.add_argument("--tokens", type=int, default=16)
     p.add_argument("--das-epochs", type=int, default=2)
+    p.add_argument("--probe-tokens", type=int, default=16_384)
+    p.add_argument("--figure", help="also draw the log-log figure of cost against parameters to this path stem")
     p.add_argument("--child", nargs=2, metavar=("PRESET", "OP"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(*args.child, args.pairs, args.tokens, args.das_epochs)))
+        print(json.dumps(child(*args.child, args.pairs, args.tokens, args.das_epochs, args.probe_tokens)))
         return
     print(f"random-init canonical models, {args.pairs} pairs x {args.tokens} tokens, one process per measurement")
     print(f"{'preset':>12s} {'params':>8s} {'analysis':>9s} {'seconds':>8s} {'x forward':>9s} {'peak GB':>8s} "
           f"{'model GB':>8s}")
+    rows = []
     for preset in args.presets.split(","):
         for op in args.ops.split(","):
             cmd = [sys.executable, __file__, "--child", preset, op, "--pairs", str(args.pairs), "--tokens",
-                   str(args.tokens), "--das-epochs", str(args.das_epochs)]
+                   str(args.tokens), "--das-epochs", str(args.das_epochs), "--probe-tokens", str(args.probe_tokens)]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode:
                 print(f"{preset:>12s} {op:>9s} failed: {out.stderr.strip().splitlines()[-1]}")
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(r)
             print(f"{preset:>12s} {r['params_m']:>7.0f}M {op:>9s} {r['seconds']:>8.2f} {r['x_forward']:>9.1f} "
                   f"{r['peak_gb']:>8.2f} {r['model_gb']:>8.2f}", flush=True)
+    if args.figure and rows:
+        figure(rows, args)
+
+
+def figure(rows, args) -> None:
+    """Milliseconds per token (every analysis but ``load``, whose time does not scale with tokens) and peak memory
+    against parameters, log-log, one line per analysis."""
+    import pandas as pd
+
+    from analysis.figures.style import save_figure, subplots
+
+    df = pd.DataFrame(rows)
+    fig, axes = subplots(2, height=2.6, ncols=2)
+    for op, g in df.groupby("op", sort=False):
+        g = g.sort_values("params_m")
+        if op != "load":
+            axes[0, 0].plot(g.params_m * 1e6, g.seconds / g.tokens * 1e3, marker="o", ms=3, label=op)
+        axes[0, 1].plot(g.params_m * 1e6, g.peak_gb, marker="o", ms=3, label=op)
+    axes[0, 0].set_title("time per token (load: see the table)", fontsize=8)
+    axes[0, 1].set_title("memory", fontsize=8)
+    model = df.drop_duplicates("preset").sort_values("params_m")
+    axes[0, 1].plot(model.params_m * 1e6, model.model_gb, color="#888888", ls="--", lw=0.8, label="the model itself")
+    for ax, ylabel in zip(axes[0], ("milliseconds per token", "peak resident memory (GB)")):
+        ax.set_xscale("log"), ax.set_yscale("log")
+        ax.set_xlabel("parameters", fontsize=8), ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0, 1].legend(fontsize=6.5, frameon=False)
+    fig.suptitle(f"cost against size: random-init canonical models, {args.pairs} pairs x {args.tokens} tokens "
+                 f"(probes: {args.probe_tokens:,} tokens), 2-core CPU", fontsize=8)
+    out = Path(args.figure)
+    save_figure(fig, out.parent, out.name)
 
 
 if __name__ == "__main__":
