@@ -74,8 +74,9 @@ def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_
     n_tokens = clean.numel()
 
     def run(b):
-        nonlocal n_tokens
+        nonlocal n_tokens, model
         if op == "load":
+            import gc
             import tempfile
 
             from analysis import load
@@ -83,6 +84,8 @@ def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_
 
             with tempfile.TemporaryDirectory() as d:
                 save_checkpoint(model, Path(d) / "ck")
+                model = None  # the peak is the load's own: the model it saved is gone
+                gc.collect()
                 t0 = time.perf_counter()
                 load(Path(d) / "ck")
                 return time.perf_counter() - t0
@@ -135,11 +138,18 @@ def main(argv=None) -> None:
     p.add_argument("--tokens", type=int, default=16)
     p.add_argument("--das-epochs", type=int, default=2)
     p.add_argument("--probe-tokens", type=int, default=16_384)
-    p.add_argument("--figure", help="also draw the log-log figure of cost against parameters to this path stem")
+    p.add_argument("--figure", help="also write the rows to PATH.csv and draw the log-log figure of cost against "
+                   "parameters to PATH.png/.pdf")
+    p.add_argument("--redraw", help="only draw the figure (to --figure) from a PATH.csv an earlier run wrote")
     p.add_argument("--child", nargs=2, metavar=("PRESET", "OP"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(*args.child, args.pairs, args.tokens, args.das_epochs, args.probe_tokens)))
+        return
+    if args.redraw:
+        import pandas as pd
+
+        figure(pd.read_csv(args.redraw).to_dict("records"), args)
         return
     print(f"random-init canonical models, {args.pairs} pairs x {args.tokens} tokens, one process per measurement")
     print(f"{'preset':>12s} {'params':>8s} {'analysis':>9s} {'seconds':>8s} {'x forward':>9s} {'peak GB':>8s} "
@@ -155,9 +165,14 @@ def main(argv=None) -> None:
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             rows.append(r)
-            print(f"{preset:>12s} {r['params_m']:>7.0f}M {op:>9s} {r['seconds']:>8.2f} {r['x_forward']:>9.1f} "
+            print(f"{preset:>12s} {r['params_m']:>7.0f}M {op:>9s} {r['seconds']:>8.3g} {r['x_forward']:>9.1f} "
                   f"{r['peak_gb']:>8.2f} {r['model_gb']:>8.2f}", flush=True)
     if args.figure and rows:
+        import pandas as pd
+
+        from analysis.outputs import write_csv
+
+        write_csv(pd.DataFrame(rows), Path(f"{args.figure}.csv"))
         figure(rows, args)
 
 
@@ -169,12 +184,14 @@ def figure(rows, args) -> None:
     from analysis.figures.style import save_figure, subplots
 
     df = pd.DataFrame(rows)
+    colours = dict(zip(OPS, ("#000000", "#999999", "#0072B2", "#D55E00", "#009E73", "#CC79A7")))
     fig, axes = subplots(2, height=2.6, ncols=2)
     for op, g in df.groupby("op", sort=False):
         g = g.sort_values("params_m")
+        style = dict(marker="o", ms=3, color=colours.get(op), label=op)
         if op != "load":
-            axes[0, 0].plot(g.params_m * 1e6, g.seconds / g.tokens * 1e3, marker="o", ms=3, label=op)
-        axes[0, 1].plot(g.params_m * 1e6, g.peak_gb, marker="o", ms=3, label=op)
+            axes[0, 0].plot(g.params_m * 1e6, g.seconds / g.tokens * 1e3, **style)
+        axes[0, 1].plot(g.params_m * 1e6, g.peak_gb, **style)
     axes[0, 0].set_title("time per token (load: see the table)", fontsize=8)
     axes[0, 1].set_title("memory", fontsize=8)
     model = df.drop_duplicates("preset").sort_values("params_m")
@@ -183,6 +200,7 @@ def figure(rows, args) -> None:
         ax.set_xscale("log"), ax.set_yscale("log")
         ax.set_xlabel("parameters", fontsize=8), ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
+    axes[0, 0].legend(fontsize=6.5, frameon=False)
     axes[0, 1].legend(fontsize=6.5, frameon=False)
     fig.suptitle(f"cost against size: random-init canonical models, {args.pairs} pairs x {args.tokens} tokens "
                  f"(probes: {args.probe_tokens:,} tokens), 2-core CPU", fontsize=8)
