@@ -10,7 +10,7 @@ of 16 pairs; DAS fits rank 4 at the middle layer for ``--das-epochs`` epochs of 
 so it fits on ``--pairs`` examples). Each analysis runs once on 4 of the pairs first (a warm-up: imports and first-call
 set-up are not its cost), then on all of them, timed.
 
-``load`` saves the model and times loading it back with every check (hashes, shapes, the recomputed code table);
+``load`` saves the model and times loading it back (its peak counted from after the save, where Linux allows) with every check (hashes, shapes, the recomputed code table);
 ``probes`` collects the middle layer's input over ``--probe-tokens`` random tokens and fits the canonical-bit probes
 (C fixed, no controls), its time per token compared with the forward's. ``--figure PATH`` draws time per token and
 peak memory against parameters, log-log. What it does not cover yet: lm-eval requests (they need a tokenizer and
@@ -39,6 +39,31 @@ def _peak_gb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+class _AnonPeak:
+    """The largest anonymous resident memory (RssAnon, sampled every 5 ms in a thread) until :meth:`stop`: the
+    memory a load really needs, where VmHWM also counts the checkpoint's file pages it reads through a memory map
+    (clean page cache, which the kernel can drop)."""
+
+    def __init__(self):
+        import threading
+
+        self.peak, self.done = 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.done.is_set():
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("RssAnon:"):
+                    self.peak = max(self.peak, int(line.split()[1]))
+            self.done.wait(0.005)
+
+    def stop(self) -> float:
+        self.done.set()
+        self.thread.join()
+        return self.peak / 2**20
 
 
 def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_tokens: int) -> dict:
@@ -72,6 +97,7 @@ def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_
         times.append(time.perf_counter() - t)
     t_forward = min(times)
     n_tokens = clean.numel()
+    extra = {}
 
     def run(b):
         nonlocal n_tokens, model
@@ -86,9 +112,15 @@ def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_
                 save_checkpoint(model, Path(d) / "ck")
                 model = None  # the peak is the load's own: the model it saved is gone
                 gc.collect()
+                clear = Path("/proc/self/clear_refs")  # Linux: restart the peak count here (saving has its own)
+                if clear.exists():
+                    clear.write_text("5")
+                sampler = _AnonPeak()
                 t0 = time.perf_counter()
                 load(Path(d) / "ck")
-                return time.perf_counter() - t0
+                seconds = time.perf_counter() - t0
+                extra["anon_peak_gb"] = sampler.stop()
+                return seconds
         if op == "probes":
             from analysis.readouts.activations import collect
             from analysis.readouts.probes import probe_table
@@ -127,7 +159,7 @@ def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_
         seconds = own if own is not None else time.perf_counter() - t
     per_token = t_forward / clean.numel()  # probes run on more tokens than the pairs: compare per token
     return dict(preset=preset, params_m=n_params / 1e6, op=op, seconds=seconds, tokens=n_tokens,
-                x_forward=seconds / (per_token * n_tokens), peak_gb=_peak_gb(), model_gb=size)
+                x_forward=seconds / (per_token * n_tokens), peak_gb=_peak_gb(), model_gb=size, **extra)
 
 
 def main(argv=None) -> None:
@@ -165,8 +197,9 @@ def main(argv=None) -> None:
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             rows.append(r)
+            anon = f"  (anonymous memory at most {r['anon_peak_gb']:.2f} GB)" if "anon_peak_gb" in r else ""
             print(f"{preset:>12s} {r['params_m']:>7.0f}M {op:>9s} {r['seconds']:>8.3g} {r['x_forward']:>9.1f} "
-                  f"{r['peak_gb']:>8.2f} {r['model_gb']:>8.2f}", flush=True)
+                  f"{r['peak_gb']:>8.2f} {r['model_gb']:>8.2f}{anon}", flush=True)
     if args.figure and rows:
         import pandas as pd
 
