@@ -62,9 +62,6 @@ from analysis.engine.staged import cache_run, run_from
 from analysis.errors import AnalysisError
 from analysis.stats import wilson
 
-METHODS = ("das", "placebo", "arbitrary_labels", "random_init", "full", "none", "code_direction")
-
-
 def code_direction(model, bit: int) -> torch.Tensor:
     """``[d_model, 1]`` the unit direction along which the input code writes ``bit`` (its repeated columns)."""
     from analysis.causal.interventions import _bit_mask
@@ -249,14 +246,13 @@ def das_sweep(model, variable: str = "ioi", *, bit: int | None = None, n_pairs: 
     """DAS of ``variable`` at every layer in ``layers`` (default: all, ``0..n_layers``) and rank in ``ranks``, with
     the controls of the module docstring (``controls=False``: ``das``, ``full`` and ``none`` only). One row per
     (layer, rank, method, split); ``df.attrs`` holds the pair counts. ``seed`` draws the pairs, the split, the
-    initial bases and the controls."""
-    n = model.cfg.n_layers
-    layers = list(range(n + 1)) if layers is None else [int(L) for L in layers]
+    initial bases and the controls. ``data`` (from :func:`~analysis.causal.das_data.das_data`) replaces the
+    examples, and with them ``variable``, ``bit``, ``n_pairs``, ``solved_only`` and ``target``."""
+    layers = list(range(model.cfg.n_layers + 1)) if layers is None else [int(L) for L in layers]
     for L in layers:
         hook_name(model, L)
     ranks = [int(r) for r in ranks]
-    bad = [r for r in ranks if not 0 < r <= model.cfg.d_model]
-    if bad or not ranks:
+    if not ranks or any(not 0 < r <= model.cfg.d_model for r in ranks):
         raise AnalysisError(f"ranks must be integers in 1..{model.cfg.d_model} (d_model), got {ranks}")
     data = data if data is not None else das_data(model, variable, n_pairs, bit=bit, seed=seed,
                                                   solved_only=solved_only, target=target)
@@ -266,43 +262,48 @@ def das_sweep(model, variable: str = "ioi", *, bit: int | None = None, n_pairs: 
     if controls:
         from analysis.readouts.similarity import random_init_twin
         twin = Streams(random_init_twin(model), data, layers)
-    arbitrary = _arbitrary(data, seed)
     fit = dict(position=position, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    splits = {"train": data.train, "test": data.test}
-    rows = []
-
-    def add(layer, rank, method, move, s=streams, targets=None, loss=np.nan):
-        for split, idx in splits.items():
-            rows.append(dict(layer=layer, hook=hook_name(model, layer), rank=rank, method=method, split=split,
-                             **evaluate(s, layer, idx, move, position, targets), final_loss=loss))
-
-    bar = tqdm(total=len(layers) * len(ranks) * (3 if controls else 1), desc=f"DAS ({variable})", unit="fit",
+    bar = tqdm(total=len(layers) * len(ranks) * (3 if controls else 1), desc=f"DAS ({data.variable})", unit="fit",
                disable=not progress, leave=False)
-    bit_basis = code_direction(model, data.bit) if data.bit is not None and model.cfg.has_code else None
-    for L in layers:
-        add(L, model.cfg.d_model, "full", _whole)
-        add(L, 0, "none", _none)
-        if bit_basis is not None:
-            add(L, 1, "code_direction", interchange(bit_basis))
-        for r in ranks:
-            res = fit_subspace(streams, L, r, **fit)
-            bar.update()
-            add(L, r, "das", interchange(res.basis), loss=res.losses[-1])
-            if not controls:
-                continue
-            add(L, r, "placebo", norm_matched(random_basis(model.cfg.d_model, r, seed + 1000 * L + r), res.basis))
-            ctl = fit_subspace(streams, L, r, targets=arbitrary, **fit)
-            bar.update()
-            add(L, r, "arbitrary_labels", interchange(ctl.basis), targets=arbitrary, loss=ctl.losses[-1])
-            init = fit_subspace(twin, L, r, **fit)
-            bar.update()
-            add(L, r, "random_init", interchange(init.basis), s=twin, loss=init.losses[-1])
+    rows = [row for L in layers for row in _layer_rows(streams, twin, L, ranks, fit, bar)]
     bar.close()
     df = pd.DataFrame(rows)
     df.insert(0, "variable", data.variable if data.bit is None else f"bit{data.bit}")
     df.insert(1, "position", position)
-    for k, v in dict(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, target=target).items():
+    for k, v in dict(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, target=data.target_rule).items():
         df[k] = v
-    df.attrs.update(variable=variable, bit=bit, n_pairs_drawn=data.n_drawn, n_pairs_solved=data.n_solved,
-                    n_pairs=len(data) // 2, n_train=len(data.train), n_test=len(data.test), solved_only=solved_only)
+    df.attrs.update(variable=data.variable, bit=data.bit, n_pairs_drawn=data.n_drawn, n_pairs_solved=data.n_solved,
+                    n_pairs=len(data) // 2, n_train=len(data.train), n_test=len(data.test),
+                    solved_only=data.solved_only)
     return df
+
+
+def _layer_rows(streams: Streams, twin: Streams | None, layer: int, ranks, fit: dict, bar) -> list[dict]:
+    """The rows of one layer: its references, then per rank the fitted subspace and (with ``twin``) its controls."""
+    model, data, position, seed = streams.model, streams.data, fit["position"], fit["seed"]
+    rows = []
+
+    def add(rank, method, move, s=streams, targets=None, loss=np.nan):
+        for split, idx in (("train", data.train), ("test", data.test)):
+            rows.append(dict(layer=layer, hook=hook_name(model, layer), rank=rank, method=method, split=split,
+                             **evaluate(s, layer, idx, move, position, targets), final_loss=loss))
+
+    add(model.cfg.d_model, "full", _whole)
+    add(0, "none", _none)
+    if data.bit is not None and model.cfg.has_code:
+        add(1, "code_direction", interchange(code_direction(model, data.bit)))
+    arbitrary = _arbitrary(data, seed)
+    for r in ranks:
+        res = fit_subspace(streams, layer, r, **fit)
+        bar.update()
+        add(r, "das", interchange(res.basis), loss=res.losses[-1])
+        if twin is None:
+            continue
+        add(r, "placebo", norm_matched(random_basis(model.cfg.d_model, r, seed + 1000 * layer + r), res.basis))
+        ctl = fit_subspace(streams, layer, r, targets=arbitrary, **fit)
+        bar.update()
+        add(r, "arbitrary_labels", interchange(ctl.basis), targets=arbitrary, loss=ctl.losses[-1])
+        init = fit_subspace(twin, layer, r, **fit)
+        bar.update()
+        add(r, "random_init", interchange(init.basis), s=twin, loss=init.losses[-1])
+    return rows

@@ -86,8 +86,12 @@ def bits_with_twins(model, twins: str = "list", share: float = 0.5) -> list[int]
     """The code bits for which at least ``share`` of the list words have a twin (see :func:`bit_pairs`)."""
     words = sorted(list_words(model))
     allowed = _allowed(model, twins)
-    return [b for b in range(int(model.cfg.n_bits))
-            if np.mean([int(twin_token(model, b)[w]) in allowed for w in words]) >= share]
+    out = []
+    for b in range(int(model.cfg.n_bits)):
+        twin = twin_token(model, b)
+        if np.mean([int(twin[w]) in allowed for w in words]) >= share:
+            out.append(b)
+    return out
 
 
 def bit_pairs(model, bit: int, n: int = 64, *, seed: int = 0, twins: str = "list") -> PairBatch:
@@ -141,7 +145,8 @@ class DasData:
     corrupted ones; example ``e`` runs prompt ``base[e]`` with the variable taken from prompt ``source[e]`` at
     position ``diff[e]`` (where the pair's prompts differ) or the final position. ``candidates`` ``[m, 2]`` are the
     tokens of the two values (answer, wrong); ``target`` the value the high-level model predicts (the source's);
-    ``pair`` the pair each example comes from; ``train``/``test`` example indices (whole pairs per split)."""
+    ``pair`` the pair each example comes from; ``train``/``test`` example indices (whole pairs per split);
+    ``target_rule`` and ``solved_only`` how they were chosen (see :func:`das_data`)."""
 
     variable: str
     bit: int | None
@@ -156,6 +161,8 @@ class DasData:
     test: torch.Tensor
     n_drawn: int
     n_solved: int
+    target_rule: str = "variable"
+    solved_only: bool = True
 
     def __len__(self) -> int:
         return len(self.base)
@@ -216,4 +223,5 @@ def das_data(model, variable: str, n_pairs: int = 64, *, bit: int | None = None,
     pair = torch.cat([idx, idx])
     in_test = torch.tensor([int(p) in test_pairs for p in pair])
     return DasData(variable, bit, prompts, base, source, torch.cat([diff, diff]), cands[keep].repeat(2, 1), value,
-                   pair, (~in_test).nonzero().flatten(), in_test.nonzero().flatten(), n_drawn, int(solved.sum()))
+                   pair, (~in_test).nonzero().flatten(), in_test.nonzero().flatten(), n_drawn, int(solved.sum()),
+                   target, solved_only)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis.cli.args import check_out, checkpoint_dirs, int_list
+from analysis.cli.args import checkpoint_dirs, int_list
 from analysis.errors import AnalysisError
 
 HELP = "distributed alignment search (DAS) of a causal variable, with its controls"
@@ -33,7 +33,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", default="1,4,16", help="comma-separated subspace ranks (default 1,4,16)")
     p.add_argument("--n-pairs", type=int, default=64, help="prompt pairs drawn (default 64; half are held out)")
     p.add_argument("--epochs", type=int, default=20, help="passes over the fitted pairs (default 20)")
-    p.add_argument("--batch-size", type=int, default=32, help="examples per optimisation step (default 32)")
+    p.add_argument("--batch-size", type=int, default=128, help="examples per optimisation step (default 128, as "
+                   "das_sweep and TransformerLens's fit_das)")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate (default 0.01)")
     p.add_argument("--seed", type=int, default=0, help="seed of the pairs, the split, the bases and the controls")
     p.add_argument("--all-pairs", action="store_true", help="keep pairs the model gets wrong (default: only pairs "
@@ -70,7 +71,6 @@ def run(args) -> int:
     from analysis.outputs import write_csv
 
     (ckpt,) = checkpoint_dirs([args.ckpt])
-    check_out(args.out)
     if args.n_pairs < 4:
         raise AnalysisError(f"--n-pairs must be at least 4 (2 fitted, 2 held out), got {args.n_pairs}")
     ranks = int_list(args.ranks, "--ranks")
@@ -78,9 +78,9 @@ def run(args) -> int:
     model = load(ckpt).eval()
     data = das_data(model, args.variable, args.n_pairs, bit=args.bit, seed=args.seed, solved_only=not args.all_pairs,
                     twins="any" if args.any_twin else "list")
-    df = das_sweep(model, args.variable, bit=args.bit, layers=layers, ranks=ranks, position=args.position,
-                   epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                   controls=not args.no_controls, solved_only=not args.all_pairs, data=data, progress=True)
+    df = das_sweep(model, data=data, layers=layers, ranks=ranks, position=args.position, epochs=args.epochs,
+                   batch_size=args.batch_size, lr=args.lr, seed=args.seed, controls=not args.no_controls,
+                   progress=True)
     out = Path(args.out) if args.out else Path("analysis-out") / ckpt.name
     write_csv(df, out / "das.csv")
     save_figure(das_figure(df, model.cfg.n_layers, title=ckpt.name), out, "das")

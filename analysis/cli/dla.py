@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analysis.cli.args import checkpoint_dirs
 from analysis.errors import AnalysisError
 
 HELP = "direct logit attribution (per head, attention layer, MLP, input) of one checkpoint"
@@ -70,9 +71,7 @@ def run(args) -> int:
     from analysis.loading import load
     from analysis.outputs import write_csv
 
-    ckpt = Path(args.ckpt)
-    if not ckpt.is_dir():
-        raise AnalysisError(f"no checkpoint directory at {ckpt}; train one with fixedid-train or pass --ckpt DIR")
+    (ckpt,) = checkpoint_dirs([args.ckpt])
     if args.n_pairs < 1:
         raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
     model = load(ckpt)

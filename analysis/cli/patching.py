@@ -15,6 +15,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from analysis.cli.args import checkpoint_dirs
 from analysis.causal.patching import MODES, SITES
 from analysis.engine.metrics import METRICS
 from analysis.errors import AnalysisError, AnalysisWarning
@@ -55,9 +56,7 @@ def checkpoint_and_pairs(args):
     (:func:`add_pair_args`), with one clear error for a missing directory or a non-positive --n-pairs."""
     from analysis.loading import load
 
-    ckpt = Path(args.ckpt)
-    if not ckpt.is_dir():
-        raise AnalysisError(f"no checkpoint directory at {ckpt}; train one with fixedid-train or pass --ckpt DIR")
+    (ckpt,) = checkpoint_dirs([args.ckpt])
     if args.n_pairs < 1:
         raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
     model = load(ckpt)

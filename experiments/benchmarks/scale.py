@@ -66,6 +66,87 @@ class _AnonPeak:
         return self.peak / 2**20
 
 
+def _random_pairs(cfg, pairs: int, tokens: int):
+    """Random token pairs differing at one position, with random answer and wrong tokens."""
+    import torch
+
+    from analysis.pairs import PairBatch
+
+    g = torch.Generator().manual_seed(0)
+    clean = torch.randint(0, cfg.vocab_size, (pairs, tokens), generator=g)
+    corrupt = clean.clone()
+    corrupt[:, tokens // 2] = torch.randint(0, cfg.vocab_size, (pairs,), generator=g)
+    return PairBatch(clean, corrupt, torch.randint(0, cfg.vocab_size, (pairs,), generator=g),
+                     torch.randint(0, cfg.vocab_size, (pairs,), generator=g))
+
+
+def _forward_seconds(model, tokens) -> float:
+    """The fastest of three no-grad forwards of ``tokens``, after a warm-up."""
+    import torch
+
+    times = []
+    with torch.no_grad():
+        for i in range(4):
+            t = time.perf_counter()
+            model(tokens)
+            times.append(time.perf_counter() - t)
+    return min(times[1:])
+
+
+def _timed_load(held: list) -> tuple[float, float]:
+    """Save the model in ``held`` (taken out of it, so that its memory is gone), then load it back: the load's
+    seconds and its largest anonymous memory, the peak count restarted after the save where Linux allows."""
+    import gc
+    import tempfile
+
+    from analysis import load
+    from fixedid import save_checkpoint
+
+    with tempfile.TemporaryDirectory() as d:
+        save_checkpoint(held.pop(), Path(d) / "ck")
+        gc.collect()
+        clear = Path("/proc/self/clear_refs")
+        if clear.exists():
+            clear.write_text("5")
+        sampler = _AnonPeak()
+        t = time.perf_counter()
+        load(Path(d) / "ck")
+        return time.perf_counter() - t, sampler.stop()
+
+
+def _analysis(op: str, model, batch, windows: int, das_epochs: int) -> int:
+    """Run one analysis on ``batch`` (probes: on ``windows`` random windows of its length); the tokens it read."""
+    import torch
+
+    cfg, tokens = model.cfg, batch.n_pos
+    if op == "probes":
+        from analysis.readouts.activations import collect
+        from analysis.readouts.probes import probe_table
+
+        x = torch.randint(0, cfg.vocab_size, (windows, tokens), generator=torch.Generator().manual_seed(1))
+        acts = collect(model, x, hooks=[f"blocks.{cfg.n_layers // 2}.hook_resid_pre"])
+        probe_table(acts, families=("canonical_bits",), C=1.0, controls=False)
+        return x.numel()
+    if op == "patching":
+        from analysis.causal.patching import activation_patching
+
+        activation_patching(model, batch, site="resid_pre")
+    elif op == "edges":
+        from analysis.causal.edges import edge_attribution
+
+        edge_attribution(model, batch)
+    elif op == "das":
+        from analysis.causal.das import Streams, fit_subspace
+        from analysis.causal.das_data import das_data
+
+        data = das_data(model, "ioi", pairs=batch, solved_only=False)
+        layer = cfg.n_layers // 2
+        fit_subspace(Streams(model, data, [layer]), layer, 4, epochs=das_epochs, batch_size=16)
+    else:
+        raise SystemExit(f"unknown op {op!r}; use one of {OPS}")
+    return batch.clean.numel()
+
+
 def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_tokens: int) -> dict:
     import torch
 
@@ -78,86 +159,22 @@ def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_
     model = HookedFixedIdLM(cfg).eval()
     size = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers())) / 2**30
     n_params = sum(p.numel() for p in model.parameters())
-    g = torch.Generator().manual_seed(0)
-    clean = torch.randint(0, cfg.vocab_size, (pairs, tokens), generator=g)
-    corrupt = clean.clone()
-    corrupt[:, tokens // 2] = torch.randint(0, cfg.vocab_size, (pairs,), generator=g)
-    batch = PairBatch(clean, corrupt, torch.randint(0, cfg.vocab_size, (pairs,), generator=g),
-                      torch.randint(0, cfg.vocab_size, (pairs,), generator=g))
-
-    def forward():
-        with torch.no_grad():
-            model(clean)
-
-    forward()
-    times = []
-    for _ in range(3):
-        t = time.perf_counter()
-        forward()
-        times.append(time.perf_counter() - t)
-    t_forward = min(times)
-    n_tokens = clean.numel()
-    extra = {}
-
-    def run(b):
-        nonlocal n_tokens, model
-        if op == "load":
-            import gc
-            import tempfile
-
-            from analysis import load
-            from fixedid import save_checkpoint
-
-            with tempfile.TemporaryDirectory() as d:
-                save_checkpoint(model, Path(d) / "ck")
-                model = None  # the peak is the load's own: the model it saved is gone
-                gc.collect()
-                clear = Path("/proc/self/clear_refs")  # Linux: restart the peak count here (saving has its own)
-                if clear.exists():
-                    clear.write_text("5")
-                sampler = _AnonPeak()
-                t0 = time.perf_counter()
-                load(Path(d) / "ck")
-                seconds = time.perf_counter() - t0
-                extra["anon_peak_gb"] = sampler.stop()
-                return seconds
-        if op == "probes":
-            from analysis.readouts.activations import collect
-            from analysis.readouts.probes import probe_table
-
-            windows = max(1, (probe_tokens if len(b) == len(batch) else 4 * tokens) // tokens)
-            x = torch.randint(0, cfg.vocab_size, (windows, tokens), generator=torch.Generator().manual_seed(1))
-            acts = collect(model, x, hooks=[f"blocks.{cfg.n_layers // 2}.hook_resid_pre"])
-            probe_table(acts, families=("canonical_bits",), C=1.0, controls=False)
-            n_tokens = x.numel()
-        elif op == "patching":
-            from analysis.causal.patching import activation_patching
-
-            activation_patching(model, b, site="resid_pre")
-        elif op == "edges":
-            from analysis.causal.edges import edge_attribution
-
-            edge_attribution(model, b)
-        elif op == "das":
-            from analysis.causal.das import Streams, fit_subspace
-            from analysis.causal.das_data import das_data
-
-            data = das_data(model, "ioi", pairs=b, solved_only=False)
-            layer = cfg.n_layers // 2
-            fit_subspace(Streams(model, data, [layer]), layer, 4, epochs=das_epochs, batch_size=16)
-        elif op != "forward":
-            raise SystemExit(f"unknown op {op!r}; use one of {OPS}")
-
+    batch = _random_pairs(cfg, pairs, tokens)
+    per_token = _forward_seconds(model, batch.clean) / batch.clean.numel()
+    n_tokens, extra = batch.clean.numel(), {}
     if op == "forward":
-        seconds = t_forward
-    else:
-        small = PairBatch(clean[:4], corrupt[:4], batch.answer[:4], batch.wrong[:4])
-        if op != "load":  # a warm-up on part of the batch: first-call costs (imports, set-up) are not the op's
-            run(small)
+        seconds = per_token * n_tokens
+    elif op == "load":
+        held = [model]
+        del model
+        seconds, extra["anon_peak_gb"] = _timed_load(held)
+    else:  # a warm-up on part of the batch first: first-call costs (imports, set-up) are not the analysis's
+        small = PairBatch(batch.clean[:4], batch.corrupt[:4], batch.answer[:4], batch.wrong[:4])
+        _analysis(op, model, small, 4, das_epochs)
         t = time.perf_counter()
-        own = run(batch)
-        seconds = own if own is not None else time.perf_counter() - t
-    per_token = t_forward / clean.numel()  # probes run on more tokens than the pairs: compare per token
+        n_tokens = _analysis(op, model, batch, max(1, probe_tokens // tokens), das_epochs)
+        seconds = time.perf_counter() - t
+    # probes run on more tokens than the pairs: every analysis is compared with the forward per token
     return dict(preset=preset, params_m=n_params / 1e6, op=op, seconds=seconds, tokens=n_tokens,
                 x_forward=seconds / (per_token * n_tokens), peak_gb=_peak_gb(), model_gb=size, **extra)
 
