@@ -28,8 +28,10 @@ Student-t 95% interval; with ``normalized_logit_diff`` they are divided by the c
 
 Cost: one forward of the source and base prompts, then one forward and backward per step (EAP: one) per chunk of
 ``max_batch`` pairs, whatever the number of edges; the scores are one contraction per reader layer. Memory: the
-writers' deltas, ``pairs x positions x writers x d_model`` floats per chunk (``per_position=True`` also keeps
-``pairs x positions x writers x readers`` scores), so ``max_batch`` bounds it.
+writers' deltas, ``pairs x positions x writers x d_model`` floats per chunk, the readers' input gradients and the
+backward's activations, estimated per pair by :func:`pair_bytes`; a chunk holds at most ``max_batch`` pairs and
+fewer where they would exceed :data:`EDGE_BUDGET` (at least one pair: at the study's 1.7B shape about 50 MB per
+prompt token). ``per_position=True`` also keeps ``pairs x positions x writers x readers`` scores.
 
 What a score does NOT establish: it is a linearisation, good where the patch is small; rank edges by it, then check
 the ones you keep by patching them (:func:`exact_edge_effects`, and :func:`exact_agreement` for the rank
@@ -55,6 +57,9 @@ from analysis.pairs import make_pairs
 from analysis.stats import t_intervals
 
 METHODS = ("eap", "eap-ig")
+#: bytes of one chunk's deltas, gradients and activations (:func:`pair_bytes`); the pairs per chunk shrink below
+#: ``max_batch`` to stay within it
+EDGE_BUDGET = 2 << 30
 INTERPOLATIONS = ("inputs", "activations")
 CONVENTION = ("score(u -> v) = sum over positions of (write_u(source) - write_u(base)) . d metric / d (input of v); "
               "denoise: base = corrupted, source = clean; the first-order estimate of patching that edge alone")
@@ -188,6 +193,17 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides) -> tuple[lis
 
 
 # ------------------------------------------------------------------------------------------------ the sweep
+def pair_bytes(model, n_pos: int) -> int:
+    """What one pair of ``n_pos`` tokens adds to a chunk, estimated: per token the writers' deltas (float64) and
+    the two runs' writes they come from (float32), the readers' input gradients (float32), and the backward's
+    activations (about ``16 d_model + 3 d_ff`` floats per layer)."""
+    writers, readers = graph(model)
+    c = model.cfg
+    per_token = len(writers) * c.d_model * (8 + 4 + 4) + len(readers) * c.d_model * 4 \
+        + c.n_layers * (16 * c.d_model + 3 * c.d_ff) * 4
+    return n_pos * per_token
+
+
 def _check_arguments(model, mode, method, interpolate, steps, max_batch) -> None:
     if mode not in MODES:
         raise AnalysisError(f"unknown mode {mode!r}; use 'denoise' (clean into corrupt) or 'noise' (corrupt into "
@@ -227,11 +243,12 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
     device = batch.clean.device
     scores = torch.zeros(n, T if per_position else 1, len(writers), len(readers), dtype=torch.float64, device=device)
     clean_m, corrupt_m = torch.zeros(n, device=device), torch.zeros(n, device=device)
-    chunks = range(0, n, max_batch)
+    per_chunk = max(1, min(max_batch, EDGE_BUDGET // pair_bytes(model, T)))
+    chunks = range(0, n, per_chunk)
     bar = tqdm(total=len(chunks) * len(alphas), desc=f"edge attribution ({method})", unit="pass",
                disable=not progress, leave=False)
     for start in chunks:
-        rows = slice(start, min(start + max_batch, n))
+        rows = slice(start, min(start + per_chunk, n))
         answer, wrong = batch.answer[rows], batch.wrong[rows]
         cc, kc, clean_m[rows], corrupt_m[rows] = _pair_runs(model, batch.clean[rows], batch.corrupt[rows], names,
                                                             fn, answer, wrong)

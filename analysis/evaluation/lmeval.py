@@ -55,19 +55,29 @@ def _lm_base():
     return TemplateLM
 
 
+#: positions whose logits and log-softmax are held at once when scoring a batch
+SCORE_CHUNK = 2048
+
+
 class FixedIdEvalLM(_lm_base()):
     """lm-eval's view of a fixedid checkpoint. ``pretrained``: a checkpoint directory (or pass ``model=``, an
     already loaded model with a tokenizer); ``batch_size`` (``auto`` = 32); ``max_length`` (default: the model's
-    context); ``max_gen_toks`` for ``generate_until`` (default 256)."""
+    context); ``max_gen_toks`` for ``generate_until`` (default 256); ``max_batch_tokens``: at most this many tokens in
+    one forward (default 16,384), so a batch of long windows is split into fewer rows.
+
+    Memory: a forward keeps one layer's temporaries for ``rows x width`` tokens (bounded by ``max_batch_tokens``)
+    and unembeds only the positions a request scores (``generate_until``: the last one), :data:`SCORE_CHUNK` of them at
+    a time, never the full ``rows x width x vocab`` logits (at the study's 1.7B shape, 32 windows of 2,048 tokens would
+    be 12.9 GB of them)."""
 
     def __init__(self, pretrained=None, batch_size=32, device="cpu", max_length=None, max_gen_toks=256,
-                 model=None, max_batch_size=None, **unused):
+                 model=None, max_batch_size=None, max_batch_tokens=16384, **unused):
         super().__init__()
         from analysis.loading import load
 
         if unused:
             raise AnalysisError(f"unknown model_args for the fixedid model: {sorted(unused)}; use pretrained, "
-                                "batch_size, device, max_length, max_gen_toks")
+                                "batch_size, device, max_length, max_gen_toks, max_batch_tokens")
         if model is None:
             if pretrained is None:
                 raise AnalysisError("the fixedid model needs model_args pretrained=<checkpoint directory>")
@@ -87,6 +97,9 @@ class FixedIdEvalLM(_lm_base()):
         if not 1 <= self.max_length <= model.cfg.context:
             raise AnalysisError(f"max_length must be in 1..{model.cfg.context} (the model's context)")
         self.max_gen_toks = int(max_gen_toks)
+        self.max_batch_tokens = int(max_batch_tokens)
+        if self.max_batch_tokens < 1:
+            raise AnalysisError(f"max_batch_tokens must be positive, got {max_batch_tokens}")
         self.bar_file = None  # where the progress bars go (None: sys.stderr when they start)
         from fixedid.data.tokenizer import eot_id
 
@@ -162,21 +175,27 @@ class FixedIdEvalLM(_lm_base()):
         out: list = [None] * len(rows)
         bar = tqdm(total=len(rows), desc="loglikelihood", unit="req", disable=disable_tqdm, leave=False,
                    file=self.bar_file)
-        for b in range(0, len(rows), self.batch_size):
-            batch = rows[b:b + self.batch_size]
-            width = len(batch[0][1])
+        b = 0
+        while b < len(rows):
+            width = len(rows[b][1])  # the longest row left: it sets the batch's width
+            batch = rows[b:b + self._rows(width)]
+            b += len(batch)
             x = torch.tensor([inp + [0] * (width - len(inp)) for _, inp, _ in batch], dtype=torch.long)
-            logits = self.model(x.to(self.device))
-            # every continuation token of the batch at once: its row, the position predicting it, its id
+            # every continuation token of the batch: its row, the position predicting it, its id; scored in
+            # chunks of SCORE_CHUNK positions (each chunk's logits and log-softmax, not the batch's)
             seg = [j for j, (_, _, cont) in enumerate(batch) for _ in cont]
             pos = [p for _, inp, cont in batch for p in range(len(inp) - len(cont), len(inp))]
-            tok = torch.tensor([t for _, _, cont in batch for t in cont], device=logits.device)
-            lp = torch.log_softmax(logits[seg, pos].float(), -1)
-            seg_t = torch.tensor(seg, device=logits.device)
-            scores = torch.zeros(len(batch), dtype=torch.float64, device=logits.device).index_add_(
-                0, seg_t, lp.gather(1, tok[:, None])[:, 0].double())
-            misses = torch.zeros(len(batch), device=logits.device).index_add_(
-                0, seg_t, (lp.argmax(-1) != tok).float())
+            tok = [t for _, _, cont in batch for t in cont]
+            resid = self.model(x.to(self.device), stop_at_layer=self.model.cfg.n_layers)
+            scores = torch.zeros(len(batch), dtype=torch.float64, device=resid.device)
+            misses = torch.zeros(len(batch), device=resid.device)
+            for c in range(0, len(seg), SCORE_CHUNK):
+                part = slice(c, c + SCORE_CHUNK)
+                lp = torch.log_softmax(self._unembed(resid[seg[part], pos[part]]).float(), -1)
+                seg_t = torch.tensor(seg[part], device=resid.device)
+                tok_t = torch.tensor(tok[part], device=resid.device)
+                scores.index_add_(0, seg_t, lp.gather(1, tok_t[:, None])[:, 0].double())
+                misses.index_add_(0, seg_t, (lp.argmax(-1) != tok_t).float())
             for (i, _, _), score, miss in zip(batch, scores.tolist(), misses.tolist()):
                 out[i] = (score, miss == 0)
                 if requests[i][0] is not None:
@@ -184,6 +203,20 @@ class FixedIdEvalLM(_lm_base()):
             bar.update(len(batch))
         bar.close()
         return out
+
+    def _rows(self, width: int) -> int:
+        """Rows of one forward of ``width`` tokens: ``batch_size``, fewer where they would exceed
+        ``max_batch_tokens`` (at least one)."""
+        return max(1, min(self.batch_size, self.max_batch_tokens // max(1, width)))
+
+    def _unembed(self, resid: torch.Tensor) -> torch.Tensor:
+        """Logits of final-block residual vectors ``[n, d_model]``."""
+        return self.model.unembed(self.model.ln_final(resid))
+
+    def _last_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits ``[rows, vocab]`` at the last position of ``x``: the final norm and the unembedding there
+        only."""
+        return self._unembed(self.model(x, stop_at_layer=self.model.cfg.n_layers)[:, -1])
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """The log-likelihood of each whole string, in disjoint windows of the context (lm-eval's rolling windows,
@@ -225,13 +258,14 @@ class FixedIdEvalLM(_lm_base()):
         bar = tqdm(total=len(requests), desc="generate", unit="req", disable=disable_tqdm, leave=False,
                    file=self.bar_file)
         for (_, until, max_new), members in groups.items():
-            for b in range(0, len(members), self.batch_size):
-                batch = members[b:b + self.batch_size]
+            rows = self._rows(min(self.max_length, len(members[0][1]) + max_new))
+            for b in range(0, len(members), rows):
+                batch = members[b:b + rows]
                 x = torch.tensor([ids for _, ids in batch], device=self.device)
                 start = x.shape[1]
                 done = torch.zeros(len(batch), dtype=torch.bool, device=self.device)
                 for _ in range(max_new):
-                    nxt = self.model(x[:, -self.max_length:])[:, -1].argmax(-1)
+                    nxt = self._last_logits(x[:, -self.max_length:]).argmax(-1)
                     x = torch.cat([x, nxt[:, None]], 1)
                     done |= nxt == self._eot
                     if until:

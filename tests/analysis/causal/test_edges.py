@@ -68,6 +68,17 @@ def test_equals_transformer_lens_attribution_patch_per_position(model, batch):
     assert np.allclose(summed.set_index(["sender", "receiver"]).score.loc[per.index], per, atol=1e-9)
 
 
+def test_a_memory_budget_below_one_chunk_splits_it_into_single_pairs(model, batch, monkeypatch):
+    import analysis.causal.edges as edges
+
+    whole = edge_attribution(model, batch)
+    one = edges.pair_bytes(model, batch.n_pos)
+    assert one > 0 and edges.pair_bytes(model, 2 * batch.n_pos) == 2 * one
+    monkeypatch.setattr(edges, "EDGE_BUDGET", one)  # room for one pair per chunk
+    split = edge_attribution(model, batch)
+    assert np.allclose(split.score, whole.score, atol=1e-9, rtol=1e-9) and (split.n == whole.n).all()
+
+
 def test_eap_ig_over_the_inputs_is_complete_and_noise_mode_mirrors(model, batch):
     ig = edge_attribution(model, batch, method="eap-ig", steps=48)
     embed = node_scores(ig).set_index("sender").score["embed"]  # every reader downstream of the input

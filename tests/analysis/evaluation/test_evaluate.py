@@ -29,7 +29,7 @@ def own_logprob(model, ctx, cont):
     return float(sum(lp[len(whole) - 1 - n + i, t] for i, t in enumerate(cont)))
 
 
-def test_loglikelihood_equals_the_models_own_log_softmax(ckpt):
+def test_loglikelihood_equals_the_models_own_log_softmax(ckpt, monkeypatch):
     lm = FixedIdEvalLM(model=ckpt, batch_size=3)
     g = torch.Generator().manual_seed(0)
     reqs = []
@@ -40,6 +40,19 @@ def test_loglikelihood_equals_the_models_own_log_softmax(ckpt):
     for (_, ctx, cont), (score, greedy) in zip(reqs, got):
         assert abs(score - own_logprob(ckpt, ctx, cont)) < 1e-5
         assert isinstance(greedy, bool)
+    # a token budget below one batch's width x rows splits the batches (one row per forward here): same answers
+    split = FixedIdEvalLM(model=ckpt, batch_size=3, max_batch_tokens=30)
+    assert split._rows(24) == 1 and split._rows(10) == 3 and lm._rows(24) == 3
+    for (a, ga), (b, gb) in zip(split._loglikelihood_tokens(reqs, disable_tqdm=True), got):
+        assert abs(a - b) < 1e-5 and ga == gb
+    import analysis.evaluation.lmeval as lmeval
+
+    monkeypatch.setattr(lmeval, "SCORE_CHUNK", 3)  # continuations scored across chunk boundaries
+    for (a, ga), (b, gb) in zip(lm._loglikelihood_tokens(reqs, disable_tqdm=True), got):
+        assert abs(a - b) < 1e-9 and ga == gb
+    monkeypatch.undo()
+    with pytest.raises(AnalysisError, match="max_batch_tokens must be positive"):
+        FixedIdEvalLM(model=ckpt, max_batch_tokens=0)
     # is_greedy: the argmax continuation is greedy, another one is not
     ctx = reqs[1][1]
     with torch.no_grad():
