@@ -12,11 +12,12 @@ set-up are not its cost), then on all of them, timed.
 
 ``load`` saves the model and times loading it back (its peak counted from after the save, where Linux allows) with every check (hashes, shapes, the recomputed code table);
 ``probes`` collects the middle layer's input over ``--probe-tokens`` random tokens and fits the canonical-bit probes
-(C fixed, no controls), its time per token compared with the forward's. ``--figure PATH`` draws time per token and
-peak memory against parameters, log-log. What it does not cover yet: lm-eval requests (they need a tokenizer and
-its tasks' text), the GPU.
+(C fixed, no controls), its time per token compared with the forward's; ``lmeval`` scores ``--probe-tokens`` random
+tokens as lm-eval's rolling log-likelihood requests do (windows of the context, at most 2,048 tokens, every token
+scored) through the lm-eval model's batching (a stand-in tokenizer: requests are token ids). ``--figure PATH``
+draws time per token and peak memory against parameters, log-log. The GPU: ``experiments/benchmarks/gpu.py``.
 
-Usage: python experiments/benchmarks/scale.py [--presets tiny,small,gpt2-small,paper-1.7b] [--ops forward,load,patching,...]
+Usage: python experiments/benchmarks/scale.py [--presets tiny,small,gpt2-small,prior-1024,paper-1.7b] [--ops forward,load,...]
                                               [--figure experiments/benchmarks/results/scale]
 """
 
@@ -29,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-OPS = ("forward", "load", "patching", "edges", "das", "probes")
+OPS = ("forward", "load", "patching", "edges", "das", "probes", "lmeval")
 
 
 def _peak_gb() -> float:
@@ -127,6 +128,19 @@ def _analysis(op: str, model, batch, windows: int, das_epochs: int) -> int:
         acts = collect(model, x, hooks=[f"blocks.{cfg.n_layers // 2}.hook_resid_pre"])
         probe_table(acts, families=("canonical_bits",), C=1.0, controls=False)
         return x.numel()
+    if op == "lmeval":
+        from tokenizers import Tokenizer
+        from tokenizers.models import WordLevel
+
+        from analysis.evaluation.lmeval import FixedIdEvalLM
+
+        # loglikelihood_rolling's requests: windows of the context (at most 2,048 tokens), every token scored
+        width = min(cfg.context, 2048)
+        n = max(1, windows * tokens // width)
+        x = torch.randint(0, cfg.vocab_size, (n, width + 1), generator=torch.Generator().manual_seed(2)).tolist()
+        model.tokenizer = Tokenizer(WordLevel({"<|endoftext|>": 0}, unk_token="<|endoftext|>"))
+        FixedIdEvalLM(model=model)._loglikelihood_tokens([(None, w[:1], w[1:]) for w in x], disable_tqdm=True)
+        return n * width
     if op == "patching":
         from analysis.causal.patching import activation_patching
 
@@ -181,7 +195,7 @@ def child(preset: str, op: str, pairs: int, tokens: int, das_epochs: int, probe_
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--presets", default="tiny,small,gpt2-small,paper-1.7b")
+    p.add_argument("--presets", default="tiny,small,gpt2-small,prior-1024,paper-1.7b")
     p.add_argument("--ops", default=",".join(OPS))
     p.add_argument("--pairs", type=int, default=8)
     p.add_argument("--tokens", type=int, default=16)
@@ -234,7 +248,7 @@ def figure(rows, args) -> None:
     from analysis.figures.style import save_figure, subplots
 
     df = pd.DataFrame(rows)
-    colours = dict(zip(OPS, ("#000000", "#999999", "#0072B2", "#D55E00", "#009E73", "#CC79A7")))
+    colours = dict(zip(OPS, ("#000000", "#999999", "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")))
     fig, axes = subplots(2, height=2.6, ncols=2)
     for op, g in df.groupby("op", sort=False):
         g = g.sort_values("params_m")
@@ -253,7 +267,7 @@ def figure(rows, args) -> None:
     axes[0, 0].legend(fontsize=6.5, frameon=False)
     axes[0, 1].legend(fontsize=6.5, frameon=False)
     fig.suptitle(f"cost against size: random-init canonical models, {args.pairs} pairs x {args.tokens} tokens "
-                 f"(probes: {args.probe_tokens:,} tokens), 2-core CPU", fontsize=8)
+                 f"(probes, lm-eval: {args.probe_tokens:,} tokens), 2-core CPU", fontsize=8)
     out = Path(args.figure)
     save_figure(fig, out.parent, out.name)
 

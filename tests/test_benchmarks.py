@@ -1,0 +1,28 @@
+"""The GPU benchmark script runs end to end (here on the CPU, on the tiny shape): its training loops, ratios and
+analyses, so that the one command meant for a GPU machine is known to work before it gets one."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+BENCH = Path(__file__).parents[1] / "experiments" / "benchmarks"
+
+
+def test_gpu_benchmark_smoke_run_on_cpu(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("gpu_benchmark", BENCH / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    out = tmp_path / "gpu.json"
+    gpu.main(["--device", "cpu", "--shapes", "tiny", "--steps", "2", "--warmup", "2", "--log-every", "2",
+              "--dtype", "fp32", "--no-compile", "--pairs", "4", "--tokens", "8", "--probe-tokens", "256",
+              "--json", str(out)])
+    rows = json.loads(out.read_text())
+    (train,) = rows["training"]
+    assert train["shape"] == "tiny" and train["batch"] == "16x128" and "mfu_trainer" not in train  # no CPU peak
+    assert all(math.isfinite(train[k]) and train[k] > 0 for k in ("trainer_tok_s", "bare_tok_s", "trainer_over_bare",
+                                                                  "trainer_whole_call_tok_s", "gflop_per_token"))
+    assert [r["analysis"] for r in rows["analyses"]] == ["patching", "edges", "probes"]
+    assert all(r["x_forward"] > 0 and r["tokens"] > 0 for r in rows["analyses"])
+    printed = capsys.readouterr().out
+    assert "trainer/bare (median over shapes)" in printed and "MFU n/a" in printed
