@@ -6,13 +6,20 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).parents[1] / "experiments" / "benchmarks"
 
 
-def test_gpu_benchmark_smoke_run_on_cpu(tmp_path, capsys):
+def gpu_module():
     spec = importlib.util.spec_from_file_location("gpu_benchmark", BENCH / "gpu.py")
     gpu = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu)
+    return gpu
+
+
+def test_gpu_benchmark_smoke_run_on_cpu(tmp_path, capsys):
+    gpu = gpu_module()
     out = tmp_path / "gpu.json"
     gpu.main(["--device", "cpu", "--shapes", "tiny", "--steps", "2", "--warmup", "2", "--log-every", "2",
               "--dtype", "fp32", "--no-compile", "--pairs", "4", "--tokens", "8", "--probe-tokens", "256",
@@ -26,3 +33,14 @@ def test_gpu_benchmark_smoke_run_on_cpu(tmp_path, capsys):
     assert all(r["x_forward"] > 0 and r["tokens"] > 0 for r in rows["analyses"])
     printed = capsys.readouterr().out
     assert "trainer/bare (median over shapes)" in printed and "MFU n/a" in printed
+
+
+@pytest.mark.parametrize("argv, match", [(["--shapes", "nope"], "unknown shape"),
+                                         (["--device", "cpu", "--steps", "5"], "multiples of --log-every"),
+                                         (["--device", "cpu", "--log-every", "0"], "--log-every must be positive")])
+def test_gpu_benchmark_refuses_bad_input_in_one_line(argv, match, tmp_path, capsys):
+    out = tmp_path / "gpu.json"
+    with pytest.raises(SystemExit) as e:
+        gpu_module().main([*argv, "--json", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and match in err and "\n" not in err and not out.exists()

@@ -39,9 +39,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scale import _analysis, _random_pairs  # noqa: E402
+from scale import _analysis, _forward_seconds, _random_pairs  # noqa: E402
 
 from fixedid import FixedIdLM  # noqa: E402
+from fixedid.atomic import write_text_atomic  # noqa: E402
 from fixedid.config import PRESETS  # noqa: E402
 from fixedid.errors import FixedIdWarning  # noqa: E402
 from fixedid.data import batch_at  # noqa: E402
@@ -159,18 +160,6 @@ def training(shapes: list[str], args, device: torch.device, work: Path) -> list[
     return rows
 
 
-def forward_seconds(model, tokens: torch.Tensor, device: torch.device) -> float:
-    times = []
-    with torch.no_grad():
-        for _ in range(4):
-            sync(device)
-            t = time.perf_counter()
-            model(tokens)
-            sync(device)
-            times.append(time.perf_counter() - t)
-    return min(times[1:])
-
-
 def analyses(shape: str, args, device: torch.device) -> list[dict]:
     from analysis.model import HookedFixedIdLM
     from analysis.pairs import PairBatch
@@ -179,7 +168,7 @@ def analyses(shape: str, args, device: torch.device) -> list[dict]:
     torch.manual_seed(0)
     model = HookedFixedIdLM(ModelConfig.preset(shape, interface="canonical")).to(device).eval()
     batch = _random_pairs(model.cfg, args.pairs, args.tokens).to(device)
-    per_token = forward_seconds(model, batch.clean, device) / batch.clean.numel()
+    per_token = _forward_seconds(model, batch.clean) / batch.clean.numel()
     small = PairBatch(batch.clean[:4], batch.corrupt[:4], batch.answer[:4], batch.wrong[:4])
     rows = []
     for op in ("patching", "edges", "probes"):
@@ -193,6 +182,12 @@ def analyses(shape: str, args, device: torch.device) -> list[dict]:
         print(f"{shape:>11s} {op:>9s}: {seconds:8.3f} s over {n:,} tokens, {rows[-1]['x_forward']:6.1f} x a plain "
               "forward", flush=True)
     return rows
+
+
+def refuse(message: str) -> None:
+    """Bad input: one line on stderr, exit status 2."""
+    print(f"gpu.py: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def main(argv=None) -> None:
@@ -211,13 +206,16 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     shapes = args.shapes.split(",")
     unknown = [s for s in shapes if s not in PRESETS]
-    if unknown or args.steps % args.log_every or args.warmup % args.log_every:
-        raise SystemExit(f"shapes must be presets ({', '.join(PRESETS)}), got {unknown}; --steps and --warmup must "
-                         "be multiples of --log-every" if unknown else "--steps and --warmup must be multiples of "
-                         "--log-every")
+    if unknown:
+        refuse(f"unknown shape(s) {unknown}; use presets from {', '.join(PRESETS)}")
+    if args.log_every < 1:
+        refuse(f"--log-every must be positive, got {args.log_every}")
+    if args.steps < 1 or args.steps % args.log_every or args.warmup % args.log_every:
+        refuse(f"--steps ({args.steps}, positive) and --warmup ({args.warmup}) must be multiples of --log-every "
+                f"({args.log_every})")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("no CUDA device here; pass --device cpu for a smoke run")
+        refuse("no CUDA device here; pass --device cpu for a smoke run")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -231,8 +229,8 @@ def main(argv=None) -> None:
     analysis_rows = analyses(shapes[-1], args, device)
     print(f"total {time.perf_counter() - t0:.0f} s", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": name, "training": train_rows, "analyses": analysis_rows},
-                                              indent=1))
+        write_text_atomic(Path(args.json), json.dumps({"device": name, "training": train_rows,
+                                                        "analyses": analysis_rows}, indent=1))
     med = statistics.median(r["trainer_over_bare"] for r in train_rows)
     print(f"trainer/bare (median over shapes): {med:.3f}  (target >= 0.97)")
 

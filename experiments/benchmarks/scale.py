@@ -82,14 +82,17 @@ def _random_pairs(cfg, pairs: int, tokens: int):
 
 
 def _forward_seconds(model, tokens) -> float:
-    """The fastest of three no-grad forwards of ``tokens``, after a warm-up."""
+    """The fastest of three no-grad forwards of ``tokens``, after a warm-up (on CUDA, synchronised around each)."""
     import torch
 
+    sync = torch.cuda.synchronize if tokens.is_cuda else (lambda: None)
     times = []
     with torch.no_grad():
         for i in range(4):
+            sync()
             t = time.perf_counter()
             model(tokens)
+            sync()
             times.append(time.perf_counter() - t)
     return min(times[1:])
 

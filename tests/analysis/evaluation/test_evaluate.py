@@ -173,6 +173,12 @@ def test_lm_eval_command_line_finds_the_model(ckpt, capsys):
     out = capsys.readouterr().out
     assert "fixedid_facts" in out and "acc" in out
     assert sys.argv == before  # lm-eval's command reads sys.argv; the wrapper gives it back
+    with pytest.raises(SystemExit) as e:  # a bad fixedid model_arg: one line, exit 2
+        main(["run", "--model", "fixedid", "--model_args", f"pretrained={ckpt.ckpt_dir},max_batch_tokens=0",
+              "--tasks", "fixedid_facts", "--limit", "4", "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and err[-1] == "lm_eval: error: max_batch_tokens must be positive, got 0"
+    assert sys.argv == before
 
 
 def test_eval_refuses_a_checkpoint_without_a_tokenizer(tmp_path, capsys):
