@@ -26,7 +26,6 @@ Usage (on a GPU machine, about 3-6 minutes): python experiments/benchmarks/gpu.p
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -43,6 +42,7 @@ from scale import _analysis, _forward_seconds, _random_pairs  # noqa: E402
 
 from fixedid import FixedIdLM  # noqa: E402
 from fixedid.atomic import write_text_atomic  # noqa: E402
+from fixedid.clitools import ArgumentParser  # noqa: E402
 from fixedid.config import PRESETS  # noqa: E402
 from fixedid.errors import FixedIdWarning  # noqa: E402
 from fixedid.data import batch_at  # noqa: E402
@@ -184,14 +184,8 @@ def analyses(shape: str, args, device: torch.device) -> list[dict]:
     return rows
 
 
-def refuse(message: str) -> None:
-    """Bad input: one line on stderr, exit status 2."""
-    print(f"gpu.py: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="gpu.py", description=__doc__.split("\n\n")[0])  # bad input: one line, exit 2
     p.add_argument("--shapes", default="small,gpt2-small")
     p.add_argument("--device", default="cuda")
     p.add_argument("--steps", type=int, default=40, help="steps timed (after --warmup)")
@@ -207,15 +201,15 @@ def main(argv=None) -> None:
     shapes = args.shapes.split(",")
     unknown = [s for s in shapes if s not in PRESETS]
     if unknown:
-        refuse(f"unknown shape(s) {unknown}; use presets from {', '.join(PRESETS)}")
+        p.error(f"unknown shape(s) {unknown}; use presets from {', '.join(PRESETS)}")
     if args.log_every < 1:
-        refuse(f"--log-every must be positive, got {args.log_every}")
+        p.error(f"--log-every must be positive, got {args.log_every}")
     if args.steps < 1 or args.steps % args.log_every or args.warmup % args.log_every:
-        refuse(f"--steps ({args.steps}, positive) and --warmup ({args.warmup}) must be multiples of --log-every "
+        p.error(f"--steps ({args.steps}, positive) and --warmup ({args.warmup}) must be multiples of --log-every "
                 f"({args.log_every})")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        refuse("no CUDA device here; pass --device cpu for a smoke run")
+        p.error("no CUDA device here; pass --device cpu for a smoke run")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
