@@ -17,8 +17,9 @@ removes one explanation, and the difference is measured again, paired over the s
 differences over seeds with Student-t 95% intervals) and each one's *conclusion*: ``a > b`` or ``a < b`` when the
 interval (mean +- t x the standard error over seeds) excludes 0, else ``interval includes 0`` (``identical on
 every seed`` when the differences have no variance, which is no evidence either way). These checks are exploratory:
-they are not adjusted for multiplicity (the report's primary family is). A difference *survives* a control when
-the two conclusions are the same. :func:`seeds_statement` says what ``n`` seeds can and cannot show, from the t
+they are not adjusted for multiplicity (the report's primary family is). A difference (an interval that excludes
+0) *survives* a control when the controlled conclusion is the same; :func:`outcome` also names the other cases (gone,
+reversed, a difference that appears only with the control, none either way). :func:`seeds_statement` says what ``n`` seeds can and cannot show, from the t
 quantile itself.
 """
 
@@ -71,6 +72,24 @@ def conclusion(d: dict, a: str, b: str) -> str:
     return "interval includes 0"
 
 
+def _signed(c: str) -> bool:
+    """Whether a :func:`conclusion` names a direction (``a > b`` or ``a < b``)."""
+    return " > " in c or " < " in c
+
+
+def outcome(base: str, controlled: str) -> str:
+    """What a control did to a difference, from the two :func:`conclusion` strings: ``survives`` (a difference
+    whose interval excludes 0, and the same with the control), ``gone with the control``, ``reversed``, ``appears
+    with the control`` (no difference before, one after), ``no difference either way``, or ``too few seeds``."""
+    if "too few seeds" in (base, controlled):
+        return "too few seeds"
+    if _signed(base):
+        if controlled == base:
+            return "survives"
+        return "reversed" if _signed(controlled) else "gone with the control"
+    return "appears with the control" if _signed(controlled) else "no difference either way"
+
+
 def _paired(g: pd.DataFrame, a: str, b: str) -> dict | None:
     wide = g.pivot_table(index="seed", columns="variant", values="value")
     if a not in wide or b not in wide:
@@ -96,7 +115,7 @@ def control_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
                                  **{f"base_{k}": base[k] for k in ("n", "diff", "lo", "hi")},
                                  **{f"control_{k}": ctrl[k] for k in ("n", "diff", "lo", "hi")},
                                  base_conclusion=bc, control_conclusion=cc,
-                                 survives=bc == cc and bc not in ("too few seeds", "identical on every seed"),
+                                 survives=bc == cc and _signed(bc), outcome=outcome(bc, cc),
                                  removes=c.removes))
     return pd.DataFrame(rows)
 
@@ -109,16 +128,19 @@ def control_lines(table: pd.DataFrame) -> list[str]:
            "Each control replaces one side of a difference with a variant that removes one explanation; the "
            "difference is measured again over the same seeds (paired mean [95% interval]). The conclusion of the "
            "controlled difference is stated in the base difference's terms (e.g. a positive learned - permuted "
-           "loss difference reads learned > canonical); a difference survives when the two conclusions agree.", ""]
+           "loss difference reads learned > canonical). A difference (an interval that excludes 0) survives when the "
+           "control leaves its conclusion unchanged; it is gone when the controlled interval includes 0, reversed "
+           "when it points the other way; a difference that appears only with the control is one the base "
+           "comparison did not show.", ""]
     for base, t in table.groupby("base", sort=False):
         out += [f"**{base}**", "", "| metric | base difference | control (what it removes) | controlled difference "
-                "| survives |", "|---|---|---|---|---|"]
+                "| what the control did |", "|---|---|---|---|---|"]
         for r in t.itertuples():
             metric = f"{r.metric} ({r.key})" if r.key not in ("", "nan") else r.metric
             pct = r.metric == "accuracy"
             out.append(f"| {metric} | {_cell(r.base_diff, r.base_lo, r.base_hi, pct)}: {r.base_conclusion} | "
                        f"{r.controlled}: {r.removes} | {_cell(r.control_diff, r.control_lo, r.control_hi, pct)}: "
-                       f"{r.control_conclusion} | {'yes' if r.survives else 'no'} |")
+                       f"{r.control_conclusion} | {r.outcome} |")
         out.append("")
     return out
 
@@ -150,4 +172,4 @@ def seeds_statement(n: int) -> str:
             "unadjusted interval in twenty excludes 0 by chance.")
 
 
-__all__ = ["CHECKS", "ControlCheck", "METRICS", "conclusion", "control_table", "control_lines", "seeds_statement"]
+__all__ = ["CHECKS", "ControlCheck", "METRICS", "conclusion", "control_table", "outcome", "control_lines", "seeds_statement"]

@@ -194,7 +194,22 @@ def test_control_table_says_which_differences_survive():
     assert r.survives and r.base_n == r.control_n == 5
     h = t.loc["learned-randomhead, canonical-randomhead"]
     assert h.control_conclusion == "interval includes 0" and not h.survives
+    assert r.outcome == "survives" and h.outcome == "gone with the control"
     assert "1.24 times" in seeds_statement(5) and "2.48 times" in seeds_statement(5)  # t(4)/sqrt5, t(2)/sqrt3
+
+
+def test_control_outcome_names_what_the_control_did():
+    """Every case of (base conclusion, controlled conclusion), written out by hand."""
+    from analysis.study.controls import outcome
+
+    cases = {("a < b", "a < b"): "survives", ("a < b", "interval includes 0"): "gone with the control",
+             ("a > b", "a < b"): "reversed", ("a > b", "identical on every seed"): "gone with the control",
+             ("interval includes 0", "a < b"): "appears with the control",
+             ("identical on every seed", "a > b"): "appears with the control",
+             ("identical on every seed", "interval includes 0"): "no difference either way",
+             ("interval includes 0", "interval includes 0"): "no difference either way",
+             ("too few seeds", "a < b"): "too few seeds"}
+    assert {k: outcome(*k) for k in cases} == cases
 
 
 def _long(values: dict, analysis="loss", metric="val_loss", key="", step=9):
