@@ -18,9 +18,9 @@ differences over seeds with Student-t 95% intervals) and each one's *conclusion*
 interval (mean +- t x the standard error over seeds) excludes 0, else ``interval includes 0`` (``identical on
 every seed`` when the differences have no variance, which is no evidence either way). These checks are exploratory:
 they are not adjusted for multiplicity (the report's primary family is). A difference (an interval that excludes
-0) *survives* a control when the controlled conclusion is the same; :func:`outcome` also names the other cases (gone,
-reversed, a difference that appears only with the control, none either way). :func:`seeds_statement` says what ``n`` seeds can and cannot show, from the t
-quantile itself.
+0) *survives* a control when the controlled conclusion is the same; :func:`outcome` also names the other cases
+(gone, reversed, a difference that appears only with the control, none either way). :func:`seeds_statement` says
+what ``n`` seeds can and cannot show, from the t quantile itself.
 """
 
 from __future__ import annotations
@@ -110,12 +110,13 @@ def control_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
                 if base is None or ctrl is None:
                     continue
                 bc, cc = conclusion(base, *c.base), conclusion(ctrl, *c.base)
+                what = outcome(bc, cc)
                 rows.append(dict(analysis=analysis, metric=metric, key=key, control=c.control,
                                  base=" - ".join(c.base), controlled=" - ".join(c.swapped),
                                  **{f"base_{k}": base[k] for k in ("n", "diff", "lo", "hi")},
                                  **{f"control_{k}": ctrl[k] for k in ("n", "diff", "lo", "hi")},
                                  base_conclusion=bc, control_conclusion=cc,
-                                 survives=bc == cc and _signed(bc), outcome=outcome(bc, cc),
+                                 survives=what == "survives", outcome=what,
                                  removes=c.removes))
     return pd.DataFrame(rows)
 
@@ -172,4 +173,5 @@ def seeds_statement(n: int) -> str:
             "unadjusted interval in twenty excludes 0 by chance.")
 
 
-__all__ = ["CHECKS", "ControlCheck", "METRICS", "conclusion", "control_table", "outcome", "control_lines", "seeds_statement"]
+__all__ = ["CHECKS", "ControlCheck", "METRICS", "conclusion", "control_table", "outcome", "control_lines",
+           "seeds_statement"]
