@@ -17,7 +17,8 @@ from analysis import AnalysisError
 from analysis.study import analyses, workers
 from analysis.study.claims import claim_records
 from analysis.study.pipeline import main as study_main
-from analysis.study.pipeline import run_study, run_study_worker, study_tasks as tasks_of
+from analysis.study.pipeline import checkpoint_dirs, measurement_tasks, run_study, run_study_worker, training_runs
+from analysis.study.pipeline import study_tasks as tasks_of
 
 from tests.analysis.study import _worker_setup
 from tests.test_notebooks import CONFIG
@@ -130,6 +131,23 @@ def study_tasks(tmp, out) -> list:
         return tasks_of(*_study(tmp, out))
 
 
+def written_at(cfg, out: Path, seeds, gf2_seeds, variants) -> dict[str, float]:
+    """``{task: when its output was written}``, from the output's own files (their newest mtime): what a worker's
+    readiness test reads. (Not the log's ``done``: it is written just after the output, so another worker may
+    already have claimed the next task on the output's word.) Not the preparations: each training rewrites its
+    run's ``run.json``, so their output has no date of its own."""
+    newest = lambda paths: max(p.stat().st_mtime for p in paths)  # noqa: E731
+    at = {}
+    for _, name, _, rel, run_variants in training_runs(cfg, seeds, gf2_seeds, variants):
+        for v in run_variants:
+            at[f"train.{name}.{v}"] = newest([out / "runs" / rel / v / "meta.json"])
+    at[f"similarity.step{cfg.train.steps}"] = newest((out / "similarity").rglob("*.*"))
+    ckpts = checkpoint_dirs(cfg, out, seeds, gf2_seeds, variants)
+    for m in measurement_tasks(cfg, out, ckpts):
+        at[f"measure.seed{m.seed}.{m.variant}.step{m.step}.{m.analysis}"] = newest([m.path])
+    return at
+
+
 def test_tasks_wait_for_what_they_need(studies):
     """Each measurement needs its variant's training (and the head's, the other seed's learned one); the similarity
     needs every training; the report needs everything: the claims' times say each ran after its needs."""
@@ -138,15 +156,13 @@ def test_tasks_wait_for_what_they_need(studies):
     assert tasks["measure.seed0.canonical.step16.head"].needs == ("train.seed0.canonical", "train.seed1.learned")
     assert set(tasks["similarity.step16"].needs) == {f"train.seed{s}.{v}" for s in (0, 1) for v in ("learned",
                                                                                                  "canonical")}
-    rec = claim_records(out / "tasks")
-    live = rec[rec.state == "done"].set_index("task")
-    finished = {}
-    for f in (out / "tasks" / "log").glob("*.jsonl"):
-        for e in map(json.loads, f.read_text().splitlines()):
-            if e["event"] == "done":
-                finished[e["task"]] = e["time"]
+    live = claim_records(out / "tasks").query("state == 'done'").set_index("task")
+    with pytest.MonkeyPatch.context() as mp:
+        _worker_setup.configure(mp.setattr)
+        written = written_at(*_study(tmp, out))
     for name, t in tasks.items():
-        assert all(live.loc[name, "claimed"] >= finished[n] for n in t.needs), name
+        assert all(live.loc[name, "claimed"] >= written[n] for n in t.needs if n in written), name
+        assert all(live.loc[name, "claimed"] >= live.loc[n, "claimed"] for n in t.needs), name
     report = next(n for n in tasks if n.startswith("report."))
     assert len(tasks[report].needs) == len(tasks) - 1
 
