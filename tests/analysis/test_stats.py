@@ -55,6 +55,18 @@ def test_paired_difference_reports_both_p_values_and_never_flags_identical_diffe
     assert same["identical"] and not same["exceeds"] and math.isnan(same["p"]) and same["p_sign"] == 0.25
 
 
+def test_t_test_p_is_scipys_one_sample_t_test():
+    from scipy import stats as sps
+
+    from analysis.stats import t_test_p
+
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 5, 12, 40):
+        for shift in (0.0, 0.3, 3.0):
+            d = rng.normal(shift, 1.0, n)
+            assert t_test_p(d) == pytest.approx(sps.ttest_1samp(d, 0.0).pvalue, rel=1e-10, abs=1e-300)
+
+
 def _sign_flip_by_hand(d):
     # every one of the 2^n sign vectors, written out as a loop over integers' bits
     n, obs, hits = len(d), abs(sum(d) / len(d)), 0
