@@ -1,14 +1,18 @@
 """One figure style for every figure the toolkit draws: a fixed colour per variant, paper column sizes, PDF beside PNG.
 
-Colours are the Okabe-Ito palette (safe for the common colour-vision deficiencies): ``learned`` blue, ``canonical``
-orange, ``gf2`` bluish green, ``canonical-matched`` vermillion, ``gf2-matched`` sky blue in every figure; further
-variants (extra GF(2) recodings ``gf2-r1``...) take the palette's remaining colours in order of appearance. Sizes: one paper column is 3.4 in wide, two
-columns 7.0 in (the usual two-column conference layout). :func:`save` writes PNG (200 dpi) and vector PDF through a
-temp file and a rename.
+Colours are the Okabe-Ito palette (safe for the common colour-vision deficiencies), one fixed colour per variant the
+toolkit trains, the same in every figure: ``learned`` blue, ``canonical`` orange, ``gf2`` bluish green,
+``canonical-matched`` vermillion, ``gf2-matched`` sky blue, and the controls ``permuted`` reddish purple,
+``frozen_random`` black, ``learned-randomhead`` grey, ``canonical-randomhead`` yellow. The study's further GF(2)
+recodings ``gf2-r1``, ``gf2-r2``... are shades of ``gf2``'s green (darker, lighter, in turn), so a figure of all
+of them still tells them apart and groups them. Any other name takes a colour outside that palette, in order of
+appearance. Sizes: one paper column is 3.4 in wide, two columns 7.0 in (the usual two-column conference layout).
+:func:`save` writes PNG (200 dpi) and vector PDF through a temp file and a rename.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -16,19 +20,35 @@ import matplotlib.pyplot as plt
 from fixedid.atomic import atomic_path
 
 VARIANT_COLOURS = {"learned": "#0072B2", "canonical": "#E69F00", "gf2": "#009E73", "canonical-matched": "#D55E00",
-                   "gf2-matched": "#56B4E9"}
-#: Okabe-Ito colours not taken by the named variants, for any further variant in order of appearance.
-EXTRA_COLOURS = ("#CC79A7", "#F0E442", "#000000", "#999999")
+                   "gf2-matched": "#56B4E9", "permuted": "#CC79A7", "frozen_random": "#000000",
+                   "learned-randomhead": "#999999", "canonical-randomhead": "#F0E442"}
+#: Colours for names none of the above fixes, in order of appearance (matplotlib's tab10 hues the palette lacks).
+EXTRA_COLOURS = ("#8C564B", "#9467BD", "#BCBD22", "#17BECF")
 ONE_COLUMN = 3.4  # inches
 TWO_COLUMNS = 7.0
 
 
+def recoding_shade(r: int) -> str:
+    """The colour of GF(2) recoding ``r`` >= 1: ``gf2``'s green mixed with black (odd ``r``) or white (even ``r``),
+    a third of the way for recodings 1 and 2, five ninths for 3 and 4, and so on (each pair a third closer)."""
+    if r < 1:
+        raise ValueError(f"recoding {r}: the shades are for recodings 1, 2, ... (recoding 0 is gf2's own colour)")
+    base = [int(VARIANT_COLOURS["gf2"][i:i + 2], 16) for i in (1, 3, 5)]
+    towards = 0 if r % 2 else 255
+    share = 1 - (2 / 3) ** ((r + 1) // 2)
+    return "#" + "".join(f"{round(c + (towards - c) * share):02X}" for c in base)
+
+
 def variant_colour(name: str, others: list | None = None) -> str:
-    """The colour of a variant: fixed for the three study variants; for another name its place among ``others``
-    (the other extra variants of the figure, in order) picks one of :data:`EXTRA_COLOURS`."""
+    """The colour of a variant: fixed for the variants the toolkit trains (see the module docstring), a shade of
+    ``gf2``'s for ``gf2-r<N>``; for another name its place among ``others`` (the figure's variants, in order) picks
+    one of :data:`EXTRA_COLOURS`."""
     if name in VARIANT_COLOURS:
         return VARIANT_COLOURS[name]
-    extras = [v for v in dict.fromkeys(others or []) if v not in VARIANT_COLOURS]
+    m = re.fullmatch(r"gf2-r(\d+)", name)
+    if m and int(m.group(1)) >= 1:
+        return recoding_shade(int(m.group(1)))
+    extras = [v for v in dict.fromkeys(others or []) if v not in VARIANT_COLOURS and not re.fullmatch(r"gf2-r\d+", v)]
     return EXTRA_COLOURS[extras.index(name) % len(EXTRA_COLOURS)] if name in extras else EXTRA_COLOURS[0]
 
 
@@ -42,7 +62,6 @@ def subplots(columns: int = 2, height: float = 2.6, nrows: int = 1, ncols: int =
     """``plt.subplots`` at the width of one or two paper columns (constrained layout, axes always 2-D)."""
     width = ONE_COLUMN if columns == 1 else TWO_COLUMNS
     return plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False, layout="constrained", **kw)
-
 
 
 __all__ = ["VARIANT_COLOURS", "EXTRA_COLOURS", "ONE_COLUMN", "TWO_COLUMNS", "variant_colour", "variant_colours",
