@@ -59,6 +59,15 @@ def _points(ax, x, values, colour, horizontal=False):
         ax.scatter(x + jitter, values, s=9, color=colour, alpha=0.45, linewidths=0, zorder=2)
 
 
+def _legend_and_title(fig, handles, labels, title: str) -> None:
+    """The variants' legend below the panels (never over the data; up to 5 a row) and the title, wrapped to the
+    figure's width."""
+    import textwrap
+
+    fig.legend(handles, labels, loc="outside lower center", fontsize=7, frameon=False, ncol=min(5, len(labels)))
+    fig.suptitle("\n".join(textwrap.wrap(title, 115)), fontsize=9, x=0.02, ha="left")
+
+
 def forest(df: pd.DataFrame, panels: list[tuple[str, str, str]], *, title: str, step=None):
     """One panel per ``(analysis, metric, label)``: a row per key, each variant's mean with its 95% interval
     (bar) and its per-seed values (dots)."""
@@ -97,9 +106,7 @@ def forest(df: pd.DataFrame, panels: list[tuple[str, str, str]], *, title: str, 
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", color="0.9")
         ax.set_axisbelow(True)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", fontsize=7, frameon=False, ncol=len(labels))
-    fig.suptitle(title, fontsize=9, x=0.02, ha="left")
+    _legend_and_title(fig, *axes[0, 0].get_legend_handles_labels(), title)
     return fig
 
 
@@ -147,8 +154,7 @@ def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, t
     for ax in axes[0]:  # every variant once, whichever panel it appears in
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
-    axes[0, -1].legend(seen.values(), seen.keys(), fontsize=7, frameon=False)
-    fig.suptitle(title, fontsize=9, x=0.02, ha="left")
+    _legend_and_title(fig, list(seen.values()), list(seen.keys()), title)
     return fig
 
 
@@ -179,9 +185,8 @@ def training_figure(df: pd.DataFrame):
         ax.set_xlabel("training step", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(color="0.9")
-    axes[0, 0].legend(fontsize=6, frameon=False)
-    fig.suptitle("across training (kept snapshots and the final step; bands: 95% interval over seeds)", fontsize=9,
-                 x=0.02, ha="left")
+    _legend_and_title(fig, *axes[0, 0].get_legend_handles_labels(),
+                      "across training (kept snapshots and the final step; bands: 95% interval over seeds)")
     return fig
 
 
