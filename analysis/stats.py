@@ -46,7 +46,8 @@ def t_intervals(values, level: float = 0.95):
     v = np.asarray(values, dtype=float)
     ok = np.isfinite(v)
     n = ok.sum(1)
-    q = np.array([t_quantile(0.5 + level / 2, int(k)) for k in np.maximum(n - 1, 1)], dtype=float)
+    dfs, row_df = np.unique(np.maximum(n - 1, 1), return_inverse=True)
+    q = np.array([t_quantile(0.5 + level / 2, int(k)) for k in dfs], dtype=float)[row_df]
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(ok, v, 0).sum(1) / n
         var = np.where(ok, (v - mean[:, None]) ** 2, 0).sum(1) / (n - 1)

@@ -39,16 +39,21 @@ def recoding_shade(r: int) -> str:
     return "#" + "".join(f"{round(c + (towards - c) * share):02X}" for c in base)
 
 
+def _recoding(name: str) -> int | None:
+    """``N`` for a name ``gf2-r<N>``, else None (only ``N >= 1`` names a further recoding: recoding 0 is ``gf2``)."""
+    m = re.fullmatch(r"gf2-r(\d+)", name)
+    return int(m.group(1)) if m else None
+
+
 def variant_colour(name: str, others: list | None = None) -> str:
     """The colour of a variant: fixed for the variants the toolkit trains (see the module docstring), a shade of
     ``gf2``'s for ``gf2-r<N>``; for another name its place among ``others`` (the figure's variants, in order) picks
     one of :data:`EXTRA_COLOURS`."""
     if name in VARIANT_COLOURS:
         return VARIANT_COLOURS[name]
-    m = re.fullmatch(r"gf2-r(\d+)", name)
-    if m and int(m.group(1)) >= 1:
-        return recoding_shade(int(m.group(1)))
-    extras = [v for v in dict.fromkeys(others or []) if v not in VARIANT_COLOURS and not re.fullmatch(r"gf2-r\d+", v)]
+    if _recoding(name):
+        return recoding_shade(_recoding(name))
+    extras = [v for v in dict.fromkeys(others or []) if v not in VARIANT_COLOURS and not _recoding(v)]
     return EXTRA_COLOURS[extras.index(name) % len(EXTRA_COLOURS)] if name in extras else EXTRA_COLOURS[0]
 
 

@@ -237,19 +237,13 @@ HEADLINE = {("behaviours", "accuracy"), ("eval", "acc"), ("loss", "val_loss"), (
             ("recoding", "delta_loss_at_hamming"), ("erasure", "minus_placebo")}
 
 
-def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None, references=None) -> list[str]:
-    """Every figure of a study from its measurement table (and ``references``, the similarity table of
-    :func:`analysis.study.pipeline.measure_similarity`); returns the stems written (PNG + PDF each)."""
+def study_figures(df: pd.DataFrame, sim: pd.DataFrame, comp: pd.DataFrame, references=None) -> dict:
+    """``{stem: figure or None}``: every figure of a study, from its measurements (``df``, one variant per row),
+    the canonical-vs-gf2 similarity rows (``sim``), the paired comparisons and the similarity references."""
     from analysis.figures.similarity import references_figure
-    from analysis.figures.style import save_figure
 
-    missing = set(MEASUREMENT_COLUMNS) - set(df.columns)
-    if missing:
-        raise AnalysisError(f"the measurement table lacks the column(s) {sorted(missing)}")
-    pair = df.variant.str.contains(" vs ")
-    comp = compare(df[~pair]) if comp is None else comp
-    sim, df = df[pair], df[~pair]
-    figures = {
+    refs = _study_references(references) if references is not None else None
+    return {
         "behaviours_eval": forest(df, [("behaviours", "accuracy", "held-out accuracy (built-in tasks)"),
                                        ("eval", "acc", "lm-eval accuracy"),
                                        ("loss", "val_loss", "validation loss (nats/token)")],
@@ -290,14 +284,26 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None, re
                             ("head", "nn_overlap_excess", "neighbour overlap with another seed's learned table, "
                                                           "minus its frequency-binned null")],
                        title="the output head's geometry (final step; 95% interval over seeds)"),
-        "similarity": (references_figure(_study_references(references)) if references is not None
-                       and len(_study_references(references)) else
+        "similarity": (references_figure(refs) if refs is not None and len(refs) else
                        depth_figure(sim.assign(key="cka@" + sim.key), "similarity", "debiased",
                                     ylabel="debiased linear CKA",
                                     title="canonical vs gf2, same hook point (95% interval over seeds)")),
         "training": training_figure(df),
         "comparisons": comparison_figure(comp),
     }
+
+
+def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None, references=None) -> list[str]:
+    """Every figure of a study (:func:`study_figures`) from its measurement table (and ``references``, the
+    similarity table of :func:`analysis.study.pipeline.measure_similarity`); returns the stems written (PNG + PDF
+    each)."""
+    from analysis.figures.style import save_figure
+
+    missing = set(MEASUREMENT_COLUMNS) - set(df.columns)
+    if missing:
+        raise AnalysisError(f"the measurement table lacks the column(s) {sorted(missing)}")
+    pair = df.variant.str.contains(" vs ")
+    figures = study_figures(df[~pair], df[pair], compare(df[~pair]) if comp is None else comp, references)
     written = []
     for stem, fig in figures.items():
         if fig is not None:
@@ -410,6 +416,5 @@ def redraw(results) -> list[Path]:
     return [results / "figures" / f"{s}.png" for s in stems]
 
 
-__all__ = ["summarise", "compare", "draw_figures", "write_results", "redraw", "load_similarity", "load_circuits", "forest",
-           "depth_figure",
-           "training_figure", "comparison_figure"]
+__all__ = ["summarise", "compare", "study_figures", "draw_figures", "write_results", "redraw", "load_similarity",
+           "load_circuits", "forest", "depth_figure", "training_figure", "comparison_figure"]
