@@ -27,14 +27,22 @@ def language_seed(model) -> int:
     return 0 if seed is None else seed
 
 
+def check_task(lang: SyntheticLanguage, task: str) -> None:
+    """Refuse, with one :class:`AnalysisError` naming the choices, a task ``lang`` does not write (its ``TASKS``
+    and the held-out ``CONTROLS``)."""
+    if task not in lang.TASKS + lang.CONTROLS:
+        raise AnalysisError(f"unknown task {task!r}; use one of {list(lang.TASKS)} or a control "
+                            f"{list(lang.CONTROLS)}")
+
+
 def task_pairs(model, task: str, n: int = 16, *, seed: int = 0) -> PairBatch:
-    """``n`` pairs of a built-in task (``ioi``, ``agreement``, ``facts``, ``induction``) as a :class:`PairBatch`.
+    """``n`` pairs of a built-in task (``ioi``, ``agreement``, ``facts``, ``induction``, or the control
+    ``induction_unlisted``) as a :class:`PairBatch`.
 
     The pairs of one batch share a token length, so candidates are drawn (4, then 16, then 64 times ``n``) until one
     length has ``n``; where none does, the largest group is returned with a warning that names how many."""
     lang = SyntheticLanguage(language_seed(model))
-    if task not in lang.TASKS:
-        raise AnalysisError(f"unknown task {task!r}; use one of {list(lang.TASKS)}")
+    check_task(lang, task)
     if n < 1:
         raise AnalysisError(f"the number of pairs must be positive, got {n}")
     for factor in (4, 16, 64):

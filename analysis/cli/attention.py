@@ -23,7 +23,8 @@ HELP = "attention patterns of every head on one prompt: a CircuitsVis page (offl
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
     p.add_argument("--prompt", help="the text to look at (or use --task)")
-    p.add_argument("--task", help="a built-in task (ioi, agreement, facts, induction): its clean prompt of --pair")
+    p.add_argument("--task", help="a built-in task (ioi, agreement, facts, induction, or the control "
+                   "induction_unlisted): its clean prompt of --pair")
     p.add_argument("--pair", type=int, default=0, help="which of the task's pairs (default 0)")
     p.add_argument("--heads", help="heads for the static figure and the page, e.g. L1H3,L2H0 (default: every head)")
     p.add_argument("--out", help="output directory (default: analysis-out/attention)")

@@ -22,7 +22,8 @@ HELP = "direct logit attribution (per head, attention layer, MLP, input) of one 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
     src = p.add_argument_group("prompts (one of)")
-    src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction")
+    src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction, or the control "
+                     "induction_unlisted")
     src.add_argument("--pairs", help="JSONL file of {clean, corrupt, answer, wrong}")
     src.add_argument("--prompt", help="one prompt (with --answer and --wrong)")
     src.add_argument("--answer", help="the word that continues the prompt (leading space is added)")

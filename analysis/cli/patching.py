@@ -31,7 +31,8 @@ def add_pair_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     else:
         p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
     src = p.add_argument_group("prompt pairs (one of)")
-    src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction")
+    src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction, or the control "
+                     "induction_unlisted")
     src.add_argument("--pairs", help="JSONL file of {clean, corrupt, answer, wrong}")
     src.add_argument("--clean", help="clean prompt (with --corrupt, --answer, --wrong)")
     src.add_argument("--corrupt")

@@ -135,6 +135,11 @@ class SyntheticLanguage:
     """The toy language of one world seed. Building it is cheap (microseconds to milliseconds)."""
 
     TASKS = ("ioi", "agreement", "facts", "induction")
+    #: Held-out controls of a task, never trained on as such and not among :attr:`TASKS`: ``induction_unlisted`` is
+    #: the induction task with its lists drawn from the words that no training list uses (the lowercase words outside
+    #: the list pool), so a model that copies any word scores as on ``induction`` and one that copies only the pool's
+    #: words scores at chance.
+    CONTROLS = ("induction_unlisted",)
 
     def __init__(self, seed: int = 0, mix: dict[str, float] | None = None, retell: float = RETELL):
         """``mix`` overrides the probabilities of some sentence kinds of :data:`DEFAULT_MIX` (they are then
@@ -289,11 +294,17 @@ class SyntheticLanguage:
                  _PERIOD]
         return toks
 
-    def _word_list(self, rng: random.Random, indices: list[int] | None = None) -> list[tuple]:
+    def _word_list(self, rng: random.Random, indices: list[int] | None = None, words=POOL_TOKS) -> list[tuple]:
         if indices is None:
-            indices = rng.sample(range(len(POOL)), rng.randint(5, 10))
+            indices = rng.sample(range(len(words)), rng.randint(5, 10))
         return ([_THE0, ("words", "NOUN", "pl", -1, 0), ("are", "VERB", "pl", -1, 0)]
-                + [POOL_TOKS[i] for i in indices] + [_PERIOD])
+                + [words[i] for i in indices] + [_PERIOD])
+
+    def unlisted_words(self) -> list[str]:
+        """The words of ``induction_unlisted``'s lists: the lowercase words of the vocabulary that no list uses
+        (outside the list pool and the list's own ``words are``), in sorted order."""
+        pool = {w for w, _, _ in POOL} | {"words", "are"}
+        return [w for w in self._vocab if w.isalpha() and w.islower() and w not in pool]
 
     def _filler(self, rng: random.Random) -> list[tuple]:
         kind = rng.randrange(4)
@@ -441,11 +452,15 @@ class SyntheticLanguage:
         (agreement), another entity's attribute of the same relation (facts), another word of the same list
         (induction).
         """
-        if task not in self.TASKS:
-            raise DataError(f"unknown task {task!r}; valid tasks are: {', '.join(self.TASKS)}")
+        if task not in self.TASKS + self.CONTROLS:
+            raise DataError(f"unknown task {task!r}; valid tasks are: {', '.join(self.TASKS)} (and the controls "
+                            f"{', '.join(self.CONTROLS)})")
         _check_int(n, "n", 1)
         _check_int(seed, "seed")
         rng = random.Random(f"fixedid.synthetic.task:{self.seed}:{task}:{seed}")
+        if task == "induction_unlisted":
+            unlisted = [(w,) for w in self.unlisted_words()]
+            return [self._induction_pair(rng, unlisted, task) for _ in range(n)]
         make = {"ioi": self._ioi_pair, "agreement": self._agreement_pair, "facts": self._facts_pair,
                 "induction": self._induction_pair}[task]
         return [make(rng) for _ in range(n)]
@@ -477,17 +492,17 @@ class SyntheticLanguage:
         words = self._attr_words[rel]
         return PromptPair("facts", _render(clean), _render(corrupt), words[values[e]], words[values[other]])
 
-    def _induction_pair(self, rng: random.Random) -> PromptPair:
+    def _induction_pair(self, rng: random.Random, words=POOL_TOKS, task: str = "induction") -> PromptPair:
         length = rng.randint(5, 8)
-        indices = rng.sample(range(len(POOL)), length)
+        indices = rng.sample(range(len(words)), length)
         k = rng.randint(2, length - 1)  # the repeat shows the first k list words; the answer is word k
         # the wrong answer: another word of the same list, never the word just before (a word never follows
         # itself in a list, so a bigram model would rule that one out without reading the context)
         j = rng.choice([i for i in range(length) if i not in (k - 1, k)])
-        first = self._word_list(rng, indices)
-        repeat = self._word_list(rng, indices[:k])[:-1]
+        first = self._word_list(rng, indices, words)
+        repeat = self._word_list(rng, indices[:k], words)[:-1]
         bad = list(indices)
         bad[k] = indices[j]  # the corrupted first copy continues the repeated prefix with the wrong word instead
-        corrupt = self._word_list(rng, bad)
-        return PromptPair("induction", _render(first + repeat), _render(corrupt + repeat),
-                          POOL[indices[k]][0], POOL[indices[j]][0])
+        corrupt = self._word_list(rng, bad, words)
+        return PromptPair(task, _render(first + repeat), _render(corrupt + repeat), words[indices[k]][0],
+                          words[indices[j]][0])

@@ -74,3 +74,49 @@ def test_pair_scores_match_the_model_and_aggregate_with_intervals(demo_data):
             r.logit_diff_high
     with pytest.raises(AnalysisError, match="unknown task"):
         pair_scores(model, "sarcasm")
+
+
+class _Copier:
+    """Induction from nothing but the context, callable like a model: at each position the token that followed the
+    latest earlier occurrence of the current token gets logit 1, every other token 0; with ``only``, just the tokens
+    in it are copied (a copier of the list pool's words only)."""
+
+    def __init__(self, tokenizer, only=None):
+        self.tokenizer, self.only = tokenizer, only
+        self.vocab = tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def __call__(self, tokens):
+        out = torch.zeros(*tokens.shape, self.vocab)
+        for b, row in enumerate(tokens.tolist()):
+            for t, tok in enumerate(row):
+                earlier = [j for j in range(t) if row[j] == tok]
+                if earlier and (self.only is None or row[earlier[-1] + 1] in self.only):
+                    out[b, t, row[earlier[-1] + 1]] = 1.0
+        return out
+
+
+def test_the_unlisted_control_tells_a_general_copier_from_a_copier_of_the_pool(demo_data):
+    from fixedid.data.lexicon import POOL
+
+    tok = demo_data.tokenizer
+    pool = {tok.encode(" " + w, add_special_tokens=False).ids[0] for w, _, _ in POOL}
+    tasks = ("induction", "induction_unlisted")
+    general = behaviour_table(_Copier(tok), tasks, n=32).set_index("task").accuracy
+    pooled = behaviour_table(_Copier(tok, pool), tasks, n=32).set_index("task").accuracy
+    # a tie (neither word copied) is not correct: the pool's copier gets no unlisted pair
+    assert general.to_dict() == {"induction": 1.0, "induction_unlisted": 1.0}
+    assert pooled.to_dict() == {"induction": 1.0, "induction_unlisted": 0.0}
+    with pytest.raises(AnalysisError, match="induction_unlisted"):
+        pair_scores(_Copier(tok), "inductions")
+
+
+def test_the_unlisted_control_is_at_chance_without_context(demo_data):
+    vocab = demo_data.tokenizer.get_vocab_size(with_added_tokens=True)
+    train = demo_data.train
+    for order in (1, 2):
+        lm = NGramLM(train.slice(0, len(train)), vocab, order=order, tokenizer=demo_data.tokenizer)
+        d = pair_scores(lm, ("induction_unlisted",), n=400, seed=7).logit_diff
+        # no list pairs these words in training, so a bigram often cannot choose (a tie, which is not correct):
+        # chance counts a tie as half a pair
+        acc = ((d > 0).sum() + 0.5 * (d == 0).sum()) / len(d)
+        assert len(d) >= 300 and 0.4 <= acc <= 0.6, (order, acc)

@@ -5,6 +5,7 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from fixedid.data.lexicon import POOL
 from fixedid.data.synthetic import (NUMBERS, POS_TAGS, RELATIONS, PromptPair, SyntheticLanguage, WordLabel)
 from fixedid.errors import DataError
 
@@ -274,8 +275,12 @@ def test_facts_pairs(lang):
         assert facts[(entity, rel)] == p.answer and facts[(other, rel)] == p.wrong
 
 
-def test_induction_pairs(lang):
-    for p in lang.task_pairs("induction", 100):
+@pytest.mark.parametrize("task", ["induction", "induction_unlisted"])
+def test_induction_pairs(lang, task):
+    pool = {w for w, _, _ in POOL}
+    used = set()
+    for p in lang.task_pairs(task, 100):
+        assert p.task == task
         clean = p.clean.split()
         assert clean[:3] == ["The", "words", "are"] and clean.count("The") == 2
         second = clean.index("The", 1)
@@ -289,6 +294,22 @@ def test_induction_pairs(lang):
         assert diff_positions(p.clean, p.corrupt) == [3 + k]
         assert corrupt_words[3 + k] == p.wrong and p.answer not in corrupt_words
         assert len(set(span)) == len(span)
+        used |= set(span)
+    if task == "induction":  # the training lists' words
+        assert used <= pool
+    else:  # words no training list uses: lowercase words of the language outside the pool and the list's frame
+        assert not used & pool and used <= set(lang.vocabulary) and not used & {"words", "are"}
+        assert all(w.islower() for w in used) and len(used) > len(pool)
+
+
+def test_induction_pairs_are_the_ones_studies_recorded(lang):
+    # the first pairs as the language wrote them before the induction_unlisted control shared their code
+    first = lang.task_pairs("induction", 3)
+    assert first[0] == PromptPair("induction", "The words are garden door gift old table school. The words are garden "
+                                  "door gift old table", "The words are garden door gift old table door. The words "
+                                  "are garden door gift old table", "school", "door")
+    assert (first[2].clean, first[2].answer, first[2].wrong) == (
+        "The words are basket broken kite market dirty. The words are basket broken", "kite", "basket")
 
 
 # ----------------------------------------------------------------------------------- bad input
@@ -296,7 +317,7 @@ def test_induction_pairs(lang):
 def test_unknown_task(lang, task):
     with pytest.raises(DataError) as info:
         lang.task_pairs(task, 3)
-    for name in SyntheticLanguage.TASKS:
+    for name in SyntheticLanguage.TASKS + SyntheticLanguage.CONTROLS:
         assert name in str(info.value)
 
 
