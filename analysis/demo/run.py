@@ -5,7 +5,8 @@ language (or reuses them from the cache, keyed by the training config's fingerpr
 resumed), then writes to ``--out``:
 
 - ``behaviours.csv`` / ``behaviours.png|pdf``: held-out accuracy and logit difference of every variant on every
-  task of the language (the behaviours a study can stand on), with 95% intervals;
+  task of the language (the behaviours a study can stand on), with 95% intervals, and on the control
+  ``induction_unlisted`` (induction on words no training list uses);
 - ``ioi_patching.csv``, ``ioi_resid_pre.png|pdf``: activation patching of the residual stream on the same IOI
   pairs for each variant, side by side; ``ioi_flow.csv``: where the IOI information sits per layer;
 - ``recoding.csv``, ``recoding.png|pdf``: the fixed-code variants fed their code through GF(2) maps (transvection
@@ -32,7 +33,7 @@ import pandas as pd
 
 from fixedid.atomic import write_text_atomic
 
-from analysis.evaluation.behaviours import TASKS, behaviour_table
+from analysis.evaluation.behaviours import CONTROLS, TASKS, behaviour_table
 from analysis.demo.bitflip import TOKENS, bitflip_reading, bitflip_tables
 from analysis.demo.probes import probe_reading, probe_tables
 from analysis.demo.recoding import recoding_reading, recoding_table
@@ -55,7 +56,10 @@ HAS_BEHAVIOUR = 0.9  # accuracy from which a variant is said to have a behaviour
 
 
 def behaviour_figure(table: pd.DataFrame):
-    tasks = list(dict.fromkeys(table.task))
+    present = set(table.task)
+    tasks = [k for k in TASKS if k in present] + sorted(present - set(TASKS) - set(CONTROLS))
+    controls = [k for k in CONTROLS if k in present]
+    tasks += controls
     fig, ax = plt.subplots(figsize=(6.5, 3.0))
     width = 0.8 / len(VARIANTS)
     colors = variant_colours(VARIANTS)
@@ -66,7 +70,10 @@ def behaviour_figure(table: pd.DataFrame):
         ax.bar(x, 100 * t.accuracy, width, yerr=100 * err, capsize=2, label=v, color=colors.get(v))
     ax.axhline(50, color="k", lw=0.8, ls="--")
     ax.text(len(tasks) - 0.5, 51, "chance", ha="right", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(tasks)), tasks)
+    labels = {"induction_unlisted": "induction,\nunlisted words\n(control)"}
+    ax.set_xticks(range(len(tasks)), [labels.get(k, k) for k in tasks], fontsize=8)
+    if controls:  # the controls apart from the behaviours
+        ax.axvline(len(tasks) - len(controls) - 0.5, color="0.5", lw=0.8, ls=":")
     ax.set_ylabel("held-out accuracy (%)")
     ax.set_ylim(0, 118)
     ax.set_yticks(range(0, 101, 20))
@@ -109,6 +116,7 @@ def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
 def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs,
                  recoding: pd.DataFrame, bitflips: list[str], probes: list[str], circuits: list[str]) -> Path:
     toks = next(iter(results.values())).attrs["str_tokens"]
+    columns = [k for k in TASKS + CONTROLS if k in set(table.task)]
     ex = pairs.texts[0]
     lines = ["# The three input interfaces on the built-in language", "",
              f"Models: the `tiny` variants in `{run_dir}` (one recipe, one seed, one data order; only the input "
@@ -116,18 +124,31 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
              f"Held-out prompts of each task ({N_EVAL} per task): a prompt counts as correct when the answer's logit "
              "beats the wrong answer's (chance is 50%; a unigram or bigram model of the same training text scores "
              "at chance on every task).", "",
-             "| variant | " + " | ".join(TASKS) + " |", "|---|" + "---:|" * len(TASKS)]
+             "| variant | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
     for v in VARIANTS:
         t = table[table.variant == v].set_index("task")
         lines.append(f"| {v} | " + " | ".join(f"{100 * t.loc[k, 'accuracy']:.0f}% ({t.loc[k, 'logit_diff']:+.1f})"
-                                               for k in TASKS) + " |")
-    lines += ["", "Cells: accuracy (mean logit difference answer - wrong).", "", "![behaviours](behaviours.png)", ""]
+                                               for k in columns) + " |")
+    lines += ["", "Cells: accuracy (mean logit difference answer - wrong)."]
+    if "induction_unlisted" in columns:
+        lines += ["", "`induction_unlisted` is a control, not a behaviour: the induction prompts with lists of the "
+                  "words no training list uses (the training lists draw their words from a pool of 57). A model that "
+                  "copies any word scores there as on `induction`; one that copies only the pool's words scores at "
+                  "chance, and a circuit found on `induction` is then the pool's."]
+    lines += ["", "![behaviours](behaviours.png)", ""]
     have = {k: [v for v in VARIANTS if table[(table.variant == v) & (table.task == k)].accuracy.item()
                 >= HAS_BEHAVIOUR] for k in TASKS}
     for k in TASKS:
         who = have[k]
         lines.append(f"- {k}: " + (f"all three variants reach {100 * HAS_BEHAVIOUR:.0f}%" if len(who) == 3 else
                                    f"at or above {100 * HAS_BEHAVIOUR:.0f}%: {', '.join(who) if who else 'none'}"))
+    if "induction_unlisted" in columns:
+        c = table[table.task == "induction_unlisted"].set_index("variant")
+        chance = [v for v in VARIANTS if c.loc[v, "accuracy_low"] <= 0.5 <= c.loc[v, "accuracy_high"]]
+        accs = ", ".join(f"{v} {100 * c.loc[v, 'accuracy']:.0f}%" for v in VARIANTS)
+        lines.append(f"- induction_unlisted (the control): {accs}; at chance (the 95% interval holds 50%): "
+                     f"{', '.join(chance) if chance else 'none'}. A variant with induction but at chance here copies "
+                     "only the pool's words")
     lines += ["", "## IOI activation patching", "",
               f"{len(pairs)} clean/corrupt pairs of {len(toks)} tokens, e.g.", "",
               f"- clean: `{ex['clean']}` -> ` {ex['answer']}`", f"- corrupt: `{ex['corrupt']}` (the second subject "
@@ -182,7 +203,8 @@ def run_demo(args) -> int:
     run_dir = ensure_variants(args.config or "tiny", cache_root(args.cache))
     out = Path(args.out)
     models = {v: load(run_dir / v) for v in VARIANTS}
-    table = pd.concat([behaviour_table(m, n=N_EVAL).assign(variant=v) for v, m in models.items()], ignore_index=True)
+    table = pd.concat([behaviour_table(m, TASKS + CONTROLS, n=N_EVAL).assign(variant=v) for v, m in models.items()],
+                      ignore_index=True)
     table = table[["variant"] + [c for c in table.columns if c != "variant"]]
     pairs = task_pairs(models["canonical"], "ioi", N_PAIRS, seed=0)  # one tokenizer, so the same pairs for all
     results = {v: activation_patching(m, pairs, site="resid_pre", metric="normalized_logit_diff", progress=True)

@@ -85,10 +85,12 @@ def test_demo_end_to_end_then_cached(tmp_path, capsys):
             "ioi_resid_pre.png", "ioi_resid_pre.pdf", "recoding.csv", "recoding.png", "recoding.pdf"} <= out
     table = pd.read_csv(tmp_path / "demo" / "behaviours.csv")
     assert set(table.variant) == {"learned", "canonical", "gf2"} and set(table.task) >= {"ioi", "agreement"}
+    assert "induction_unlisted" in set(table.task)  # the control beside the behaviours
     assert table.accuracy.between(0, 1).all() and (table.accuracy_low <= table.accuracy).all()
     report = (tmp_path / "demo" / "report.md").read_text()
     for v in ("learned", "canonical", "gf2"):
         assert f"| {v} |" in report and f"**{v}**" in report
+    assert "| induction | induction_unlisted |" in report and "`induction_unlisted` is a control" in report
     rec = pd.read_csv(tmp_path / "demo" / "recoding.csv")
     assert set(rec[rec.family == "transvection"].variant) == {"canonical", "gf2"}
     assert set(rec[rec.family == "token-permutation"].variant) == {"learned", "canonical", "gf2"}
