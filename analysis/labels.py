@@ -25,7 +25,8 @@ LABEL_COLUMNS = ("pos_tag", "number", "entity", "depth", "ioi_role")
 def _labelled_docs(model):
     """Yield ``(text, [(start, end, WordLabel)])`` for the documents of the checkpoint's validation stream."""
     from fixedid.data.corpus import synthetic_language
-    from fixedid.data.synthetic import SENTENCES_PER_DOC, WordLabel, render_spans
+    from fixedid.data.render import render_spans
+    from fixedid.data.synthetic import SENTENCES_PER_DOC, WordLabel
 
     _, split, mix = validation_source(model)
     # the stream seed of fixedid.data.corpus for a non-train split (seed 0)

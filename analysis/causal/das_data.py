@@ -64,7 +64,7 @@ def twin_token(model, bit: int) -> np.ndarray:
 
 def list_words(model) -> set[int]:
     """The tokens of the words the built-in language's induction lists draw from (each a single token here)."""
-    from fixedid.data.synthetic import POOL
+    from fixedid.data.lexicon import POOL
 
     if getattr(model, "tokenizer", None) is None:
         raise AnalysisError("the bit variable needs the model's tokenizer (to find the list words)")

@@ -55,11 +55,14 @@ HAS_BEHAVIOUR = 0.9  # accuracy from which a variant is said to have a behaviour
 
 
 
+def task_columns(table: pd.DataFrame) -> list[str]:
+    """The tasks of a behaviours table in the language's order, its controls last."""
+    return [k for k in TASKS + CONTROLS if k in set(table.task)]
+
+
 def behaviour_figure(table: pd.DataFrame):
-    present = set(table.task)
-    tasks = [k for k in TASKS if k in present] + sorted(present - set(TASKS) - set(CONTROLS))
-    controls = [k for k in CONTROLS if k in present]
-    tasks += controls
+    tasks = task_columns(table)
+    controls = [k for k in tasks if k in CONTROLS]
     fig, ax = plt.subplots(figsize=(6.5, 3.0))
     width = 0.8 / len(VARIANTS)
     colors = variant_colours(VARIANTS)
@@ -116,7 +119,7 @@ def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
 def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs,
                  recoding: pd.DataFrame, bitflips: list[str], probes: list[str], circuits: list[str]) -> Path:
     toks = next(iter(results.values())).attrs["str_tokens"]
-    columns = [k for k in TASKS + CONTROLS if k in set(table.task)]
+    columns = task_columns(table)
     ex = pairs.texts[0]
     lines = ["# The three input interfaces on the built-in language", "",
              f"Models: the `tiny` variants in `{run_dir}` (one recipe, one seed, one data order; only the input "

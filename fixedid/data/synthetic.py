@@ -52,11 +52,13 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterator
 
 from ..errors import DataError
+from .render import render
+from .task_pairs import PromptPair, TaskPairs
 from .lexicon import (ADJS, ANIMATE, ANIM_ADJS, ATTR_PREPS, CODAS, FEMALE, FIXED_WORDS, FOODS, GIVE, JOBS, LOC_PREPS,
-                      MALE, MOTION, NOUNS, N_CITIES, N_ENTITIES, OBJECTS, ONSETS, OPENERS, PLACES, PLURAL_FOODS, POOL,
+                      MALE, MOTION, NOUNS, N_CITIES, N_ENTITIES, OBJECTS, ONSETS, OPENERS, PLACES, PLURAL_FOODS,
                       POOL_TOKS, TRANSITIVE, VERB_PAIRS, VOWELS)
 
 POS_TAGS = ("NAME", "ENTITY", "CITY", "DET", "NOUN", "VERB", "ADJ", "PREP", "CONJ", "PRON", "REL", "PUNCT")
@@ -89,40 +91,6 @@ class WordLabel:
     role: str = "none"  # in an IOI sentence: "io" / "s1" (first mentions), "s2" (the subject again), "io2" (the answer)
 
 
-@dataclass(frozen=True)
-class PromptPair:
-    """A clean/corrupt prompt pair for patching; the answer continues ``clean`` as ``" " + answer``."""
-    task: str
-    clean: str
-    corrupt: str
-    answer: str
-    wrong: str
-
-
-def render(words: Sequence[str]) -> str:
-    """The text of ``words`` (a sentence or a whole document): joined by single spaces, each ``,`` and ``.``
-    attached to the word before it. Every text of the language (documents, :meth:`SyntheticLanguage.sentence_text`,
-    task prompts, :mod:`analysis.labels`) is rendered here."""
-    return " ".join(words).replace(" ,", ",").replace(" .", ".")
-
-
-def render_spans(words: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
-    """``render(words)`` and the ``(start, end)`` character span of each word in that text (in order)."""
-    text = render(words)
-    spans, pos = [], 0
-    for w in words:  # the gap before a word is one space or nothing: whatever render put there
-        if text.startswith(" ", pos):
-            pos += 1
-        spans.append((pos, pos + len(w)))
-        pos += len(w)
-    return text, spans
-
-
-def _render(toks) -> str:
-    """:func:`render` of internal token tuples (word first)."""
-    return render([t[0] for t in toks])
-
-
 def _check_int(value, what: str, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise DataError(f"{what} must be an int, got {value!r}")
@@ -131,15 +99,8 @@ def _check_int(value, what: str, minimum: int | None = None) -> int:
     return value
 
 
-class SyntheticLanguage:
+class SyntheticLanguage(TaskPairs):
     """The toy language of one world seed. Building it is cheap (microseconds to milliseconds)."""
-
-    TASKS = ("ioi", "agreement", "facts", "induction")
-    #: Held-out controls of a task, never trained on as such and not among :attr:`TASKS`: ``induction_unlisted`` is
-    #: the induction task with its lists drawn from the words that no training list uses (the lowercase words outside
-    #: the list pool), so a model that copies any word scores as on ``induction`` and one that copies only the pool's
-    #: words scores at chance.
-    CONTROLS = ("induction_unlisted",)
 
     def __init__(self, seed: int = 0, mix: dict[str, float] | None = None, retell: float = RETELL):
         """``mix`` overrides the probabilities of some sentence kinds of :data:`DEFAULT_MIX` (they are then
@@ -300,12 +261,6 @@ class SyntheticLanguage:
         return ([_THE0, ("words", "NOUN", "pl", -1, 0), ("are", "VERB", "pl", -1, 0)]
                 + [words[i] for i in indices] + [_PERIOD])
 
-    def unlisted_words(self) -> list[str]:
-        """The words of ``induction_unlisted``'s lists: the lowercase words of the vocabulary that no list uses
-        (outside the list pool and the list's own ``words are``), in sorted order."""
-        pool = {w for w, _, _ in POOL} | {"words", "are"}
-        return [w for w in self._vocab if w.isalpha() and w.islower() and w not in pool]
-
     def _filler(self, rng: random.Random) -> list[tuple]:
         kind = rng.randrange(4)
         if kind == 0:
@@ -441,7 +396,8 @@ class SyntheticLanguage:
 
     # ------------------------------------------------------------------------------------- tasks
     def task_pairs(self, task: str, n: int, *, seed: int = 0) -> list[PromptPair]:
-        """``n`` clean/corrupt prompt pairs for ``task`` (one of TASKS), deterministic in (world seed, seed).
+        """``n`` clean/corrupt prompt pairs for ``task`` (one of TASKS, or of the held-out CONTROLS; see
+        :mod:`fixedid.data.task_pairs`), deterministic in (world seed, seed).
 
         Clean and corrupt have the same number of words and differ only in the patched word: the second
         subject mention (ioi), the subject noun's number (agreement), the entity (facts), or the word at the
@@ -458,51 +414,5 @@ class SyntheticLanguage:
         _check_int(n, "n", 1)
         _check_int(seed, "seed")
         rng = random.Random(f"fixedid.synthetic.task:{self.seed}:{task}:{seed}")
-        if task == "induction_unlisted":
-            unlisted = [(w,) for w in self.unlisted_words()]
-            return [self._induction_pair(rng, unlisted, task) for _ in range(n)]
-        make = {"ioi": self._ioi_pair, "agreement": self._agreement_pair, "facts": self._facts_pair,
-                "induction": self._induction_pair}[task]
+        make = self._pair_writer(task)
         return [make(rng) for _ in range(n)]
-
-    def _ioi_pair(self, rng: random.Random) -> PromptPair:
-        toks = self._ioi(rng)  # S2 is word 9, IO is word 14
-        clean = toks[:14]
-        corrupt = list(clean)
-        corrupt[9] = toks[14]
-        return PromptPair("ioi", _render(clean), _render(corrupt), toks[14][0], toks[9][0])
-
-    def _agreement_pair(self, rng: random.Random) -> PromptPair:
-        # the attractor has the subject's number in half of the pairs and the opposite number in the other half,
-        # so "the verb agrees (or disagrees) with the nearest noun" scores at chance: only the subject decides
-        toks = self._agreement(rng, opposite=rng.random() < 0.5)  # subject is word 1, verb word 5
-        subject, verb = toks[1], toks[5]
-        pair = next(p for p in VERB_PAIRS if verb[0] in p)
-        noun = next(p for p in NOUNS if subject[0] in p)
-        corrupt = list(toks[:5])
-        corrupt[1] = (noun[subject[2] == "sg"],) + subject[1:]
-        return PromptPair("agreement", _render(toks[:5]), _render(corrupt), verb[0], pair[verb[2] == "sg"])
-
-    def _facts_pair(self, rng: random.Random) -> PromptPair:
-        rel = rng.randrange(len(RELATIONS))
-        e = rng.randrange(N_ENTITIES)
-        values = self._attr[rel]
-        other = rng.choice([j for j in range(N_ENTITIES) if values[j] != values[e]])
-        clean, corrupt = self._fact(rng, e, rel)[:-2], self._fact(rng, other, rel)[:-2]
-        words = self._attr_words[rel]
-        return PromptPair("facts", _render(clean), _render(corrupt), words[values[e]], words[values[other]])
-
-    def _induction_pair(self, rng: random.Random, words=POOL_TOKS, task: str = "induction") -> PromptPair:
-        length = rng.randint(5, 8)
-        indices = rng.sample(range(len(words)), length)
-        k = rng.randint(2, length - 1)  # the repeat shows the first k list words; the answer is word k
-        # the wrong answer: another word of the same list, never the word just before (a word never follows
-        # itself in a list, so a bigram model would rule that one out without reading the context)
-        j = rng.choice([i for i in range(length) if i not in (k - 1, k)])
-        first = self._word_list(rng, indices, words)
-        repeat = self._word_list(rng, indices[:k], words)[:-1]
-        bad = list(indices)
-        bad[k] = indices[j]  # the corrupted first copy continues the repeated prefix with the wrong word instead
-        corrupt = self._word_list(rng, bad, words)
-        return PromptPair(task, _render(first + repeat), _render(corrupt + repeat), words[indices[k]][0],
-                          words[indices[j]][0])

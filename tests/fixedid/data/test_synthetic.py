@@ -196,7 +196,7 @@ def test_sentence_text_attaches_punctuation(lang):
 
 
 def test_render_spans_locate_every_word(lang):
-    from fixedid.data.synthetic import render, render_spans
+    from fixedid.data.render import render, render_spans
 
     assert render(["When", "Mary", ",", "John", "."]) == "When Mary, John."
     labelled = list(lang.labelled_sentences(300, seed=4))
