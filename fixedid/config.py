@@ -102,6 +102,10 @@ class ModelConfig:
     mlp: str = "swiglu"
     bias: bool = False
     rope_theta: float = 10000.0
+    rope_head_thetas: list[float] | None = None  # one RoPE base per attention head (n_heads entries, the same in
+    # every layer); None: rope_theta for every head. Heads with a small base turn every frequency quickly (they can
+    # tell the token before from the ones further back); heads with a large one keep slow frequencies that compare
+    # tokens by content at any distance. No Llama equivalent: such a model does not export to Hugging Face.
     init_std: float = 0.02
     embed_init_std: float | None = None  # std of a learned input table at init (None: init_std)
     seed: int = 0
@@ -188,6 +192,13 @@ class ModelConfig:
         need(self.d_head % 2 == 0, f"head size d_model/n_heads = {self.d_head} must be even for RoPE")
         need(self.kv_heads >= 1 and self.n_heads % self.kv_heads == 0,
              f"n_kv_heads {self.n_kv_heads} must divide n_heads {self.n_heads}")
+        if self.rope_head_thetas is not None:
+            t = self.rope_head_thetas
+            need(isinstance(t, (list, tuple)) and len(t) == self.n_heads
+                 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in t),
+                 f"rope_head_thetas must list one positive RoPE base per head ({self.n_heads}), got {t!r}")
+            need(self.kv_heads == self.n_heads, f"rope_head_thetas needs a key/value head per query head (n_kv_heads "
+                 f"{self.n_kv_heads} != n_heads {self.n_heads}); leave n_kv_heads out or use one rope_theta")
         need(self.code_scale > 0, f"code_scale must be positive, got {self.code_scale}")
         need(self.init_std > 0, f"init_std must be positive, got {self.init_std}")
         need(self.embed_init_std is None or (isinstance(self.embed_init_std, (int, float)) and self.embed_init_std > 0),

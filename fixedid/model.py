@@ -271,6 +271,17 @@ class LearnedInput(nn.Module):
         return F.embedding(tokens, self.W_E)
 
 
+def rope_tables(cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE's cos and sin by position, ``[context, 1, d_head]`` (one base, ``rope_theta``) or ``[context, n_heads,
+    d_head]`` (``rope_head_thetas``: a base per head); they broadcast over ``[batch, pos, heads, d_head]``."""
+    thetas = [cfg.rope_theta] if cfg.rope_head_thetas is None else cfg.rope_head_thetas
+    exponent = torch.arange(0, cfg.d_head, 2, dtype=torch.float32) / cfg.d_head
+    inv = torch.stack([1.0 / (float(t) ** exponent) for t in thetas])  # [bases, d_head / 2]
+    freqs = torch.arange(cfg.context, dtype=torch.float32)[:, None, None] * inv  # [context, bases, d_head / 2]
+    freqs = torch.cat((freqs, freqs), dim=-1)
+    return freqs.cos(), freqs.sin()
+
+
 def _param_seed(seed: int, name: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}/{name}".encode()).digest()[:8], "little") & ((1 << 63) - 1)
 
@@ -304,11 +315,9 @@ class FixedIdLM(HookedRootModule):
             self.unembed = FixedOutput(config)
         else:
             self.unembed = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        inv = 1.0 / (config.rope_theta ** (torch.arange(0, config.d_head, 2, dtype=torch.float32) / config.d_head))
-        freqs = torch.outer(torch.arange(config.context, dtype=torch.float32), inv)
-        freqs = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # [context, 1, d_head]
-        self.register_buffer("rope_cos", freqs.cos(), persistent=False)
-        self.register_buffer("rope_sin", freqs.sin(), persistent=False)
+        cos, sin = rope_tables(config)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
         self.tokenizer = None
         self.setup()
         if init:

@@ -50,6 +50,9 @@ def _check_exportable(cfg: ModelConfig) -> None:
         raise AnalysisError(f"only RMSNorm + SwiGLU models map exactly onto the Llama layout; this one has norm "
                             f"{cfg.norm!r} and mlp {cfg.mlp!r} (presets gpt2-small and prior-1024 cannot be "
                             "exported)")
+    if cfg.rope_head_thetas is not None and any(float(t) != cfg.rope_theta for t in cfg.rope_head_thetas):
+        raise AnalysisError(f"this model gives its heads different RoPE bases (rope_head_thetas "
+                            f"{cfg.rope_head_thetas}); a Llama has one base for every head, so it cannot be exported")
 
 
 def _provenance(model) -> dict:

@@ -25,6 +25,7 @@ from transformer_lens.model_bridge.generalized_components.position_embeddings_at
 )
 from transformer_lens.model_bridge.sources import build_bridge_from_module
 
+from analysis.errors import AnalysisError
 from analysis.interop.bridge import NORM_HOOKS, FixedIdAdapter, bridge_config
 
 ARCH = "FixedIdLMSplitQKV"
@@ -36,7 +37,8 @@ class ForkedAttentionBridge(PositionEmbeddingsAttentionBridge):
     def forward(self, x, cos, sin, past=None):  # noqa: D102 - the signature of fixedid's Attention.forward
         if past is not None:
             raise NotImplementedError("the split-qkv bridge runs whole sequences; it takes no past_kv")
-        # fixedid's tables are [pos, 1, d_head]; HF's rotate-half RoPE takes [batch, pos, d_head]
+        # fixedid's tables are [pos, 1 or n_heads, d_head] (one base here); HF's rotate-half RoPE takes
+        # [batch, pos, d_head]
         pe = (cos[:, 0][None].to(x.dtype), sin[:, 0][None].to(x.dtype))
         out = super().forward(hidden_states=x, position_embeddings=pe, attention_mask=None)
         return out[0] if isinstance(out, tuple) else out
@@ -58,7 +60,13 @@ ArchitectureAdapterFactory.register_adapter(ARCH, SplitQKVAdapter)
 
 def to_split_qkv_bridge(model):
     """A TransformerBridge over a structural clone of ``model`` (sharing its tensors) whose attention exposes TL's
-    per-head q/k/v input forks; call ``bridge.set_use_split_qkv_input(True)`` (TL's own tools do) to use them."""
+    per-head q/k/v input forks; call ``bridge.set_use_split_qkv_input(True)`` (TL's own tools do) to use them.
+    TL's attention turns every head by one RoPE table, so a model whose heads have different bases
+    (``rope_head_thetas``) is refused."""
+    thetas = model.cfg.rope_head_thetas
+    if thetas is not None and any(float(t) != float(thetas[0]) for t in thetas):
+        raise AnalysisError(f"the split-qkv bridge turns every head by one RoPE table, but this model's heads have "
+                            f"bases {thetas}; use analysis's own path patching and edge attribution instead")
     shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers(), [model.tokenizer])}
     clone = copy.deepcopy(model, shared)
     clone.reset_hooks(including_permanent=True)

@@ -52,6 +52,10 @@ def test_small_preset_size():
     (dict(gf2_matrix=np.eye(16, dtype=int).tolist()), "go together"),
     (dict(colour="red"), "unknown ModelConfig field"),
     (dict(embed_init_std=0.0), "embed_init_std must be a positive number"),
+    (dict(rope_head_thetas=[30.0, 10000.0]), "one positive RoPE base per head \\(4\\)"),
+    (dict(rope_head_thetas=[30.0, 0.0, 1e4, 1e4]), "one positive RoPE base per head"),
+    (dict(rope_head_thetas=[30.0, 30.0, 1e4, "1e4"]), "one positive RoPE base per head"),
+    (dict(rope_head_thetas=[30.0, 30.0, 1e4, 1e4], n_kv_heads=2), "a key/value head per query head"),
 ])
 def test_config_errors(kwargs, match):
     with pytest.raises(ConfigError, match=match):

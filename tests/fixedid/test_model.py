@@ -70,7 +70,10 @@ def test_run_with_hooks_overwrites_resid_pre_and_changes_logits():
     torch.testing.assert_close(m(t), clean)  # hooks were removed
 
 
-@pytest.mark.parametrize("kw", [{}, dict(n_kv_heads=2), dict(norm="ln", mlp="gelu", bias=True)])
+MIXED_ROPE = dict(rope_head_thetas=[30.0, 10000.0, 30.0, 500.0])
+
+
+@pytest.mark.parametrize("kw", [{}, dict(n_kv_heads=2), dict(norm="ln", mlp="gelu", bias=True), MIXED_ROPE])
 def test_explicit_attention_matches_sdpa(kw):
     m, t = model(**kw), tokens(pos=20)
     fast = m(t)
@@ -133,7 +136,7 @@ def test_code_rows_distinct_for_every_token():
     assert len(np.unique(m.embed.code.numpy(), axis=0)) == 512
 
 
-@pytest.mark.parametrize("kw", [{}, dict(n_kv_heads=2)])
+@pytest.mark.parametrize("kw", [{}, dict(n_kv_heads=2), MIXED_ROPE])
 def test_past_kv_continues_a_prefix_exactly(kw):
     m, t = model(**kw), tokens(pos=20)
     full = m(t)
@@ -176,3 +179,25 @@ def test_fixed_tables_on_meta_have_their_shape_and_on_cpu_their_values(changes):
         code = real.embed.code.numpy()  # the gf2 code the input reads, {-1, +1} in its default value map here
         expect = code_features(np.where(code > 0, 1.0, -1.0), d, seed)
         assert np.array_equal(real.unembed.weight.numpy(), expect)
+
+
+def _rotated(x: np.ndarray, base: float) -> np.ndarray:
+    """RoPE by hand, in float64: ``x`` is ``[pos, d]``; the pair (i, i + d/2) turns by ``pos * base**(-2i/d)``."""
+    pos, d = x.shape
+    angle = np.arange(pos)[:, None] * base ** (-np.arange(0, d, 2) / d)[None, :]
+    a, b = x[:, :d // 2], x[:, d // 2:]
+    return np.concatenate([a * np.cos(angle) - b * np.sin(angle), b * np.cos(angle) + a * np.sin(angle)], axis=1)
+
+
+@pytest.mark.parametrize("kw, bases", [({}, [10000.0] * 4), (dict(rope_theta=500.0), [500.0] * 4),
+                                       (MIXED_ROPE, MIXED_ROPE["rope_head_thetas"])])
+def test_each_head_turns_its_queries_and_keys_by_its_own_base(kw, bases):
+    m, t = model(**kw), tokens(pos=20)
+    _, cache = m.run_with_cache(t, names_filter=lambda n: n.startswith("blocks.1.attn.hook_"))
+    for name in ("q", "k"):
+        raw = cache[f"blocks.1.attn.hook_{name}"].double().numpy()  # [batch, pos, heads, d_head]
+        rot = cache[f"blocks.1.attn.hook_rot_{name}"].double().numpy()
+        for h, base in enumerate(bases):
+            np.testing.assert_allclose(rot[1, :, h], _rotated(raw[1, :, h], base), atol=1e-5)
+    assert m.rope_cos.shape == ((32, 1, 16) if "rope_head_thetas" not in kw else (32, 4, 16))
+

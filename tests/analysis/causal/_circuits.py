@@ -19,9 +19,11 @@ PAIRS = [
          corrupt="When Anna and John went to the park , Anna gave a ball to", answer="Anna", wrong="John"),
 ]
 
-#: name -> (interface, config changes): RMSNorm without biases; LayerNorm, biases and a GELU MLP; grouped queries.
+#: name -> (interface, config changes): RMSNorm without biases; LayerNorm, biases and a GELU MLP; grouped queries;
+#: biases and two RoPE bases across the heads (as the tiny recipe has).
 KINDS = {"rms": ("canonical", {}), "ln_bias": ("learned", dict(norm="ln", bias=True, mlp="gelu")),
-         "gqa": ("gf2", dict(n_kv_heads=2))}
+         "gqa": ("gf2", dict(n_kv_heads=2)),
+         "rope_heads": ("gf2", dict(bias=True, rope_head_thetas=[30.0, 10000.0, 30.0, 10000.0]))}
 
 
 def circuit_model(tmp_path_factory, kind: str):

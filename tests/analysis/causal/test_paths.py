@@ -22,7 +22,7 @@ from analysis.interop.split_bridge import to_split_qkv_bridge
 from tests.analysis.causal._circuits import PAIRS, circuit_model, folded_twin
 
 
-@pytest.fixture(scope="module", params=["rms", "ln_bias", "gqa"])
+@pytest.fixture(scope="module", params=["rms", "ln_bias", "gqa", "rope_heads"])
 def model(request, tmp_path_factory):
     return circuit_model(tmp_path_factory, request.param)
 
@@ -69,11 +69,12 @@ def attention(model, layer, x, delta, inputs, norm):
         return F.linear(patched if (c, h) in inputs else plain, lin.weight[rows],
                         None if lin.bias is None else lin.bias[rows])
 
-    cos, sin = model.rope_cos[:T, 0], model.rope_sin[:T, 0]
     causal = torch.ones(T, T, dtype=torch.bool).triu(1)
     out = 0
     for h in range(H):
         kv = h // (H // K)
+        row = h if model.rope_cos.shape[1] > 1 else 0  # a table per head (rope_head_thetas) or one for all
+        cos, sin = model.rope_cos[:T, row], model.rope_sin[:T, row]
         q, k, v = rope(proj("q", h), cos, sin), rope(proj("k", kv), cos, sin), proj("v", kv)
         scores = (q @ k.transpose(-1, -2) / math.sqrt(dh)).masked_fill(causal, float("-inf"))
         out = out + (scores.softmax(-1) @ v) @ attn.o_proj.weight[:, h * dh:(h + 1) * dh].T
@@ -155,6 +156,10 @@ def test_exact_against_a_naive_hooked_loop(model, batch, mode, norm):
 
 def test_equals_transformer_lens_direct_path_patching(model, batch, monkeypatch):
     monkeypatch.setattr(tlp, "tqdm", lambda it, **kw: it)
+    if model.cfg.rope_head_thetas is not None:  # TL's attention has one RoPE table for every head
+        with pytest.raises(AnalysisError, match="one RoPE table"):
+            to_split_qkv_bridge(model)
+        return
     bridge = to_split_qkv_bridge(model).eval()
     with torch.no_grad():
         _, clean = bridge.run_with_cache(batch.clean)
