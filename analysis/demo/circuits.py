@@ -59,9 +59,15 @@ def circuit_reading(tables: dict, figures: dict) -> list[str]:
 
 def circuit_csv(tables: dict) -> dict:
     """The section's tables, each with a ``variant`` column: ``edges``, ``faithfulness``, ``circuit``."""
+    def part(t, key):
+        if key == "circuit":
+            return t["kept"].merge(t["checks"], on=["sender", "receiver"])
+        if key == "curve":  # the logit differences the shares are of: a share of a tiny gap is noise
+            return t[key].assign(clean=t[key].attrs["clean"], corrupt=t[key].attrs["corrupt"])
+        return t[key]
+
     def stack(key):
-        frames = [(t[key] if key != "circuit" else t["kept"].merge(t["checks"], on=["sender", "receiver"]))
-                  .assign(variant=v) for v, t in tables.items()]
+        frames = [part(t, key).assign(variant=v) for v, t in tables.items()]
         df = pd.concat(frames, ignore_index=True)
         return df[["variant"] + [c for c in df.columns if c != "variant"]]
 

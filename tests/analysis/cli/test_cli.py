@@ -111,7 +111,9 @@ def test_demo_end_to_end_then_cached(tmp_path, capsys):
     assert "## Probes" in report and "probes.png" in out
     curve = pd.read_csv(tmp_path / "demo" / "circuit_faithfulness.csv")
     assert set(curve.variant) == {"learned", "canonical", "gf2"}
-    assert np.allclose(curve.groupby("variant").recovered.last(), 1, atol=1e-3)  # every edge kept: the clean run
+    # every edge kept: the clean run, to float32 rounding in logits (the share divides by a gap near 0 untrained)
+    last = curve.groupby("variant").last()
+    assert np.allclose((last.recovered - 1) * (last.clean - last.corrupt), 0, atol=1e-5)
     assert "## The IOI circuit of each variant" in report and "circuit_faithfulness.png" in report
     assert {"circuit_canonical.png", "circuit_edges.csv", "circuit_circuit.csv"} <= out
     printed = capsys.readouterr().out

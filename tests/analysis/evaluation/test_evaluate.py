@@ -49,7 +49,7 @@ def test_loglikelihood_equals_the_models_own_log_softmax(ckpt, monkeypatch):
 
     monkeypatch.setattr(lmeval, "SCORE_CHUNK", 3)  # continuations scored across chunk boundaries
     for (a, ga), (b, gb) in zip(lm._loglikelihood_tokens(reqs, disable_tqdm=True), got):
-        assert abs(a - b) < 1e-9 and ga == gb
+        assert abs(a - b) < 1e-5 and ga == gb  # float32 rounding: a matmul of 3 rows need not round as one of all
     monkeypatch.undo()
     with pytest.raises(AnalysisError, match="max_batch_tokens must be positive"):
         FixedIdEvalLM(model=ckpt, max_batch_tokens=0)
