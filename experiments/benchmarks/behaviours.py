@@ -7,7 +7,10 @@ from the demo's cache ($FIXEDID_CACHE or ~/.cache/fixedid; seed 0, recoding 0 is
 held-out pairs of every task of the built-in language at the final step and at the snapshot the config keeps at 75%
 of training, and prints a table variant x recoding x seed x task (accuracy, mean logit difference answer - wrong)
 per checkpoint, the training time per seed, and whether the targets hold: every variant, recoding and seed at
->= 90% on ioi, agreement and induction, at 75% of training and at the end.
+>= 90% on ioi, agreement and induction, at 75% of training and at the end. The held-out controls
+(``induction_unlisted``: the induction prompts with list words no training list uses, chance 50%) are scored and
+tabled beside the tasks, not as targets: a model that copies only the words its training lists use is at chance
+there.
 
 Unless ``--no-readme``, it also writes the summary table (variant, recoding, seed, step, task, accuracy, logit
 difference) to ``experiments/benchmarks/results/behaviours.csv`` (``behaviours-<config>.csv`` for another packaged
@@ -28,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import load
-from analysis.evaluation.behaviours import pair_scores, summarize
+from analysis.evaluation.behaviours import CONTROLS, TASKS, pair_scores, summarize
 from analysis.variants import VARIANTS, cache_root, ensure_variants
 from fixedid.train import kept_dir
 from fixedid.train.config import TrainConfig
@@ -76,7 +79,7 @@ def readme_block(table: pd.DataFrame, config: str = "tiny") -> str:
              "not edit by hand -->", "",
              f"Held-out accuracy, lowest-highest over seeds {seeds} ({int(table.n_pairs.iloc[0])} pairs per task), "
              f"at {at}:",
-             "", "| variant | " + " | ".join(tasks) + " |",
+             "", "| variant | " + " | ".join(f"{t} (control)" if t in CONTROLS else t for t in tasks) + " |",
              "|---|" + "---|" * len(tasks)]
     for label, t in _rows(table):
         cells = []
@@ -91,7 +94,8 @@ def readme_block(table: pd.DataFrame, config: str = "tiny") -> str:
 
 
 def _task_order(task: str):
-    return (("ioi", "agreement", "induction", "facts") + (task,)).index(task)
+    order = ("ioi", "agreement", "induction", "facts") + tuple(CONTROLS)
+    return order.index(task) if task in order else len(order)
 
 
 def write_results(table: pd.DataFrame, config: str = "tiny") -> None:
@@ -156,7 +160,7 @@ def main() -> None:
         for r, v, vdir in _variant_dirs(base, seed, recodings, args):
             for step in steps:
                 path = vdir if step == base.train.steps else kept_dir(vdir, step)
-                scores = pair_scores(load(path), n=args.n)
+                scores = pair_scores(load(path), TASKS + CONTROLS, n=args.n)
                 # the recoding of a gf2 row ("" for the others, so that grouping keeps them)
                 frames.append(scores.assign(variant=v, recoding=str(r) if v == "gf2" else "", seed=seed, step=step))
         timing[seed] = time.perf_counter() - t0
@@ -188,6 +192,12 @@ def main() -> None:
           f"steps {steps}): {verdict}")
     for _, r in low.iterrows():
         print(f"  {r.row} seed {r.seed} step {r.step} {r.task}: {100 * r.accuracy:.0f}%")
+    for control in CONTROLS:
+        c = table[table.task == control]
+        if len(c):
+            print(f"control {control} (not a target; chance 50%): "
+                  + ", ".join(f"{row} {100 * g.accuracy.min():.0f}-{100 * g.accuracy.max():.0f}%"
+                              for row, g in c.groupby("row", sort=False)))
 
 
 if __name__ == "__main__":
