@@ -156,6 +156,13 @@ class ModelConfig:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     @property
+    def one_rope_base(self) -> float | None:
+        """The RoPE base every head turns by (``rope_theta``, or the one value of ``rope_head_thetas``); None where
+        the heads' bases differ."""
+        bases = {float(self.rope_theta)} if self.rope_head_thetas is None else {float(t) for t in self.rope_head_thetas}
+        return bases.pop() if len(bases) == 1 else None
+
+    @property
     def is_fixed(self) -> bool:
         return self.interface != "learned"
 

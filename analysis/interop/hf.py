@@ -50,9 +50,10 @@ def _check_exportable(cfg: ModelConfig) -> None:
         raise AnalysisError(f"only RMSNorm + SwiGLU models map exactly onto the Llama layout; this one has norm "
                             f"{cfg.norm!r} and mlp {cfg.mlp!r} (presets gpt2-small and prior-1024 cannot be "
                             "exported)")
-    if cfg.rope_head_thetas is not None and any(float(t) != cfg.rope_theta for t in cfg.rope_head_thetas):
-        raise AnalysisError(f"this model gives its heads different RoPE bases (rope_head_thetas "
-                            f"{cfg.rope_head_thetas}); a Llama has one base for every head, so it cannot be exported")
+    if cfg.one_rope_base != cfg.rope_theta:
+        raise AnalysisError(f"this model gives its heads RoPE bases other than rope_theta {cfg.rope_theta} "
+                            f"(rope_head_thetas {cfg.rope_head_thetas}); a Llama turns every head by its one base, so "
+                            "it cannot be exported")
 
 
 def _provenance(model) -> dict:

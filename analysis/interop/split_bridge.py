@@ -63,10 +63,10 @@ def to_split_qkv_bridge(model):
     per-head q/k/v input forks; call ``bridge.set_use_split_qkv_input(True)`` (TL's own tools do) to use them.
     TL's attention turns every head by one RoPE table, so a model whose heads have different bases
     (``rope_head_thetas``) is refused."""
-    thetas = model.cfg.rope_head_thetas
-    if thetas is not None and any(float(t) != float(thetas[0]) for t in thetas):
+    if model.cfg.one_rope_base is None:
         raise AnalysisError(f"the split-qkv bridge turns every head by one RoPE table, but this model's heads have "
-                            f"bases {thetas}; use analysis's own path patching and edge attribution instead")
+                            f"bases {model.cfg.rope_head_thetas}; use analysis's own path patching and edge "
+                            "attribution instead")
     shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers(), [model.tokenizer])}
     clone = copy.deepcopy(model, shared)
     clone.reset_hooks(including_permanent=True)

@@ -171,6 +171,12 @@ def main() -> None:
     table = summarize(scores[keys + ["pair", "n_tokens", "logit_diff", "correct"]])
     if not args.no_readme:
         write_results(table, args.config)
+    print_report(table, steps, base.train.steps, recodings, timing)
+
+
+def print_report(table: pd.DataFrame, steps: list[int], last: int, recodings: list[int], timing: dict) -> None:
+    """The grid of accuracy and logit difference per step (variant and recoding x seed by task), the time per seed,
+    whether the targets hold (and where not), and each control's range per variant."""
     pd.set_option("display.width", 200)
     table = table.assign(row=[v if v != "gf2" else f"gf2 r{r}" for v, r in zip(table.variant, table.recoding)])
     rows = [label for label in dict.fromkeys(
@@ -180,7 +186,7 @@ def main() -> None:
         cell = t.assign(cell=[f"{100 * a:3.0f}% {d:+5.1f}" for a, d in zip(t.accuracy, t.logit_diff)])
         grid = cell.pivot_table(index=["row", "seed"], columns="task", values="cell", aggfunc="first")
         grid = grid.reindex(index=pd.MultiIndex.from_product([rows, sorted(timing)], names=["variant", "seed"]))
-        print(f"\nstep {step} of {base.train.steps} ({100 * step / base.train.steps:.0f}% of training): "
+        print(f"\nstep {step} of {last} ({100 * step / last:.0f}% of training): "
               "held-out accuracy and mean logit difference")
         print(grid.to_string())
     for seed, s in timing.items():
@@ -198,7 +204,6 @@ def main() -> None:
             print(f"control {control} (not a target; chance 50%): "
                   + ", ".join(f"{row} {100 * g.accuracy.min():.0f}-{100 * g.accuracy.max():.0f}%"
                               for row, g in c.groupby("row", sort=False)))
-
 
 if __name__ == "__main__":
     main()

@@ -151,3 +151,10 @@ def test_trainable_params_from_the_shape_equal_the_models_own_count(preset, chan
     with torch.device("meta"):
         counted = FixedIdLM(cfg, init=False).param_counts()["trainable"]
     assert trainable_params(cfg) == counted
+
+
+def test_one_rope_base_is_the_base_all_heads_share():
+    assert ModelConfig.preset("tiny").one_rope_base == 10000.0
+    assert ModelConfig.preset("tiny", rope_theta=500.0).one_rope_base == 500.0
+    assert ModelConfig.preset("tiny", rope_head_thetas=[30, 30, 30, 30]).one_rope_base == 30.0
+    assert ModelConfig.preset("tiny", rope_head_thetas=[30.0, 10000.0, 30.0, 30.0]).one_rope_base is None

@@ -200,4 +200,3 @@ def test_each_head_turns_its_queries_and_keys_by_its_own_base(kw, bases):
         for h, base in enumerate(bases):
             np.testing.assert_allclose(rot[1, :, h], _rotated(raw[1, :, h], base), atol=1e-5)
     assert m.rope_cos.shape == ((32, 1, 16) if "rope_head_thetas" not in kw else (32, 4, 16))
-

@@ -83,7 +83,7 @@ def test_refusals(exported, tmp_path, tokenizer, tmp_path_factory, capsys):
         export_hf(ln, tmp_path / "ln")
     assert not (tmp_path / "ln").exists()
     mixed = tiny_checkpoint(tmp_path_factory, tokenizer, "canonical", rope_head_thetas=[30.0, 10000.0, 10000.0, 10000.0])
-    with pytest.raises(AnalysisError, match="different RoPE bases"):
+    with pytest.raises(AnalysisError, match="RoPE bases other than rope_theta"):
         export_hf(mixed, tmp_path / "mixed")
     assert not (tmp_path / "mixed").exists()
     (tmp_path / "gpt").mkdir()

@@ -465,6 +465,6 @@ def test_the_small_defaults_use_their_code_as_the_study_does(name):
         assert constant_code_bits(m) == [], (variant, gf2_seed)
         assert 0.7 < vocab / 2 ** m.n_bits <= 0.76
     # the same vocabulary under a 16-bit code leaves the top bits constant (what these defaults avoid)
-    model = {k: v for k, v in cfg.model.items() if k != "rope_head_thetas"}  # one base per head of the old shape
+    model = {k: v for k, v in cfg.model.items() if k != "rope_head_thetas"}  # its bases are per head of 9 heads
     wide = TrainConfig(model={**model, "n_bits": 16, "d_model": 64, "n_heads": 8}, data=cfg.data, train=cfg.train)
     assert len(constant_code_bits(wide.model_config("canonical", vocab))) == 16 - (vocab - 1).bit_length()
