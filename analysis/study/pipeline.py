@@ -50,6 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from fixedid.atomic import write_text_atomic
+from fixedid.config import ModelConfig
 from fixedid.train.config import TrainConfig
 
 from analysis.errors import AnalysisError
@@ -80,17 +81,23 @@ def parse_seeds(text: str, what: str = "--seeds") -> list[int]:
 def training_runs(cfg: TrainConfig, seeds, gf2_seeds, variants=BASE_VARIANTS) -> list[tuple[int, str, TrainConfig, Path,
                                                                                   list[str]]]:
     """``(seed, run name, config, run dir relative to OUT/runs, variants)`` for every training run."""
-    base_gf2 = gf2_seeds[0]
-    model = dict(cfg.model)
     out = []
     for s in seeds:
-        c = TrainConfig(model={**model, "gf2_seed": base_gf2}, data=cfg.data,
-                        train=cfg.replace_train(seed=s).train)
+        train = cfg.replace_train(seed=s).train
+        c = TrainConfig(model=_recoded(cfg.model, gf2_seeds[0]), data=cfg.data, train=train)
         out.append((s, f"seed{s}", c, Path(f"seed{s}"), list(variants)))
         for r in gf2_seeds[1:]:
-            c = TrainConfig(model={**model, "gf2_seed": r}, data=cfg.data, train=cfg.replace_train(seed=s).train)
+            c = TrainConfig(model=_recoded(cfg.model, r), data=cfg.data, train=train)
             out.append((s, f"seed{s}-gf2r{r}", c, Path(f"seed{s}-gf2r{r}"), ["gf2"]))
     return out
+
+
+def _recoded(model: dict, gf2_seed: int) -> dict:
+    """``[model]`` reading GF(2) recoding ``gf2_seed``; unchanged where it already does (``gf2_seed`` left out means
+    :class:`ModelConfig`'s default), so such a run keeps its trained key: the study's and the demo's cache share it."""
+    if model.get("gf2_seed", ModelConfig.gf2_seed) == gf2_seed:
+        return dict(model)
+    return {**model, "gf2_seed": gf2_seed}
 
 
 def train_all(cfg: TrainConfig, out: Path, seeds, gf2_seeds, *, variants=BASE_VARIANTS, quiet: bool = False) -> dict:

@@ -3,9 +3,7 @@
 Trains the learned, canonical and gf2 variants of a config (default: the packaged ``tiny``, the demo's) for each
 seed (initialisation and data order), and the gf2 variant again for each further GF(2) recoding of ``--gf2-seeds``
 (``[model] gf2_seed``; "not tied to one binary assignment" is a claim about recodings in general), or reuses them
-from the demo's cache ($FIXEDID_CACHE or ~/.cache/fixedid). Seed 0, recoding 0 is the demo's config, but its
-cache entry is not the demo's: the study's run configs (``analysis.study.pipeline.training_runs``) write
-``gf2_seed`` out, which changes the trained key, so the demo's models are trained once more here. It scores
+from the demo's cache ($FIXEDID_CACHE or ~/.cache/fixedid; seed 0, recoding 0 is the demo's own run). It scores
 held-out pairs of every task of the built-in language at the final step and at the snapshot the config keeps at 75%
 of training, and prints a table variant x recoding x seed x task (accuracy, mean logit difference answer - wrong)
 per checkpoint, the training time per seed, and whether the targets hold: every variant, recoding and seed at
@@ -206,6 +204,7 @@ def print_report(table: pd.DataFrame, steps: list[int], last: int, recodings: li
             print(f"control {control} (not a target; chance 50%): "
                   + ", ".join(f"{row} {100 * g.accuracy.min():.0f}-{100 * g.accuracy.max():.0f}%"
                               for row, g in c.groupby("row", sort=False)))
+
 
 if __name__ == "__main__":
     main()

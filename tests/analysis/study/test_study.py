@@ -28,6 +28,19 @@ def test_the_first_gf2_seed_is_the_gf2_variants_recoding_even_when_it_is_0():
     assert [(name, c.model["gf2_seed"]) for _, name, c, _, _ in runs] == [("seed0", 0), ("seed0-gf2r3", 3)]
 
 
+def test_seed_0_recoding_0_is_the_demos_own_training():
+    """The packaged tiny config at its own seed and default recoding: the study's run keeps the config's trained key,
+    so the study, behaviours.py and the demo share one cache entry; a further recoding gets a key of its own."""
+    from analysis.study.pipeline import training_runs
+    from fixedid.train.config import TrainConfig
+
+    base = TrainConfig.load("tiny")
+    assert "gf2_seed" not in base.model and base.train.seed == 0
+    keys = [c.trained_key() for _, _, c, _, _ in training_runs(base, [0], [0, 1])]
+    assert keys[0] == base.trained_key()
+    assert keys[1] != base.trained_key()
+
+
 def test_seed_lists_parse_or_fail_clearly():
     assert parse_seeds("0,1,2") == [0, 1, 2] and parse_seeds("0-2,5") == [0, 1, 2, 5] and parse_seeds(" 3 ") == [3]
     assert parse_seeds("3,0,3") == [3, 0]  # the order given: the first GF(2) seed is the gf2 variant's
