@@ -50,7 +50,6 @@ from pathlib import Path
 import pandas as pd
 
 from fixedid.atomic import write_text_atomic
-from fixedid.config import ModelConfig
 from fixedid.train.config import TrainConfig
 
 from analysis.errors import AnalysisError
@@ -84,20 +83,12 @@ def training_runs(cfg: TrainConfig, seeds, gf2_seeds, variants=BASE_VARIANTS) ->
     out = []
     for s in seeds:
         train = cfg.replace_train(seed=s).train
-        c = TrainConfig(model=_recoded(cfg.model, gf2_seeds[0]), data=cfg.data, train=train)
+        c = TrainConfig(model={**cfg.model, "gf2_seed": gf2_seeds[0]}, data=cfg.data, train=train)
         out.append((s, f"seed{s}", c, Path(f"seed{s}"), list(variants)))
         for r in gf2_seeds[1:]:
-            c = TrainConfig(model=_recoded(cfg.model, r), data=cfg.data, train=train)
+            c = TrainConfig(model={**cfg.model, "gf2_seed": r}, data=cfg.data, train=train)
             out.append((s, f"seed{s}-gf2r{r}", c, Path(f"seed{s}-gf2r{r}"), ["gf2"]))
     return out
-
-
-def _recoded(model: dict, gf2_seed: int) -> dict:
-    """``[model]`` reading GF(2) recoding ``gf2_seed``; unchanged where it already does (``gf2_seed`` left out means
-    :class:`ModelConfig`'s default), so such a run keeps its trained key: the study's and the demo's cache share it."""
-    if model.get("gf2_seed", ModelConfig.gf2_seed) == gf2_seed:
-        return dict(model)
-    return {**model, "gf2_seed": gf2_seed}
 
 
 def train_all(cfg: TrainConfig, out: Path, seeds, gf2_seeds, *, variants=BASE_VARIANTS, quiet: bool = False) -> dict:
@@ -410,8 +401,9 @@ def write_report(cfg: TrainConfig, out: Path, seeds, gf2_seeds) -> Path:
                          similarity=load_similarity(out), circuits=load_circuits(out))
 
 
-def main(argv=None) -> None:
-    from fixedid.clitools import ArgumentParser, run_main
+def _parser():
+    """``python -m experiments.study``'s arguments."""
+    from fixedid.clitools import ArgumentParser
 
     p = ArgumentParser(prog="python -m experiments.study", description=__doc__.split("\n")[0])
     p.add_argument("--config", default="tiny", help="training config: a TOML file or a packaged name (default tiny)")
@@ -436,7 +428,13 @@ def main(argv=None) -> None:
     share.add_argument("--train-cmd", metavar="TEMPLATE", help="run each training as this command, with {python}, "
                        "{config}, {out} and {variant} filled in, e.g. 'torchrun --standalone --nproc_per_node=8 -m "
                        "fixedid.train --config {config} --out {out} --variants {variant} --resume --quiet'")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> None:
+    from fixedid.clitools import run_main
+
+    args = _parser().parse_args(argv)
 
     def go():
         from analysis.study import workers

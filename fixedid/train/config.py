@@ -23,6 +23,8 @@ from ..errors import ConfigError
 
 DTYPES = ("fp32", "bf16", "auto")
 PARALLEL = ("ddp", "fsdp")
+# [model] entries keyed whatever their value: the preset itself, and seed, whose absence means [train] seed
+MODEL_ALWAYS_KEYED = ("preset", "seed")
 SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile", "keep")
 
 
@@ -162,15 +164,16 @@ class TrainConfig:
                 "train": dataclasses.asdict(self.train)}
 
     def fingerprint(self) -> str:
-        d = self.to_dict()
+        d = self._keyed()
         for k in SCHEDULE_ONLY:
             d["train"].pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
     def trained_key(self) -> str:
         """sha256 of everything that changes what a run trains and keeps: the fingerprint's keys with the schedule's
-        points resolved to steps, plus ``steps`` and the kept snapshots (a cache of trained runs is keyed on it)."""
-        d = self.to_dict()
+        points resolved to steps, plus ``steps`` and the kept snapshots (a cache of trained runs is keyed on it), so
+        two spellings of one training share a key."""
+        d = self._keyed()
         t = self.train
         d["train"].update(warmup_steps=t.warmup, decay_start=t.decay_begin, decay_steps=t.decay_end,
                           keep=t.kept_steps)
@@ -178,8 +181,19 @@ class TrainConfig:
             d["train"].pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
+    def _keyed(self) -> dict:
+        """:meth:`to_dict` with ``[model]``'s entries that restate their preset's own value left out (``gf2_seed =
+        0`` written out trains what leaving it out trains), so the fingerprint and the trained key name the training,
+        not its spelling. Kept whatever their value: ``preset``, and ``seed``, whose absence means ``[train] seed``
+        (see :meth:`model_config`), not the preset's."""
+        d = self.to_dict()
+        preset = ModelConfig.preset(self.model.get("preset", "tiny")).to_dict()
+        d["model"] = {k: v for k, v in d["model"].items()
+                      if k in MODEL_ALWAYS_KEYED or k not in preset or preset[k] != v}
+        return d
+
     def differences(self, other: "TrainConfig") -> list[str]:
-        a, b = self.to_dict(), other.to_dict()
+        a, b = self._keyed(), other._keyed()
         keys = []
         for table in a:
             for k in sorted(set(a[table]) | set(b[table])):

@@ -415,6 +415,25 @@ def test_the_trained_key_covers_steps_and_snapshots_but_not_logging():
     assert base.replace_train(warmup_steps=27, decay_start=810, keep=[1012]).trained_key() == key
 
 
+def test_a_model_entry_restating_its_presets_value_is_the_same_training():
+    """gf2_seed = 0 written out (the tiny preset's own recoding) trains what leaving it out trains: the same key and
+    fingerprint, no difference listed. Another recoding, or a [model] seed (which overrides [train] seed even at the
+    preset's value), is another training."""
+    from fixedid.config import ModelConfig
+
+    base = TrainConfig.load("tiny")
+    assert "gf2_seed" not in base.model and ModelConfig.preset("tiny").gf2_seed == 0
+    spelled = TrainConfig(model={**base.model, "gf2_seed": 0}, data=base.data, train=base.train)
+    assert spelled.trained_key() == base.trained_key() and spelled.fingerprint() == base.fingerprint()
+    assert spelled.differences(base) == []
+    other = TrainConfig(model={**base.model, "gf2_seed": 1}, data=base.data, train=base.train)
+    assert other.trained_key() != base.trained_key() and other.differences(base) == ["model.gf2_seed"]
+    at_seed_1 = base.replace_train(seed=1)
+    pinned = TrainConfig(model={**base.model, "seed": ModelConfig.preset("tiny").seed}, data=base.data,
+                         train=at_seed_1.train)
+    assert pinned.trained_key() != at_seed_1.trained_key() and pinned.differences(at_seed_1) == ["model.seed"]
+
+
 def test_the_demo_cache_is_keyed_on_what_is_trained(tmp_path, monkeypatch):
     from analysis import variants
 
