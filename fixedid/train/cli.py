@@ -40,8 +40,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="print the parameter accounting and token budget, exit")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N (under torchrun "
                    "each rank takes the GPU of its LOCAL_RANK)")
+    p.add_argument("--jobs", default="1", help="train up to N variants at once on the CPU, each in a process of its "
+                   "own with an equal share of the cores (the same weights, sooner for small models); 'auto': all of "
+                   "them on a CPU with >= 2 cores, else 1 (default 1: one after another)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p.parse_args(argv)
+
+
+def parse_jobs(value: str, n_variants: int, device: str) -> int:
+    from .parallel import default_jobs
+
+    if value == "auto":
+        return default_jobs(n_variants, device)
+    try:
+        jobs = int(value)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise ConfigError(f"--jobs {value!r} must be a positive integer or 'auto'")
+    return jobs
 
 
 def load_run_config(args) -> tuple[TrainConfig, list[str]]:
@@ -86,10 +103,12 @@ def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
 
 def run(args) -> int:
     cfg, variants = load_run_config(args)
+    jobs = parse_jobs(args.jobs, len(variants), args.device)
     if args.dry_run:
         dry_run(cfg, variants)
         return 0
-    summaries = train(cfg, args.out, variants, resume=args.resume, quiet=args.quiet, device=args.device)
+    summaries = train(cfg, args.out, variants, resume=args.resume, quiet=args.quiet, device=args.device,
+                      jobs=jobs)
     if not dist.is_initialized() or dist.get_rank() == 0:
         for s in summaries:
             print(format_summary(s))

@@ -409,14 +409,19 @@ def _summary(variant: str, v: _Variant, cfg: TrainConfig, data: PreparedData, d:
 
 
 def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, resume: bool = False,
-          quiet: bool = False, device: str = "auto") -> list[dict]:
+          quiet: bool = False, device: str = "auto", jobs: int = 1) -> list[dict]:
     """Train ``variants`` with one recipe into ``out`` (see the module docstring); returns one summary dict per
-    variant (as :func:`format_summary` prints them). The Python face of ``fixedid-train``."""
+    variant (as :func:`format_summary` prints them). The Python face of ``fixedid-train``. ``jobs > 1`` trains up
+    to that many variants at once on the CPU, in processes of their own sharing the cores
+    (:mod:`fixedid.train.parallel`: the same weights, sooner on small models); on CUDA and under torchrun it is
+    ignored."""
     out = Path(out)
     variants = list(variants)
     bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants or len(set(variants)) != len(variants):
         raise ConfigError(f"variants {variants} must be distinct names from {list(VARIANTS)}")
+    if jobs < 1:
+        raise ConfigError(f"jobs {jobs} must be at least 1")
     d = setup_dist(device, cfg.train.parallel)
     check_out_dir(out, cfg, resume)
     if resume:
@@ -427,6 +432,10 @@ def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, re
     d.barrier()
     if not d.main:
         data = prepare_data(cfg.data, out / "data", n_bits=_n_bits(cfg), build=False)
+    if jobs > 1 and len(variants) > 1 and d.world == 1 and d.device.type == "cpu":
+        from .parallel import train_side_by_side
+
+        return train_side_by_side(cfg, out, variants, jobs=jobs, quiet=quiet, device=str(d.device))
     return [train_variant(cfg, v, out, data, d, resume=resume, quiet=quiet) for v in variants]
 
 

@@ -487,3 +487,46 @@ def test_the_small_defaults_use_their_code_as_the_study_does(name):
     model = {k: v for k, v in cfg.model.items() if k != "rope_head_thetas"}  # its bases are per head of 9 heads
     wide = TrainConfig(model={**model, "n_bits": 16, "d_model": 64, "n_heads": 8}, data=cfg.data, train=cfg.train)
     assert len(constant_code_bits(wide.model_config("canonical", vocab))) == 16 - (vocab - 1).bit_length()
+
+
+def test_variants_side_by_side_give_the_same_bytes(trained, tmp_path, capsys):
+    """--jobs 3 trains the three variants at once, one process and thread each: the weights and the metrics log are
+    bit for bit those of the one-after-another run, and the summary lines are the same."""
+    tmp, cfg, _ = trained
+    assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "side"), "--jobs", "3"]) == 0
+    out = capsys.readouterr().out
+    for v in ("learned", "canonical", "gf2"):
+        for name in ("metrics.jsonl", "model.safetensors", "optimizer.safetensors"):
+            assert (tmp / "out" / v / name).read_bytes() == (tmp_path / "side" / v / name).read_bytes(), (v, name)
+        assert (tmp / "out" / v / "steps" / "0000004" / "model.safetensors").read_bytes() == \
+            (tmp_path / "side" / v / "steps" / "0000004" / "model.safetensors").read_bytes()
+        assert out.count(f"{v}: 12 steps") == 1
+    assert json.loads((tmp_path / "side" / "run.json").read_text())["variants"] == ["learned", "canonical", "gf2"]
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1", "two"])
+def test_bad_jobs_is_one_line_and_exit_2(trained, tmp_path, capsys, jobs):
+    assert run_inproc(["--config", str(trained[1]), "--out", str(tmp_path / "o"), "--jobs", jobs]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--jobs" in err[0] and not (tmp_path / "o").exists()
+
+
+def test_a_workers_error_comes_back_as_the_packages_type():
+    from fixedid.errors import CheckpointError
+    from fixedid.train.parallel import _reraise
+
+    with pytest.raises(CheckpointError, match="no meta.json"):
+        _reraise("gf2", 2, 'noise\n{"error": "CheckpointError", "message": "x: no meta.json"}\n', "")
+    failed = r"training gf2 in a worker process failed \(exit status 1\):\nTraceback \.\.\.\nboom$"
+    with pytest.raises(RuntimeError, match=failed):
+        _reraise("gf2", 1, "", "Traceback ...\nboom\n")
+
+
+def test_side_by_side_is_the_default_only_on_a_multicore_cpu(monkeypatch):
+    from fixedid.train import parallel
+
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    assert parallel.default_jobs(3, "cpu") == 3
+    assert parallel.default_jobs(3, "cuda") == 1
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 1)
+    assert parallel.default_jobs(3, "cpu") == 1
