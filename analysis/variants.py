@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from fixedid import train
-from fixedid.train.parallel import default_jobs
 from fixedid.train.config import TrainConfig
 
 from analysis.errors import AnalysisError
@@ -56,8 +55,7 @@ def ensure_variants(config: str | TrainConfig, cache: Path, *, variants=VARIANTS
     """The trained ``variants`` (default: the three) of ``config`` (a TrainConfig, a TOML path or a packaged config
     name) in ``cache/demo-<key>`` (:meth:`~fixedid.train.TrainConfig.trained_key`: everything that changes what is
     trained, ``steps`` and the kept snapshots included): reused when complete, resumed when a training was
-    interrupted, else trained (on a CPU with two cores or more, the variants side by side in processes of their
-    own: :mod:`fixedid.train.parallel`)."""
+    interrupted, else trained."""
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.load(config)
     variants = tuple(variants)
     run_dir = cache / f"demo-{cfg.trained_key()[:12]}"
@@ -68,8 +66,7 @@ def ensure_variants(config: str | TrainConfig, cache: Path, *, variants=VARIANTS
     if not quiet:
         what = "the three variants" if variants == VARIANTS else ", ".join(variants)
         print(f"training {what} into {run_dir} (cached for the next run)")
-    jobs = default_jobs(len(variants))  # side by side on a CPU: the same weights, ~1.3x sooner on 2 cores
-    train.train(cfg, run_dir, variants, resume=(run_dir / "run.json").exists(), quiet=quiet, jobs=jobs)
+    train.train(cfg, run_dir, variants, resume=(run_dir / "run.json").exists(), quiet=quiet)
     if not train.run_complete(run_dir, cfg, variants):
         raise AnalysisError(f"{run_dir} finished training before the snapshots [train] keep = {cfg.train.keep} "
                             "were asked for; remove it to retrain")

@@ -1,12 +1,12 @@
 """Training a run's variants side by side on the CPU: one process per variant, the cores shared among them.
 
-The tiny models of the built-in recipes are too small for a CPU's threads: on 2 cores one training at 2 threads
-runs only ~1.4x faster than at 1 thread (SDPA's backward with heads of 8 dimensions, small matmuls), so training
-the three variants at once, one thread each, finishes ~1.3x sooner than one after another at 2 threads
-(``experiments/benchmarks/train.py`` measures both on the machine at hand). Each variant is trained exactly as
-:func:`fixedid.train.train` trains it alone (its init and data order are its own, see :func:`prepare_run`), and
-the trained weights do not depend on the number of threads, so a run trained side by side is bit for bit the one
-trained one variant after another (tested). On CUDA, and under torchrun, variants are trained one after another.
+Each variant is trained exactly as :func:`fixedid.train.train` trains it alone (its init and data order are its own,
+see :func:`~fixedid.train.loop.prepare_run`), and the trained weights do not depend on the number of threads, so a
+run trained side by side is bit for bit the one trained one variant after another (tested). It is meant for models
+too small for the machine's threads. On 2 cores the tiny recipe gains nothing from it: one training runs ~1.5x faster
+at 2 threads than at 1, and ``experiments/benchmarks/side_by_side.py`` measured three variants side by side at 0.98x
+the speed of one after another (the bound, the cores used perfectly at one thread's speed: 1.30x). So it is opt-in
+(``fixedid-train --jobs``). On CUDA, and under torchrun, variants are trained one after another.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from .config import TrainConfig
 
 
 def default_jobs(n_variants: int, device: str = "auto") -> int:
-    """How many variants :func:`fixedid.train.train` trains at once by default: all of them on a CPU with at least
-    two cores (no GPU in use), else one."""
+    """``--jobs auto``: all ``n_variants`` at once on a CPU with at least two cores (no GPU in use, not under
+    torchrun), else one."""
     import torch
 
     cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())

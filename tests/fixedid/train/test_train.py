@@ -522,7 +522,7 @@ def test_a_workers_error_comes_back_as_the_packages_type():
         _reraise("gf2", 1, "", "Traceback ...\nboom\n")
 
 
-def test_side_by_side_is_the_default_only_on_a_multicore_cpu(monkeypatch):
+def test_jobs_auto_is_every_variant_only_on_a_multicore_cpu(monkeypatch):
     from fixedid.train import parallel
 
     monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
