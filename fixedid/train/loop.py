@@ -439,6 +439,24 @@ def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, re
     return [train_variant(cfg, v, out, data, d, resume=resume, quiet=quiet) for v in variants]
 
 
+def side_by_side_worker(argv: list[str]) -> None:
+    """A worker process of :func:`fixedid.train.parallel.train_side_by_side`: ``RUN_JSON OUT VARIANT THREADS
+    DEVICE``; trains the variant of the prepared run and prints its summary as one JSON line on stdout, or the
+    package's error as ``{"error": type, "message": text}`` (exit status 2)."""
+    import sys
+
+    from .. import errors
+
+    run_json, run_dir, variant, threads, device = argv
+    torch.set_num_threads(int(threads))
+    try:
+        summary = train(TrainConfig.load(run_json), run_dir, [variant], resume=True, quiet=True, device=device)[0]
+    except errors.FixedIdError as e:
+        print(json.dumps({"error": type(e).__name__, "message": str(e)}), flush=True)
+        sys.exit(2)
+    print(json.dumps(summary), flush=True)
+
+
 def prepare_run(cfg: TrainConfig, out, variants, *, quiet: bool = False) -> None:
     """Make ``out`` ready for :func:`train` with ``resume=True`` (or ``fixedid-train --resume``) of any subset of
     ``variants``, training nothing: check it (a run of this config in it is kept), build its data and write

@@ -36,29 +36,8 @@ def default_jobs(n_variants: int, device: str = "auto") -> int:
     return max(1, n_variants)
 
 
-CHILD = "import sys; from fixedid.train.parallel import child_main; child_main(sys.argv[1:])"
-
-
-def child_main(argv: list[str]) -> None:
-    """A worker process: ``RUN_JSON OUT VARIANT THREADS DEVICE``; trains the variant of the prepared run and prints
-    its summary as one JSON line on stdout, or the package's error as ``{"error": type, "message": text}`` (exit
-    status 2)."""
-    import sys
-
-    import torch
-
-    from .. import errors
-
-    run_json, out, variant, threads, device = argv
-    torch.set_num_threads(int(threads))
-    from .loop import train
-
-    try:
-        summary = train(TrainConfig.load(run_json), out, [variant], resume=True, quiet=True, device=device)[0]
-    except errors.FixedIdError as e:
-        print(json.dumps({"error": type(e).__name__, "message": str(e)}), flush=True)
-        sys.exit(2)
-    print(json.dumps(summary), flush=True)
+#: A worker process: :func:`fixedid.train.loop.side_by_side_worker` (the loop imports this module, not the reverse).
+CHILD = "import sys; from fixedid.train.loop import side_by_side_worker; side_by_side_worker(sys.argv[1:])"
 
 
 def _reraise(variant: str, code: int, stdout: str, stderr: str):

@@ -243,7 +243,9 @@ def test_frame_no_ops_normalisation_and_callable_metrics(model, batch):
     expect[:, np.abs(gap) < 0.25] = np.nan
     assert np.allclose(normed.value.to_numpy().reshape(4, -1), expect, equal_nan=True, atol=1e-6)
     mean = (per.value.to_numpy().reshape(4, -1).mean(1) - corrupt.mean()) / gap.mean()
-    assert np.allclose(summary.value, mean, atol=1e-6) and summary.attrs["clean"] == 1.0
+    # float32 logit differences (~1e-7 relative) divided by a mean gap of 0.04-0.5: 1e-6 was measured exceeded (1.6e-6,
+    # the gqa model on one machine), so the float32 bound scaled by 1 / gap, 1e-5
+    assert np.allclose(summary.value, mean, atol=1e-5) and summary.attrs["clean"] == 1.0
     assert (summary.value_lo <= summary.value).all() and (summary.value <= summary.value_hi).all()
 
 
