@@ -41,8 +41,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N (under torchrun "
                    "each rank takes the GPU of its LOCAL_RANK)")
     p.add_argument("--jobs", default="1", help="train up to N variants at once on the CPU, each in a process of its "
-                   "own with an equal share of the cores (the same weights, sooner for small models); 'auto': all of "
-                   "them on a CPU with >= 2 cores, else 1 (default 1: one after another)")
+                   "own with an equal share of the cores (the same weights; on 2 cores no faster for the tiny "
+                   "recipe, see the README); 'auto': all of them on a CPU with >= 2 cores, else 1 (default 1: one "
+                   "after another)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p.parse_args(argv)
 

@@ -413,8 +413,8 @@ def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, re
     """Train ``variants`` with one recipe into ``out`` (see the module docstring); returns one summary dict per
     variant (as :func:`format_summary` prints them). The Python face of ``fixedid-train``. ``jobs > 1`` trains up
     to that many variants at once on the CPU, in processes of their own sharing the cores
-    (:mod:`fixedid.train.parallel`: the same weights, sooner on small models); on CUDA and under torchrun it is
-    ignored."""
+    (:mod:`fixedid.train.parallel`: the same weights; on 2 cores no faster for the tiny recipe); on CUDA and under
+    torchrun it is ignored."""
     out = Path(out)
     variants = list(variants)
     bad = [v for v in variants if v not in VARIANTS]

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..errors import ConfigError
 from .config import TrainConfig
 
 
@@ -40,18 +39,26 @@ def default_jobs(n_variants: int, device: str = "auto") -> int:
 CHILD = "import sys; from fixedid.train.loop import side_by_side_worker; side_by_side_worker(sys.argv[1:])"
 
 
-def _reraise(variant: str, code: int, stdout: str, stderr: str):
-    """The exception of a worker that failed: the package's own type and message where it raised one."""
-    from .. import errors
-
+def _last_record(stdout: str, key: str) -> dict | None:
+    """The last JSON object on a worker's stdout that has ``key``."""
     for line in reversed(stdout.splitlines()):
         try:
             rec = json.loads(line)
         except ValueError:
             continue
-        cls = getattr(errors, str(rec.get("error")), None) if isinstance(rec, dict) else None
-        if isinstance(cls, type) and issubclass(cls, errors.FixedIdError):
-            raise cls(rec.get("message", ""))
+        if isinstance(rec, dict) and key in rec:
+            return rec
+    return None
+
+
+def _reraise(variant: str, code: int, stdout: str, stderr: str):
+    """The exception of a worker that failed: the package's own type and message where it raised one."""
+    from .. import errors
+
+    rec = _last_record(stdout, "error")
+    cls = getattr(errors, str(rec["error"]), None) if rec else None
+    if isinstance(cls, type) and issubclass(cls, errors.FixedIdError):
+        raise cls(rec.get("message", ""))
     tail = "\n".join(stderr.strip().splitlines()[-15:])
     raise RuntimeError(f"training {variant} in a worker process failed (exit status {code}):\n{tail}")
 
@@ -90,26 +97,21 @@ def _wait(procs: dict, logs: dict, metrics: list[Path], bar) -> None:
 
 
 def _summary_of(variant: str, stdout) -> dict:
-    for line in reversed(_read(stdout).splitlines()):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and rec.get("variant") == variant:
-            return rec
+    rec = _last_record(_read(stdout), "variant")
+    if rec and rec["variant"] == variant:
+        return rec
     raise RuntimeError(f"the worker that trained {variant} printed no summary")
 
 
 def train_side_by_side(cfg: TrainConfig, out: Path, variants: list[str], *, jobs: int, quiet: bool,
                        device: str = "cpu") -> list[dict]:
     """Train ``variants`` of the prepared run ``out`` (:func:`~fixedid.train.loop.prepare_run` done) in ``jobs``
-    processes at once, each with an equal share of this process's threads (at least one); one progress bar over
-    all of them. Returns the summaries in the order of ``variants``. A worker's error is re-raised here (the
-    package's own exception types pass through as themselves), and the other workers are stopped."""
+    processes at once (``jobs >= 1``, checked by the caller), each with an equal share of this process's threads
+    (at least one); one progress bar over all of them. Returns the summaries in the order of ``variants``. A
+    worker's error is re-raised here (the package's own exception types pass through as themselves), and the other
+    workers are stopped."""
     import torch
 
-    if jobs < 1:
-        raise ConfigError(f"jobs {jobs} must be at least 1")
     threads = max(1, torch.get_num_threads() // min(jobs, len(variants)))
     total = cfg.train.steps * len(variants)
     metrics = [out / v / "metrics.jsonl" for v in variants]
