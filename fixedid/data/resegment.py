@@ -8,6 +8,13 @@ probability ``rate``, cut at a uniformly drawn inner position and the two halves
 come out as ``" teach" + "ers"`` instead of ``" teacher" + "s"``. The ids still decode to the same text. Unlike the
 tokenizers library's BPE dropout (whose random draws are not seeded), the cuts come from a numpy generator, so the
 same text, rate and seed give the same ids on every machine.
+
+Two scopes for a draw. ``"occurrence"``: every occurrence of a word is cut or not on its own, as BPE dropout does,
+so a word that comes back in the same document (a retold story, a repeated list) is often written two ways there,
+and copying it from its first occurrence fails. ``"document"``: each document draws once per distinct word (the
+raw piece, leading space included), so every occurrence of a word in one document is written the same way, and
+the same word is written differently in other documents, as a deterministic tokenizer writes a word differently in
+different surroundings (line starts, capitals, inflections) but the same in the same ones.
 """
 
 from __future__ import annotations
@@ -17,15 +24,27 @@ import numpy as np
 from ..errors import DataError
 
 
-def split_words(text: str, tokenizer, rate: float, rng: np.random.Generator) -> list[str]:
+SCOPES = ("occurrence", "document")
+
+
+def split_words(text: str, tokenizer, rate: float, rng: np.random.Generator,
+                scope: str = "occurrence") -> list[str]:
     """``text`` as the tokenizer's pre-tokenized pieces (raw substrings, in order), each piece of two or more
-    characters cut in two with probability ``rate``."""
+    characters cut in two with probability ``rate``: each occurrence on its own (``scope="occurrence"``), or one
+    draw per distinct piece of ``text``, shared by all its occurrences (``scope="document"``)."""
     pre = tokenizer.pre_tokenizer
     if pre is None:
         raise DataError("splitting words needs a tokenizer with a pre-tokenizer (a byte-level BPE has one)")
+    _check_scope(scope)
     spans = [text[s:e] for _, (s, e) in pre.pre_tokenize_str(text)]
-    cut = rng.random(len(spans)) < rate
-    where = rng.random(len(spans))
+    if scope == "document":
+        kinds: dict[str, int] = {}
+        which = np.array([kinds.setdefault(p, len(kinds)) for p in spans], dtype=np.int64)
+        cut = (rng.random(len(kinds)) < rate)[which]
+        where = rng.random(len(kinds))[which]
+    else:
+        cut = rng.random(len(spans)) < rate
+        where = rng.random(len(spans))
     out = []
     for piece, c, w in zip(spans, cut, where):
         if c and len(piece) >= 2:
@@ -36,19 +55,26 @@ def split_words(text: str, tokenizer, rate: float, rng: np.random.Generator) -> 
     return out
 
 
-def resegmenting_encoder(tokenizer, rate: float, seed: int = 0):
+def _check_scope(scope) -> None:
+    if scope not in SCOPES:
+        raise DataError(f"split_word_scope must be one of {', '.join(map(repr, SCOPES))}, got {scope!r}")
+
+
+def resegmenting_encoder(tokenizer, rate: float, seed: int = 0, scope: str = "occurrence"):
     """A drop-in for ``tokenizer.encode_batch(texts, add_special_tokens=False)`` that splits words first (see the
-    module docstring); the draws continue from one generator across calls, so a stream of batches is reproducible."""
+    module docstring; each text is one document for ``scope="document"``); the draws continue from one generator
+    across calls, so a stream of batches is reproducible."""
     if not 0 < rate <= 1:
         raise DataError(f"split_word_rate must be in (0, 1], got {rate!r}")
+    _check_scope(scope)
     rng = np.random.default_rng([int(seed), 29])
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
 
     def encode_split(texts, add_special_tokens=False):
-        words = [split_words(t, tokenizer, rate, rng) for t in texts]
+        words = [split_words(t, tokenizer, rate, rng, scope) for t in texts]
         return encode(words, is_pretokenized=True, add_special_tokens=add_special_tokens)
 
     return encode_split
 
 
-__all__ = ["split_words", "resegmenting_encoder"]
+__all__ = ["SCOPES", "split_words", "resegmenting_encoder"]

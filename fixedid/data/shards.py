@@ -185,7 +185,8 @@ class _ShardWriter:
 
 def build_shards(texts: Iterable[str], tokenizer, out_dir: str | os.PathLike, *, source: str, split: str,
                  max_tokens: int | None = None, shard_tokens: int = 2 ** 24, batch_docs: int = 256,
-                 progress: bool = False, split_word_rate: float = 0.0) -> Manifest:
+                 progress: bool = False, split_word_rate: float = 0.0,
+                 split_word_scope: str = "occurrence") -> Manifest:
     """Tokenize ``texts`` into ``out_dir/<split>_NNNNN.bin`` shards and record them in ``out_dir/manifest.json``.
 
     Documents are encoded ``batch_docs`` at a time with ``tokenizer.encode_batch`` (or its offset-free twin
@@ -195,7 +196,8 @@ def build_shards(texts: Iterable[str], tokenizer, out_dir: str | os.PathLike, *,
     A split that already exists in ``out_dir`` is replaced; the other splits are kept, and must have been made
     with the same tokenizer. A tokenizer with truncation or padding enabled is used (and hashed) without them.
     ``split_word_rate`` > 0 writes that share of words in two pieces at a seeded random cut
-    (:mod:`fixedid.data.resegment`): the same tokenizer, so the same hash, with its words segmented more than one way.
+    (:mod:`fixedid.data.resegment`; ``split_word_scope``: a draw per occurrence of a word or per word and document):
+    the same tokenizer, so the same hash, with its words segmented more than one way.
     Returns the new manifest (all splits).
     """
     _check_build_args(split, max_tokens, shard_tokens, batch_docs)
@@ -217,7 +219,7 @@ def build_shards(texts: Iterable[str], tokenizer, out_dir: str | os.PathLike, *,
         if split_word_rate:
             from .resegment import resegmenting_encoder
 
-            encode = resegmenting_encoder(tokenizer, split_word_rate)
+            encode = resegmenting_encoder(tokenizer, split_word_rate, scope=split_word_scope)
         else:  # encode_batch_fast (tokenizers >= 0.20) skips the character offsets: same ids, ~25% faster
             encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
         n_tokens, n_docs = _tokenize_into(writer, texts, encode, eot, max_tokens, batch_docs, bar)

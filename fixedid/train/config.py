@@ -40,7 +40,9 @@ class DataConfig:
     default mixture (e.g. ``{ioi = 0.5}``), and optionally ``retell``, the probability that a document is told twice
     (default 0.85). ``split_word_rate``: the share of training words written in two pieces at a seeded random cut
     (:mod:`fixedid.data.resegment`), so that the same word is segmented more than one way; the validation text keeps
-    the tokenizer's own segmentation (default 0: none)."""
+    the tokenizer's own segmentation (default 0: none). ``split_word_scope``: ``"occurrence"`` (each occurrence of a
+    word drawn on its own, as BPE dropout does; the default) or ``"document"`` (one draw per word and document, so a
+    word that comes back in a document is written the same way there, and differently in other documents)."""
 
     source: str = "synthetic"
     text_field: str = "text"
@@ -54,6 +56,18 @@ class DataConfig:
     shards: str = ""
     synthetic_mix: dict = field(default_factory=dict)
     split_word_rate: float = 0.0
+    split_word_scope: str = "occurrence"
+
+
+#: [data] entries added after run keys were published, with their defaults: written (and keyed) only when set
+#: otherwise, so a table that leaves them at the default keeps the key and the prepared data it had before.
+DATA_ADDED_LATER = {"split_word_scope": "occurrence"}
+
+
+def data_table(d: DataConfig) -> dict:
+    """``d`` as the dict runs record and are keyed on (see :data:`DATA_ADDED_LATER`)."""
+    return {k: v for k, v in dataclasses.asdict(d).items()
+            if not (k in DATA_ADDED_LATER and v == DATA_ADDED_LATER[k])}
 
 
 @dataclass
@@ -160,7 +174,7 @@ class TrainConfig:
         return ModelConfig.preset(preset, **m, interface=interface, vocab_size=vocab_size)
 
     def to_dict(self) -> dict:
-        return {"model": dict(self.model), "data": dataclasses.asdict(self.data),
+        return {"model": dict(self.model), "data": data_table(self.data),
                 "train": dataclasses.asdict(self.train)}
 
     def fingerprint(self) -> str:
@@ -332,6 +346,9 @@ def _check_data(d: DataConfig) -> None:
     if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 1:
         raise ConfigError(f"[data] split_word_rate must be a number in [0, 1) (the share of training words written in "
                           f"two pieces), got {r!r}")
+    if d.split_word_scope not in ("occurrence", "document"):
+        raise ConfigError(f"[data] split_word_scope must be \"occurrence\" (a draw per occurrence of a word) or "
+                          f"\"document\" (one per word and document), got {d.split_word_scope!r}")
     if r and d.shards:
         raise ConfigError("[data] split_word_rate applies when fixedid tokenizes the text; with shards set the "
                           "text is already tokenized: remove one of them")

@@ -7,7 +7,6 @@ from; a later run with the same table reuses the directory, a different table is
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ from tokenizers import Tokenizer
 from ..atomic import fsync_dir, temp_name, write_text_atomic
 from ..data import TokenShards, build_shards, check_vocab_fits, iter_texts, load_tokenizer, train_bpe, train_words
 from ..errors import DataError
-from .config import DataConfig
+from .config import DataConfig, data_table
 
 
 #: Tokenizers trained from the run's own text, by ``[data] tokenizer`` name.
@@ -66,14 +65,15 @@ def _build(d: DataConfig, target: Path, n_bits: int, progress: bool) -> None:
         build_shards(val_texts, tok, tmp, source=d.source, split="validation", max_tokens=d.val_tokens,
                      progress=progress)
         manifest = build_shards(train_texts, tok, tmp, source=d.source, split="train", max_tokens=d.train_tokens,
-                                progress=progress, split_word_rate=d.split_word_rate)
+                                progress=progress, split_word_rate=d.split_word_rate,
+                                split_word_scope=d.split_word_scope)
         if manifest.split("train").n_tokens < d.train_tokens // 10:
             raise DataError(f"source {d.source!r} gave only {manifest.split('train').n_tokens} training tokens "
                             f"of the {d.train_tokens} asked for; use more data or lower train_tokens")
         write_text_atomic(tmp / "tokenizer.json", tok.to_str())
         vocab = tok.get_vocab_size(with_added_tokens=True)
         base = unigram_loss(TokenShards(tmp, "train"), TokenShards(tmp, "validation"), vocab)
-        info = {"data": dataclasses.asdict(d), "vocab_size": vocab, "unigram_loss": base}
+        info = {"data": data_table(d), "vocab_size": vocab, "unigram_loss": base}
         write_text_atomic(tmp / "data.json", json.dumps(info, indent=1, sort_keys=True))
         if target.exists():
             shutil.rmtree(target)
@@ -99,7 +99,7 @@ def load_prepared(path: Path, d: DataConfig | None = None) -> PreparedData:
         info = json.loads((path / "data.json").read_text())
     except (OSError, ValueError) as e:
         raise DataError(f"{path} is not a prepared data directory ({e}); delete it to rebuild") from None
-    if d is not None and info.get("data") != dataclasses.asdict(d):
+    if d is not None and info.get("data") != data_table(d):
         raise DataError(f"{path} was prepared from a different [data] table; use another --out or delete it")
     try:
         tok = Tokenizer.from_str((path / "tokenizer.json").read_text())

@@ -93,6 +93,7 @@ ROWS = [
     ("train", "--config {lr_string}", "[train] lr must be a number, got '3e-3'"),
     ("train", "--config {keep_late}", "keep entry 5000 is not a step of this run"),
     ("train", "--config {split_rate}", "[data] split_word_rate must be a number in [0, 1)"),
+    ("train", "--config {split_scope}", "[data] split_word_scope must be \"occurrence\""),
     ("train", "--config {wide_code}", "n_bits 25 is too large"),
     ("train", "--config tiny --variants learned-bighead", "must list distinct names"),
     ("train", "--config {nonutf8_toml}", "cannot be read"),
@@ -133,6 +134,7 @@ def files(tmp_path_factory, tokenizer):
                 "lr_string.toml": b'[train]\nlr = "3e-3"\n',
                 "keep_late.toml": b"[train]\nsteps = 1000\nkeep = [5000]\n",
                 "split_rate.toml": b"[data]\nsplit_word_rate = 1.5\n",
+                "split_scope.toml": b"[data]\nsplit_word_rate = 0.1\nsplit_word_scope = \"word\"\n",
                 "wide_code.toml": b"[model]\nn_bits = 25\n",
                 "nonutf8_toml.toml": b"[train]\nsteps = 10 # \xff\n", "badnpy.npy": b"\x93NUMPY not really"}
     for name, data in contents.items():

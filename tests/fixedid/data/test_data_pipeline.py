@@ -377,3 +377,50 @@ def test_words_split_at_a_seeded_rate_decode_to_the_same_text(tok, tmp_path):
     assert any(tok.decode(ids[i:i + 2].tolist()) == " the" for i in range(len(ids) - 1))
     with pytest.raises(DataError, match="split_word_rate"):
         resegmenting_encoder(tok, 1.5)
+
+
+def test_words_split_per_document_are_written_one_way_within_a_document(tok, tmp_path):
+    """split_word_scope = "document": every occurrence of a word in one document comes out in the same pieces (so a
+    retold story copies token for token), the same word is written more than one way across documents, about
+    ``rate`` of each document's distinct words are cut, and a per-occurrence draw does break that consistency."""
+    from fixedid.data.resegment import resegmenting_encoder, split_words
+
+    docs = _docs(60, seed=5)
+    pre = tok.pre_tokenizer
+
+    def segmentations(doc_pieces, doc):
+        """{word: set of the ways it was written} for one document, from the pieces and the word boundaries."""
+        words = [doc[s:e] for _, (s, e) in pre.pre_tokenize_str(doc)]
+        ways, i = {}, 0
+        for w in words:  # a word is one piece or two consecutive pieces that join to it
+            way = (doc_pieces[i],) if doc_pieces[i] == w else (doc_pieces[i], doc_pieces[i + 1])
+            assert "".join(way) == w
+            ways.setdefault(w, set()).add(way)
+            i += len(way)
+        assert i == len(doc_pieces)
+        return ways
+
+    for scope, expect_consistent in (("document", True), ("occurrence", False)):
+        rng = np.random.default_rng(1)
+        per_doc = [segmentations(split_words(d, tok, 0.3, rng, scope), d) for d in docs]
+        consistent = all(len(w) == 1 for ways in per_doc for w in ways.values())
+        assert consistent == expect_consistent, scope
+    rng = np.random.default_rng(1)
+    per_doc = [segmentations(split_words(d, tok, 0.3, rng, "document"), d) for d in docs]
+    long_words = [(w, next(iter(ways))) for d in per_doc for w, ways in d.items() if len(w) >= 2]
+    cut_share = np.mean([len(way) == 2 for _, way in long_words])
+    assert 0.24 < cut_share < 0.36  # distinct words per document, cut at the rate
+    across = {}
+    for w, way in long_words:
+        across.setdefault(w, set()).add(way)
+    assert sum(len(v) > 1 for v in across.values()) >= 10  # the same word, other documents, other pieces
+    encoded = resegmenting_encoder(tok, 0.3, scope="document")(docs)
+    assert [tok.decode(e.ids) for e in encoded] == docs
+    build_shards(iter(docs), tok, tmp_path / "a", source="unit", split="train", split_word_rate=0.3,
+                 split_word_scope="document")
+    build_shards(iter(docs), tok, tmp_path / "b", source="unit", split="train", split_word_rate=0.3,
+                 split_word_scope="document")
+    a, b = TokenShards(tmp_path / "a", "train"), TokenShards(tmp_path / "b", "train")
+    assert np.array_equal(a.slice(0, len(a)), b.slice(0, len(b)))
+    with pytest.raises(DataError, match="split_word_scope"):
+        resegmenting_encoder(tok, 0.3, scope="word")

@@ -434,6 +434,30 @@ def test_a_model_entry_restating_its_presets_value_is_the_same_training():
     assert pinned.trained_key() != at_seed_1.trained_key() and pinned.differences(at_seed_1) == ["model.seed"]
 
 
+def test_a_data_entry_added_later_is_keyed_only_when_set():
+    """split_word_scope came after run keys were published: at its default the [data] table, key and fingerprint
+    are what they were without it (the key a table of the earlier entries hashes to, computed here by hand), and
+    setting it is another training, listed by name."""
+    import dataclasses
+    import hashlib
+    import json
+
+    base = TrainConfig.load("tiny-bpe")
+    assert base.data.split_word_scope == "occurrence" and "split_word_scope" not in base.to_dict()["data"]
+    by_hand = base._keyed()
+    by_hand["data"] = {k: v for k, v in dataclasses.asdict(base.data).items() if k != "split_word_scope"}
+    t = base.train
+    by_hand["train"].update(warmup_steps=t.warmup, decay_start=t.decay_begin, decay_steps=t.decay_end,
+                            keep=t.kept_steps)
+    for k in ("save_every", "eval_every", "log_every", "compile"):
+        by_hand["train"].pop(k)
+    assert base.trained_key() == hashlib.sha256(json.dumps(by_hand, sort_keys=True).encode()).hexdigest()
+    per_doc = TrainConfig(model=base.model, data=dataclasses.replace(base.data, split_word_scope="document"),
+                          train=base.train)
+    assert per_doc.to_dict()["data"]["split_word_scope"] == "document"
+    assert per_doc.trained_key() != base.trained_key() and per_doc.differences(base) == ["data.split_word_scope"]
+
+
 def test_the_demo_cache_is_keyed_on_what_is_trained(tmp_path, monkeypatch):
     from analysis import variants
 
