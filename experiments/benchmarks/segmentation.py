@@ -1,9 +1,10 @@
 """Does a frozen input make a model pay more for an unusual segmentation, and lean more on context? Over seeds.
 
 The study explains the fixed-code gap by segmentation: a learned table can smooth over how text is split, a frozen
-one cannot, so attention must do more. On the sub-word default (``tiny-bpe``: a 768-token BPE, a tenth of the
-training words written in two pieces at random cuts) this trains (or loads from the demo's cache) the learned,
-canonical and gf2 variants of each seed and measures, per variant and seed:
+one cannot, so attention must do more. On the sub-word default (``tiny-bpe``: a 768-token BPE, 3% of each training
+document's distinct words written in two pieces at a random cut, the same way throughout the document) this trains
+(or loads from the demo's cache) the learned, canonical and gf2 variants of each seed and measures, per variant and
+seed:
 
 - ``extra_nats``: the nats a word costs when written as two smaller pieces of the tokenizer instead of its one
   token, in the same context (:func:`analysis.causal.context.segmentation_cost`, the first ``--words`` such words of
