@@ -59,15 +59,16 @@ class DataConfig:
     split_word_scope: str = "occurrence"
 
 
-#: [data] entries added after run keys were published, with their defaults: written (and keyed) only when set
-#: otherwise, so a table that leaves them at the default keeps the key and the prepared data it had before.
-DATA_ADDED_LATER = {"split_word_scope": "occurrence"}
+#: [data] entries added after run keys were published: written (and keyed) only when set to other than their
+#: default, so a table that leaves them at the default keeps the key and the prepared data it had before.
+DATA_ADDED_LATER = ("split_word_scope",)
+_DATA_DEFAULTS = DataConfig()
 
 
 def data_table(d: DataConfig) -> dict:
     """``d`` as the dict runs record and are keyed on (see :data:`DATA_ADDED_LATER`)."""
     return {k: v for k, v in dataclasses.asdict(d).items()
-            if not (k in DATA_ADDED_LATER and v == DATA_ADDED_LATER[k])}
+            if not (k in DATA_ADDED_LATER and v == getattr(_DATA_DEFAULTS, k))}
 
 
 @dataclass
@@ -346,7 +347,9 @@ def _check_data(d: DataConfig) -> None:
     if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 1:
         raise ConfigError(f"[data] split_word_rate must be a number in [0, 1) (the share of training words written in "
                           f"two pieces), got {r!r}")
-    if d.split_word_scope not in ("occurrence", "document"):
+    from ..data.resegment import SCOPES
+
+    if d.split_word_scope not in SCOPES:
         raise ConfigError(f"[data] split_word_scope must be \"occurrence\" (a draw per occurrence of a word) or "
                           f"\"document\" (one per word and document), got {d.split_word_scope!r}")
     if r and d.shards:
