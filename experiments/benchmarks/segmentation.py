@@ -1,7 +1,7 @@
 """Does a frozen input make a model pay more for an unusual segmentation, and lean more on context? Over seeds.
 
 The study explains the fixed-code gap by segmentation: a learned table can smooth over how text is split, a frozen
-one cannot, so attention must do more. On the sub-word default (``tiny-bpe``: a 768-token BPE, 3% of each training
+one cannot, so attention must do more. On the sub-word default (``tiny-bpe``: a 768-token BPE, 1% of each training
 document's distinct words written in two pieces at a random cut, the same way throughout the document) this trains
 (or loads from the demo's cache) the learned, canonical and gf2 variants of each seed and measures, per variant and
 seed:
