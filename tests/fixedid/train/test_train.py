@@ -337,9 +337,9 @@ def test_steps_shortens_every_packaged_config_and_keeps_its_shape(name, capsys):
     full = TrainConfig.load(name).train
     short = TrainConfig.load(name).replace_train(steps=40).train
     # each point sits at the same fraction of the run (to a step), worked out from the packaged numbers by hand
-    # (tiny: 2% of 1,350 = 27, 60% = 810, 75% = 1,012.5 -> 1,012; tiny-bpe: of 2,400 48, 1,440, 1,800;
+    # (tiny: 2% of 1,350 = 27, 60% = 810, 75% = 1,012.5 -> 1,012; tiny-bpe: of 3,000 60, 1,800, 2,250;
     # of 40: 0.8 -> 1, 24, 30)
-    expected = {"tiny": (27, 810, [1012], 1, 24, [30]), "tiny-bpe": (48, 1440, [1800], 1, 24, [30]),
+    expected = {"tiny": (27, 810, [1012], 1, 24, [30]), "tiny-bpe": (60, 1800, [2250], 1, 24, [30]),
                 "small": (200, 0, [], 2, 0, []), "paper-1.7b": (2003, 0, [], 2, 0, [])}[name]
     assert (full.warmup, full.decay_begin, full.snapshot_steps) == expected[:3]
     assert (short.warmup, short.decay_begin, short.snapshot_steps) == expected[3:]
