@@ -338,6 +338,25 @@ def _quiet_loggers(*names):
             lg.setLevel(level)
 
 
+@contextlib.contextmanager
+def _without_env_report():
+    """lm-eval's ``simple_evaluate`` ends by collecting an environment report (torch's ``collect_env``: pip, conda,
+    lscpu and GPU-tool subprocesses, ~1.5 s per call, whatever the model) into its results; :func:`evaluate_table`
+    keeps none of it, so inside this block the report is not collected. lm-eval's own function is restored on exit;
+    where a later lm-eval moves it, nothing is changed."""
+    import lm_eval.evaluator as evaluator
+
+    original = getattr(evaluator, "add_env_info", None)
+    if original is None:
+        yield
+        return
+    evaluator.add_env_info = lambda storage: None
+    try:
+        yield
+    finally:
+        evaluator.add_env_info = original
+
+
 # ------------------------------------------------------------------------------------------------- tables
 def tidy_results(results: dict, n_samples: dict | None = None):
     """lm-eval's ``results`` dict as one row per task x metric: ``task, metric, filter, value, stderr, n`` and, for
@@ -412,7 +431,8 @@ def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_
                                 "(others: lm-eval ls tasks)")
         lm = FixedIdEvalLM(model=model, batch_size=batch_size, pretrained=path)
         lm.bar_file = sys.stderr if progress else io.StringIO()
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                _without_env_report():
             out = simple_evaluate(model=lm, tasks=tasks, num_fewshot=num_fewshot, limit=limit, task_manager=manager,
                                   log_samples=False, verbosity="ERROR")
     df = tidy_results(out["results"], out.get("n-samples", {}))

@@ -118,6 +118,26 @@ def test_simple_evaluate_finds_the_model_and_the_builtin_tasks(ckpt):
         FixedIdEvalLM(pretrained=str(ckpt.ckpt_dir), colour="red")
 
 
+def test_evaluate_table_skips_lm_evals_environment_report_and_restores_it(ckpt, monkeypatch):
+    """The table keeps no environment report, so torch's collect_env (subprocesses, ~1.5 s a call) is not run for
+    it; lm-eval's own simple_evaluate, called directly afterwards, still collects it."""
+    import lm_eval
+    import lm_eval.evaluator
+    import torch.utils.collect_env
+
+    from analysis.evaluation.lmeval import evaluate_table
+
+    calls = []
+    monkeypatch.setattr(torch.utils.collect_env, "get_pretty_env_info", lambda: calls.append(1) or "env")
+    original = lm_eval.evaluator.add_env_info
+    df = evaluate_table(ckpt.ckpt_dir, ["fixedid_ioi"], limit=4)
+    assert calls == [] and lm_eval.evaluator.add_env_info is original
+    assert set(df.task) == {"fixedid_ioi"} and df.value.between(0, 1).all()
+    out = lm_eval.simple_evaluate(model="fixedid", model_args=f"pretrained={ckpt.ckpt_dir}", tasks=["fixedid_ioi"],
+                                  limit=4, task_manager=task_manager(), verbosity="ERROR")
+    assert calls == [1] and out["pretty_env_info"] == "env"
+
+
 def test_the_task_index_leaves_lm_evals_own_tasks_out_when_asked_and_sees_an_edited_include_path(tmp_path):
     own = task_manager(defaults=False)
     assert set(BUILTIN_TASKS) <= set(own.all_tasks) and "hellaswag" not in own.all_tasks
