@@ -23,6 +23,7 @@ from ..errors import ConfigError
 
 DTYPES = ("fp32", "bf16", "auto")
 PARALLEL = ("ddp", "fsdp")
+OPTIMIZERS = ("adamw", "muon")
 # [model] entries keyed whatever their value: the preset itself, and seed, whose absence means [train] seed
 MODEL_ALWAYS_KEYED = ("preset", "seed")
 SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile", "keep")
@@ -65,6 +66,10 @@ DATA_ADDED_LATER = ("split_word_scope",)
 _DATA_DEFAULTS = DataConfig()
 
 
+#: [train] entries added after run keys were published, likewise written and keyed only when not at their default
+TRAIN_ADDED_LATER = ("optimizer", "muon_lr_ratio", "muon_momentum")
+
+
 def data_table(d: DataConfig) -> dict:
     """``d`` as the dict runs record and are keyed on (see :data:`DATA_ADDED_LATER`)."""
     return {k: v for k, v in dataclasses.asdict(d).items()
@@ -79,7 +84,9 @@ class OptimConfig:
     warmup, constant until ``decay_start`` (0: no constant phase), then cosine decay to ``lr * min_lr_ratio`` at
     ``decay_steps`` (0: ``steps``) - a warmup-stable-decay schedule when ``decay_start`` is set; ``weight_decay`` on matrices
     only (never on norm gains or biases), ``embed_weight_decay`` (default: ``weight_decay``) on a learned input
-    table; gradients clipped to ``grad_clip`` (0: off). ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto``
+    table; gradients clipped to ``grad_clip`` (0: off). ``optimizer``: ``adamw``, or ``muon``
+    (:mod:`fixedid.train.muon`: Muon with momentum ``muon_momentum`` at ``lr * muon_lr_ratio`` on the blocks' weight
+    matrices, AdamW with ``beta1`` and ``beta2`` on the rest; whole matrices, so not with ``parallel = "fsdp"``). ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto``
     (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and, unless ``[model]``
     sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``: ``ddp`` or ``fsdp``
     (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in ``<variant>/steps/<step:07d>``
@@ -103,6 +110,9 @@ class OptimConfig:
     embed_weight_decay: float | None = None
     beta1: float = 0.9
     beta2: float = 0.95
+    optimizer: str = "adamw"
+    muon_lr_ratio: float = 1.0
+    muon_momentum: float = 0.95
     grad_clip: float = 1.0
     dtype: str = "auto"
     compile: bool = False
@@ -142,6 +152,15 @@ class OptimConfig:
         return [k for k in self.kept_steps if k < self.steps]
 
 
+_TRAIN_DEFAULTS = OptimConfig()
+
+
+def train_table(t: OptimConfig) -> dict:
+    """``t`` as the dict runs record and are keyed on (see :data:`TRAIN_ADDED_LATER`)."""
+    return {k: v for k, v in dataclasses.asdict(t).items()
+            if not (k in TRAIN_ADDED_LATER and v == getattr(_TRAIN_DEFAULTS, k))}
+
+
 @dataclass
 class TrainConfig:
     model: dict = field(default_factory=lambda: {"preset": "tiny"})
@@ -175,8 +194,7 @@ class TrainConfig:
         return ModelConfig.preset(preset, **m, interface=interface, vocab_size=vocab_size)
 
     def to_dict(self) -> dict:
-        return {"model": dict(self.model), "data": data_table(self.data),
-                "train": dataclasses.asdict(self.train)}
+        return {"model": dict(self.model), "data": data_table(self.data), "train": train_table(self.train)}
 
     def fingerprint(self) -> str:
         d = self._keyed()
@@ -324,6 +342,14 @@ def _check_train(t: OptimConfig) -> None:
         raise ConfigError(f"[train] dtype {t.dtype!r} is not one of {DTYPES}")
     if t.parallel not in PARALLEL:
         raise ConfigError(f"[train] parallel {t.parallel!r} is not one of {PARALLEL}")
+    if t.optimizer not in OPTIMIZERS:
+        raise ConfigError(f"[train] optimizer {t.optimizer!r} is not one of {OPTIMIZERS}")
+    if not t.muon_lr_ratio > 0 or not 0 <= t.muon_momentum < 1:
+        raise ConfigError(f"[train] needs muon_lr_ratio > 0 and muon_momentum in [0, 1), got {t.muon_lr_ratio!r} "
+                          f"and {t.muon_momentum!r}")
+    if t.optimizer == "muon" and t.parallel == "fsdp":
+        raise ConfigError('[train] optimizer = "muon" orthogonalises whole matrices, which FSDP shards across ranks; '
+                          'use parallel = "ddp" or optimizer = "adamw"')
 
 
 def _check_data(d: DataConfig) -> None:
@@ -371,13 +397,13 @@ def _check_point(what: str, v, steps: int) -> None:
 
 def _check_types(t: OptimConfig) -> None:
     """Every float key is a real number, every flag a boolean (TOML's ``lr = "3e-3"`` is a string)."""
-    for k in ("lr", "min_lr_ratio", "weight_decay", "beta1", "beta2", "grad_clip"):
+    for k in ("lr", "min_lr_ratio", "weight_decay", "beta1", "beta2", "grad_clip", "muon_lr_ratio", "muon_momentum"):
         v = getattr(t, k)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ConfigError(f"[train] {k} must be a number, got {v!r}")
     if not isinstance(t.compile, bool):
         raise ConfigError(f"[train] compile must be true or false, got {t.compile!r}")
-    for k in ("dtype", "parallel"):
+    for k in ("dtype", "parallel", "optimizer"):
         if not isinstance(getattr(t, k), str):
             raise ConfigError(f"[train] {k} must be a string, got {getattr(t, k)!r}")
 

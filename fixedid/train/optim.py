@@ -1,4 +1,5 @@
-"""AdamW with the usual LLM recipe, its learning-rate schedule, and an exact, unpickled save/restore of its state.
+"""AdamW with the usual LLM recipe (or Muon on the blocks' matrices, :mod:`fixedid.train.muon`), its learning-rate
+schedule, and an exact, unpickled save/restore of its state.
 
 Parameter groups: weight decay on matrices (``dim >= 2``: projections, the head, a learned input table unless
 ``embed_weight_decay`` gives it its own), none on norm gains and biases. The schedule is a pure function of the
@@ -19,21 +20,27 @@ from safetensors.torch import save as st_save
 
 from ..errors import CheckpointError
 from .config import OptimConfig
+from .muon import MuonAdamW, is_muon_param
 
 
-def make_optimizer(model: torch.nn.Module, t: OptimConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay ``t.weight_decay`` on matrices, none on norm gains and biases, and
-    ``t.embed_weight_decay`` (default: the same) on a learned input table."""
+def make_optimizer(model: torch.nn.Module, t: OptimConfig) -> torch.optim.Optimizer:
+    """AdamW (``t.optimizer = "adamw"``) with weight decay ``t.weight_decay`` on matrices, none on norm gains and
+    biases, and ``t.embed_weight_decay`` (default: the same) on a learned input table; with ``"muon"``, the blocks'
+    matrices follow Muon instead, with the same weight decay (:class:`fixedid.train.muon.MuonAdamW`)."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     # the learned table gets a group of its own only when asked for
     own = {n for n, _ in named if t.embed_weight_decay is not None and n.endswith("embed.W_E")}
+    muon = {n for n, p in named if t.optimizer == "muon" and n not in own and is_muon_param(n, p)}
     table = [p for n, p in named if n in own]
-    decay = [p for n, p in named if p.dim() >= 2 and n not in own]
+    decay = [p for n, p in named if p.dim() >= 2 and n not in own and n not in muon]
     no_decay = [p for _, p in named if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     if table:
         groups.append({"params": table, "weight_decay": t.embed_weight_decay})
     kwargs = dict(lr=t.lr, betas=(t.beta1, t.beta2), eps=1e-8)
+    if t.optimizer == "muon":
+        groups.append({"params": [p for n, p in named if n in muon], "weight_decay": t.weight_decay, "muon": True})
+        return MuonAdamW(groups, momentum=t.muon_momentum, muon_lr_ratio=t.muon_lr_ratio, **kwargs)
     try:
         return torch.optim.AdamW(groups, fused=True, **kwargs)
     except (RuntimeError, TypeError):  # fused kernels missing for this device/dtype
