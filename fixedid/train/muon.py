@@ -5,7 +5,9 @@ update by the nearest semi-orthogonal matrix, computed by five Newton-Schulz ite
 update moves at the same rate; it is meant for the hidden matrices only, so the input table, the output head, the
 biases and the norm gains keep AdamW. Each Muon update is scaled by ``0.2 * sqrt(max(rows, cols))``, which gives it
 the root-mean-square of a typical AdamW update (Liu et al. 2025, "Muon is scalable for LLM training"), so one
-learning rate serves both; ``muon_lr_ratio`` multiplies it for the Muon part. Weight decay is decoupled in both parts.
+learning rate serves both; ``muon_lr_ratio`` multiplies it for the Muon part. Weight decay is decoupled in both parts
+and shrinks every matrix by ``lr * weight_decay`` a step, the ratio left out, so a larger Muon rate does not also
+decay its matrices faster.
 
 One :class:`torch.optim.Optimizer` whose groups say which rule they follow (``muon``), so its state saves and
 restores by parameter name like AdamW's (:mod:`fixedid.train.optim`). It needs whole matrices: under FSDP a rank
@@ -63,7 +65,7 @@ class MuonAdamW(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 state = self.state[p]
-                p.mul_(1 - lr * wd)
+                p.mul_(1 - g["lr"] * wd)  # the schedule's rate, not lr_ratio's: the decay per step AdamW has
                 if g["muon"]:
                     if not state:
                         state["momentum_buffer"] = torch.zeros_like(p)

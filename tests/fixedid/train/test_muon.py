@@ -40,7 +40,8 @@ def test_one_optimizer_follows_torchs_muon_on_matrices_and_adamw_on_the_rest():
     lr, wd, ratio = 0.01, 0.1, 2.0
     mine = MuonAdamW([{"params": [mine_w], "weight_decay": wd, "muon": True},
                       {"params": [mine_b], "weight_decay": wd}], lr=lr, betas=(0.9, 0.99), muon_lr_ratio=ratio)
-    muon = torch.optim.Muon([ref_w], lr=lr * ratio, weight_decay=wd, momentum=0.95, nesterov=True,
+    # the decay per step is lr * wd, the ratio left out (torch's Muon decays by its own lr * weight_decay)
+    muon = torch.optim.Muon([ref_w], lr=lr * ratio, weight_decay=wd / ratio, momentum=0.95, nesterov=True,
                             adjust_lr_fn="match_rms_adamw")
     adamw = torch.optim.AdamW([ref_b], lr=lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=wd, foreach=False)
     for gw, gb in grads:
