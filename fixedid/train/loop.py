@@ -8,8 +8,8 @@ stateless data order (:func:`fixedid.data.batch_at`), so only the input interfac
 
 Exact resume: the learning rate and the batch are pure functions of the step, and a checkpoint carries the model,
 the optimizer state (AdamW's, or Muon's and AdamW's) and the RNG state, so ``--resume`` after a SIGKILL logs the same
-per-step losses as an uninterrupted run. Under torchrun the global batch is sharded by rank (DDP; gloo on CPU, nccl on CUDA) and equals the single
-process batch of the same config.
+per-step losses as an uninterrupted run. Under torchrun the global batch is sharded by rank (DDP; gloo on CPU, nccl
+on CUDA) and equals the single process batch of the same config.
 
 No host syncs per step: a training step only queues work on the device (batches go to CUDA from pinned memory
 without blocking; the micro-batch losses and the gradient norm stay on the device). Values are read where they are
