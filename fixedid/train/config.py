@@ -87,8 +87,8 @@ class OptimConfig:
     input table; gradients clipped to ``grad_clip`` (0: off). ``optimizer``: ``adamw``, or ``muon``
     (:mod:`fixedid.train.muon`: Muon with momentum ``muon_momentum`` at ``lr * muon_lr_ratio`` on the blocks'
     weight matrices, AdamW with ``beta1`` and ``beta2`` on the rest; whole matrices, so not with ``parallel =
-    "fsdp"``). ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto`` (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and, unless ``[model]``
-    sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``: ``ddp`` or ``fsdp``
+    "fsdp"``). ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto`` (bf16 on CUDA, fp32 on CPU). ``seed``: the
+    data order and, unless ``[model]`` sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``: ``ddp`` or ``fsdp``
     (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in ``<variant>/steps/<step:07d>``
     (model and tokenizer, no optimizer state), for analyses across training.
 
