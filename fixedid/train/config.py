@@ -80,17 +80,17 @@ def data_table(d: DataConfig) -> dict:
 class OptimConfig:
     """``batch_size`` is the global number of sequences per optimizer step, whatever the number of ranks;
     ``micro_batch_size`` the sequences per forward on one rank (0: as large as possible), so gradient accumulation
-    is ``batch_size / (micro_batch_size * world_size)``. AdamW with ``lr`` after ``warmup_steps`` of linear
-    warmup, constant until ``decay_start`` (0: no constant phase), then cosine decay to ``lr * min_lr_ratio`` at
+    is ``batch_size / (micro_batch_size * world_size)``. AdamW with ``lr`` after ``warmup_steps`` of linear warmup,
+    constant until ``decay_start`` (0: no constant phase), then cosine decay to ``lr * min_lr_ratio`` at
     ``decay_steps`` (0: ``steps``) - a warmup-stable-decay schedule when ``decay_start`` is set; ``weight_decay`` on
     matrices only (never on norm gains or biases), ``embed_weight_decay`` (default: ``weight_decay``) on a learned
     input table; gradients clipped to ``grad_clip`` (0: off). ``optimizer``: ``adamw``, or ``muon``
-    (:mod:`fixedid.train.muon`: Muon with momentum ``muon_momentum`` at ``lr * muon_lr_ratio`` on the blocks'
-    weight matrices, AdamW with ``beta1`` and ``beta2`` on the rest; whole matrices, so not with ``parallel =
-    "fsdp"``). ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto`` (bf16 on CUDA, fp32 on CPU). ``seed``: the
-    data order and, unless ``[model]`` sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``: ``ddp`` or ``fsdp``
-    (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in ``<variant>/steps/<step:07d>``
-    (model and tokenizer, no optimizer state), for analyses across training.
+    (:mod:`fixedid.train.muon`: Muon with momentum ``muon_momentum`` at ``lr * muon_lr_ratio`` on the blocks' weight
+    matrices, AdamW with ``beta1`` and ``beta2`` on the rest; whole matrices, so not with ``parallel = "fsdp"``).
+    ``dtype``: ``fp32``, ``bf16`` (autocast) or ``auto`` (bf16 on CUDA, fp32 on CPU). ``seed``: the data order and,
+    unless ``[model]`` sets ``seed``, the initialisation (so seeds 0, 1, 2 are independent runs). ``parallel``:
+    ``ddp`` or ``fsdp`` (FSDP2) under torchrun. ``keep``: steps whose model is also kept as a snapshot in
+    ``<variant>/steps/<step:07d>`` (model and tokenizer, no optimizer state), for analyses across training.
 
     The schedule's points (``warmup_steps``, ``decay_start``, ``decay_steps`` and each ``keep`` entry) are an
     integer (a step) or a float in [0, 1] (that fraction of ``steps``, rounded; the packaged configs use fractions,
