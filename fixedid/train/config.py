@@ -63,17 +63,23 @@ class DataConfig:
 #: [data] entries added after run keys were published: written (and keyed) only when set to other than their
 #: default, so a table that leaves them at the default keeps the key and the prepared data it had before.
 DATA_ADDED_LATER = ("split_word_scope",)
-_DATA_DEFAULTS = DataConfig()
 
 
 #: [train] entries added after run keys were published, likewise written and keyed only when not at their default
 TRAIN_ADDED_LATER = ("optimizer", "muon_lr_ratio", "muon_momentum")
 
 
+def _recorded(table, added_later: tuple[str, ...]) -> dict:
+    """A config table as runs record and are keyed on: its entries, less those added later that sit at their
+    default (a dataclass built with no arguments)."""
+    default = type(table)()
+    return {k: v for k, v in dataclasses.asdict(table).items()
+            if not (k in added_later and v == getattr(default, k))}
+
+
 def data_table(d: DataConfig) -> dict:
     """``d`` as the dict runs record and are keyed on (see :data:`DATA_ADDED_LATER`)."""
-    return {k: v for k, v in dataclasses.asdict(d).items()
-            if not (k in DATA_ADDED_LATER and v == getattr(_DATA_DEFAULTS, k))}
+    return _recorded(d, DATA_ADDED_LATER)
 
 
 @dataclass
@@ -152,13 +158,9 @@ class OptimConfig:
         return [k for k in self.kept_steps if k < self.steps]
 
 
-_TRAIN_DEFAULTS = OptimConfig()
-
-
 def train_table(t: OptimConfig) -> dict:
     """``t`` as the dict runs record and are keyed on (see :data:`TRAIN_ADDED_LATER`)."""
-    return {k: v for k, v in dataclasses.asdict(t).items()
-            if not (k in TRAIN_ADDED_LATER and v == getattr(_TRAIN_DEFAULTS, k))}
+    return _recorded(t, TRAIN_ADDED_LATER)
 
 
 @dataclass

@@ -30,7 +30,7 @@ def make_optimizer(model: torch.nn.Module, t: OptimConfig) -> torch.optim.Optimi
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     # the learned table gets a group of its own only when asked for
     own = {n for n, _ in named if t.embed_weight_decay is not None and n.endswith("embed.W_E")}
-    muon = {n for n, p in named if t.optimizer == "muon" and n not in own and is_muon_param(n, p)}
+    muon = {n for n, p in named if t.optimizer == "muon" and is_muon_param(n, p)}
     table = [p for n, p in named if n in own]
     decay = [p for n, p in named if p.dim() >= 2 and n not in own and n not in muon]
     no_decay = [p for _, p in named if p.dim() < 2]
