@@ -337,9 +337,9 @@ def test_steps_shortens_every_packaged_config_and_keeps_its_shape(name, capsys):
     full = TrainConfig.load(name).train
     short = TrainConfig.load(name).replace_train(steps=40).train
     # each point sits at the same fraction of the run (to a step), worked out from the packaged numbers by hand
-    # (tiny: 2% of 1,350 = 27, 60% = 810, 75% = 1,012.5 -> 1,012; tiny-bpe: of 3,000 60, 1,800, 2,250;
+    # (tiny: 2% of 1,600 = 32, 60% = 960, 75% = 1,200; tiny-bpe: of 3,000 60, 1,800, 2,250;
     # of 40: 0.8 -> 1, 24, 30)
-    expected = {"tiny": (27, 810, [1012], 1, 24, [30]), "tiny-bpe": (60, 1800, [2250], 1, 24, [30]),
+    expected = {"tiny": (32, 960, [1200], 1, 24, [30]), "tiny-bpe": (60, 1800, [2250], 1, 24, [30]),
                 "small": (200, 0, [], 2, 0, []), "paper-1.7b": (2003, 0, [], 2, 0, [])}[name]
     assert (full.warmup, full.decay_begin, full.snapshot_steps) == expected[:3]
     assert (short.warmup, short.decay_begin, short.snapshot_steps) == expected[3:]
@@ -348,7 +348,7 @@ def test_steps_shortens_every_packaged_config_and_keeps_its_shape(name, capsys):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(keep=[5000]), r"keep entry 5000 is not a step of this run \(0 to steps = 1350\)"),
+    (dict(keep=[5000]), r"keep entry 5000 is not a step of this run \(0 to steps = 1600\)"),
     (dict(keep=[1.5]), r"keep entry 1.5 is a float, so a fraction of steps, and must be in \[0, 1\]"),
     (dict(keep=["750"]), "keep entry must be a step"),
     (dict(keep=750), "keep must be a list"),
@@ -413,7 +413,7 @@ def test_the_trained_key_covers_steps_and_snapshots_but_not_logging():
     assert base.replace_train(keep=[0.5]).trained_key() != key  # other snapshots
     assert base.replace_train(log_every=5, eval_every=50, save_every=100).trained_key() == key
     # the same schedule written as steps or as fractions trains the same thing
-    assert base.replace_train(warmup_steps=27, decay_start=810, keep=[1012]).trained_key() == key
+    assert base.replace_train(warmup_steps=32, decay_start=960, keep=[1200]).trained_key() == key
 
 
 def test_a_model_entry_restating_its_presets_value_is_the_same_training():
@@ -510,7 +510,7 @@ def test_the_small_defaults_use_their_code_as_the_study_does(name):
         assert constant_code_bits(m) == [], (variant, gf2_seed)
         assert 0.7 < vocab / 2 ** m.n_bits <= 0.76
     # the same vocabulary under a 16-bit code leaves the top bits constant (what these defaults avoid)
-    model = {k: v for k, v in cfg.model.items() if k != "rope_head_thetas"}  # its bases are per head of 9 heads
+    model = {k: v for k, v in cfg.model.items() if k != "rope_head_thetas"}  # its bases are per head of 6 heads
     wide = TrainConfig(model={**model, "n_bits": 16, "d_model": 64, "n_heads": 8}, data=cfg.data, train=cfg.train)
     assert len(constant_code_bits(wide.model_config("canonical", vocab))) == 16 - (vocab - 1).bit_length()
 
