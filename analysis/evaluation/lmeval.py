@@ -357,6 +357,26 @@ def _without_env_report():
         evaluator.add_env_info = original
 
 
+@contextlib.contextmanager
+def _bootstrap_in_process():
+    """lm-eval estimates the standard error of some metrics (perplexity among them) by a bootstrap that it runs in a
+    ``multiprocessing.Pool`` of forked processes unless ``DISABLE_MULTIPROC`` is set. A process forked from one that
+    runs other threads (torch's, a study worker's heartbeat) can inherit a lock held by one of them and never exit:
+    one of a 5-seed study's 25 evaluations hung for half an hour in the pool's shutdown. Inside this block the
+    bootstrap runs in this process instead (the same draws: every chunk of 1,000 is seeded by its index either way);
+    the variable is restored on exit."""
+    import os
+
+    old = os.environ.get("DISABLE_MULTIPROC")
+    os.environ["DISABLE_MULTIPROC"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("DISABLE_MULTIPROC", None)
+        else:
+            os.environ["DISABLE_MULTIPROC"] = old
+
 # ------------------------------------------------------------------------------------------------- tables
 def tidy_results(results: dict, n_samples: dict | None = None):
     """lm-eval's ``results`` dict as one row per task x metric: ``task, metric, filter, value, stderr, n`` and, for
@@ -432,7 +452,7 @@ def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_
         lm = FixedIdEvalLM(model=model, batch_size=batch_size, pretrained=path)
         lm.bar_file = sys.stderr if progress else io.StringIO()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                _without_env_report():
+                _without_env_report(), _bootstrap_in_process():
             out = simple_evaluate(model=lm, tasks=tasks, num_fewshot=num_fewshot, limit=limit, task_manager=manager,
                                   log_samples=False, verbosity="ERROR")
     df = tidy_results(out["results"], out.get("n-samples", {}))

@@ -211,3 +211,28 @@ def test_eval_refuses_a_checkpoint_without_a_tokenizer(tmp_path, capsys):
         main(["eval", "--ckpt", str(path), "--tasks", "fixedid_ioi", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "no tokenizer" in err and "\n" not in err and not (tmp_path / "out").exists()
+
+
+def test_evaluate_table_bootstraps_in_process_and_restores_the_environment(ckpt, monkeypatch):
+    """lm-eval bootstraps perplexity's standard error in a pool of forked processes unless DISABLE_MULTIPROC is set;
+    forked from a process with other threads, a pool worker can hang on an inherited lock (a study's evaluation did,
+    for half an hour). The table forks no pool, still gets the standard error, and leaves the variable as it was."""
+    import multiprocessing
+    import os
+
+    from analysis.evaluation.lmeval import evaluate_table
+
+    def no_pool(*a, **k):
+        raise AssertionError("lm-eval forked a multiprocessing pool")
+
+    monkeypatch.setattr(multiprocessing, "Pool", no_pool)
+    monkeypatch.delenv("DISABLE_MULTIPROC", raising=False)
+    df = evaluate_table(ckpt.ckpt_dir, ["fixedid_lastword"], limit=8)
+    assert "DISABLE_MULTIPROC" not in os.environ
+    ppl = df[df.metric == "perplexity"]
+    assert len(ppl) == 1 and ppl.value.iloc[0] > 1
+    stderr = df.attrs["lm_eval"]["results"]["fixedid_lastword"]["perplexity_stderr,none"]
+    assert isinstance(stderr, float) and stderr > 0
+    monkeypatch.setenv("DISABLE_MULTIPROC", "yes")
+    evaluate_table(ckpt.ckpt_dir, ["fixedid_lastword"], limit=8)
+    assert os.environ["DISABLE_MULTIPROC"] == "yes"
