@@ -106,7 +106,12 @@ def forest(df: pd.DataFrame, panels: list[tuple[str, str, str]], *, title: str, 
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", color="0.9")
         ax.set_axisbelow(True)
-    _legend_and_title(fig, *axes[0, 0].get_legend_handles_labels(), title)
+    seen = {}
+    for ax in axes[:, 0]:  # every variant once, whichever panel it appears in (bit flips have no learned variant)
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    order = [v for v in variants if v in seen]
+    _legend_and_title(fig, [seen[v] for v in order], order, title)
     return fig
 
 
@@ -204,7 +209,7 @@ def comparison_figure(comp: pd.DataFrame):
     d = d[d.step == d.step.max()]
     half = (d.hi - d.lo) / 2
     z = np.where(half > 0, d["diff"] / half.where(half > 0, 1), np.sign(d["diff"]) * np.inf)
-    d = d.assign(pair=d.a + "\n- " + d.b, label=d.analysis + ": " + d.metric + " " + d.key, z=np.clip(z, -4, 4),
+    d = d.assign(pair=d.a + " - " + d.b, label=d.analysis + ": " + d.metric + " " + d.key, z=np.clip(z, -4, 4),
                  clipped=np.abs(z) > 4)
     pairs = list(dict.fromkeys(d.pair))
     labels = list(dict.fromkeys(d.label))
@@ -219,9 +224,10 @@ def comparison_figure(comp: pd.DataFrame):
             r = g.loc[lab]
             marker = (">" if r.z > 0 else "<") if r.clipped else "o"
             ax.plot([r.z], [i], marker=marker, markersize=4, color="k", markerfacecolor="k" if r.exceeds else "w")
-        ax.set_title(pair, fontsize=7)
+        ax.set_title(pair, fontsize=7, rotation=90, va="bottom")  # upright titles overlap beyond ~6 columns
         ax.set_xlim(-4.4, 4.4)
-        ax.tick_params(labelsize=7)
+        ax.set_xticks([-4, 0, 4])
+        ax.tick_params(labelsize=6)
     axes[0, 0].set_yticks(range(len(labels)), labels, fontsize=6)
     axes[0, 0].invert_yaxis()
     fig.supxlabel("paired difference / its 95% half-width, t x standard error over seeds (grey: interval includes "

@@ -322,3 +322,16 @@ def test_depth_figure_draws_only_the_groups_that_have_the_metric():
     fig = depth_figure(pd.DataFrame(rows), "probes", "score_types", ylabel="y", title="t")
     assert len([ax for ax in fig.axes if ax.get_title()]) == 1
     assert depth_figure(pd.DataFrame(rows), "probes", "nothing", ylabel="y", title="t") is None
+
+
+def test_forest_legend_names_every_variant_of_every_panel():
+    """The bit-flip panel has no learned variant; the legend below the panels still names learned (drawn in a later
+    panel) and lists the variants in the study's order."""
+    from analysis.study.report import forest
+
+    rows = [{"analysis": a, "metric": m, "key": "k", "variant": v, "seed": s, "step": 5, "value": 0.5 + 0.1 * s}
+            for a, m, vs in (("interventions", "bitflip", ("canonical", "gf2")),
+                             ("interventions", "noise", ("learned", "canonical", "gf2")))
+            for v in vs for s in (0, 1)]
+    fig = forest(pd.DataFrame(rows), [("interventions", "bitflip", "x"), ("interventions", "noise", "y")], title="t")
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["learned", "canonical", "gf2"]
