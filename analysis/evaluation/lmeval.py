@@ -22,7 +22,7 @@ The built-in language's tasks (:data:`TASKS_DIR`, lm-eval's YAML format, found t
 ``fixedid_ioi``, ``fixedid_agreement``, ``fixedid_facts`` (two-way multiple choice: the answer against the task's
 wrong answer after the clean prompt, metric ``acc``) and ``fixedid_lastword`` (in the style of LAMBADA: the last word
 of a document, which already occurred in the document; ``acc`` is greedy decoding of the whole word, ``perplexity``
-its likelihood). Their data is generated from the world of seed 0 (:func:`write_task_data`), the world of every
+its likelihood). Their data is generated from the world of seed 0 (:mod:`.lmeval_tasks`), the world of every
 shipped config; for a checkpoint of another world the CLI generates that world's data into a temporary directory.
 """
 
@@ -31,22 +31,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import json
 import logging
-import random
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from analysis.errors import AnalysisError
+from analysis.evaluation.lmeval_tasks import BUILTIN_TASKS, TASKS_DIR, task_docs, write_task_data
 
-TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
-#: The built-in tasks shipped as lm-eval tasks.
-BUILTIN_TASKS = ("fixedid_ioi", "fixedid_agreement", "fixedid_facts", "fixedid_lastword")
 #: The study's benchmarks (0-shot) and its canonical variant's figures (docs/study.md), for side-by-side reports.
 STUDY_FIGURES = {"hellaswag": ("acc_norm", 52.40), "piqa": ("acc", 70.51), "lambada_openai": ("acc", 42.75)}
-N_TASK_DOCS = 200
 
 
 def _lm_base():
@@ -377,6 +372,7 @@ def _bootstrap_in_process():
         else:
             os.environ["DISABLE_MULTIPROC"] = old
 
+
 # ------------------------------------------------------------------------------------------------- tables
 def tidy_results(results: dict, n_samples: dict | None = None):
     """lm-eval's ``results`` dict as one row per task x metric: ``task, metric, filter, value, stderr, n`` and, for
@@ -459,59 +455,6 @@ def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_
     df.attrs["lm_eval"] = {"results": out["results"], "n_samples": out.get("n-samples", {}),
                            "configs": out.get("configs", {})}
     return df
-
-
-# ---------------------------------------------------------------------------------------------- task data
-def _lastword_docs(world_seed: int, n: int) -> list[dict]:
-    """Documents of the world's default mixture (a stream of its own), cut before their last word, kept when that
-    word already occurred in the document (so the context decides it, as in LAMBADA) and the document is at most
-    60 words long (so it fits the tiny context)."""
-    from fixedid.data.corpus import iter_texts
-
-    out = []
-    for doc in iter_texts(f"synthetic:{world_seed}" if world_seed else "synthetic", split="lm_eval_lastword"):
-        words = doc.rstrip(".").split(" ")
-        if len(words) <= 60 and words[-1].isalpha() and words[-1] in words[:-1]:
-            out.append({"text": " ".join(words)})
-            if len(out) == n:
-                return out
-    return out
-
-
-def task_docs(task: str, world_seed: int = 0, n: int = N_TASK_DOCS) -> list[dict]:
-    """The documents of a built-in lm-eval task (deterministic in the world seed): multiple-choice tasks
-    ``{"context", "choices", "label"}`` (the answer's place drawn per document), the last-word task ``{"text"}``."""
-    from fixedid.data import SyntheticLanguage
-
-    if task not in BUILTIN_TASKS:
-        raise AnalysisError(f"unknown built-in task {task!r}; use one of {list(BUILTIN_TASKS)}")
-    if task == "fixedid_lastword":
-        return _lastword_docs(world_seed, n)
-    name = task.removeprefix("fixedid_")
-    rng = random.Random(f"fixedid.lm_eval:{world_seed}:{name}")
-    docs = []
-    for p in SyntheticLanguage(world_seed).task_pairs(name, n, seed=1000):  # seed 1000: not the analyses' pairs
-        label = rng.randrange(2)
-        choices = [p.answer, p.wrong] if label == 0 else [p.wrong, p.answer]
-        docs.append({"context": p.clean, "choices": choices, "label": label})
-    return docs
-
-
-def write_task_data(directory, world_seed: int = 0, n: int = N_TASK_DOCS) -> Path:
-    """Write the built-in tasks' YAML and JSONL for ``world_seed`` into ``directory`` (an lm-eval include path)."""
-    import shutil
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    if directory.resolve() != TASKS_DIR.resolve():
-        for f in TASKS_DIR.iterdir():
-            if f.suffix in (".yaml", ".py"):
-                shutil.copy(f, directory / f.name)
-    for task in BUILTIN_TASKS:
-        tmp = directory / f".{task}.jsonl.tmp"
-        tmp.write_text("".join(json.dumps(d) + "\n" for d in task_docs(task, world_seed, n)))
-        tmp.replace(directory / f"{task}.jsonl")
-    return directory
 
 
 __all__ = ["FixedIdEvalLM", "register", "task_manager", "evaluate_table", "tidy_results", "task_docs",

@@ -1,5 +1,5 @@
 """Loaders of the built-in language's lm-eval tasks: each reads its JSONL beside this file (written by
-``analysis.evaluation.lmeval.write_task_data``), so the tasks need no network and no dataset hub."""
+``analysis.evaluation.lmeval_tasks.write_task_data``), so the tasks need no network and no dataset hub."""
 
 import json
 from pathlib import Path
