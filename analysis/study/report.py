@@ -59,12 +59,19 @@ def _points(ax, x, values, colour, horizontal=False):
         ax.scatter(x + jitter, values, s=9, color=colour, alpha=0.45, linewidths=0, zorder=2)
 
 
-def _legend_and_title(fig, handles, labels, title: str) -> None:
-    """The variants' legend below the panels (never over the data; up to 5 a row) and the title, wrapped to the
-    figure's width."""
+def _legend_and_title(fig, axes, title: str) -> None:
+    """The variants' legend below the panels (never over the data; up to 5 a row): every variant drawn in any of
+    ``axes`` once, in the study's order (a panel may lack some: bit flips have no learned variant), and the title,
+    wrapped to the figure's width."""
     import textwrap
 
-    fig.legend(handles, labels, loc="outside lower center", fontsize=7, frameon=False, ncol=min(5, len(labels)))
+    seen = {}
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    labels = variant_order(seen)
+    fig.legend([seen[v] for v in labels], labels, loc="outside lower center", fontsize=7, frameon=False,
+               ncol=min(5, len(labels)))
     fig.suptitle("\n".join(textwrap.wrap(title, 115)), fontsize=9, x=0.02, ha="left")
 
 
@@ -106,12 +113,7 @@ def forest(df: pd.DataFrame, panels: list[tuple[str, str, str]], *, title: str, 
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", color="0.9")
         ax.set_axisbelow(True)
-    seen = {}
-    for ax in axes[:, 0]:  # every variant once, whichever panel it appears in (bit flips have no learned variant)
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            seen.setdefault(lab, h)
-    order = [v for v in variants if v in seen]
-    _legend_and_title(fig, [seen[v] for v in order], order, title)
+    _legend_and_title(fig, axes, title)
     return fig
 
 
@@ -155,11 +157,7 @@ def depth_figure(df: pd.DataFrame, analysis: str, metric: str, *, ylabel: str, t
                       "own_code_bit": "the model's own code column"}.get(group, group), fontsize=8)
         ax.grid(color="0.9")
     axes[0, 0].set_ylabel(ylabel, fontsize=8)
-    seen = {}
-    for ax in axes[0]:  # every variant once, whichever panel it appears in
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            seen.setdefault(lab, h)
-    _legend_and_title(fig, list(seen.values()), list(seen.keys()), title)
+    _legend_and_title(fig, axes, title)
     return fig
 
 
@@ -190,7 +188,7 @@ def training_figure(df: pd.DataFrame):
         ax.set_xlabel("training step", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(color="0.9")
-    _legend_and_title(fig, *axes[0, 0].get_legend_handles_labels(),
+    _legend_and_title(fig, axes,
                       "across training (kept snapshots and the final step; bands: 95% interval over seeds)")
     return fig
 
