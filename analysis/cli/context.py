@@ -1,6 +1,6 @@
 """``fixedid-analyze context``: how much each variant leans on context, and on how its text is split.
 
-    fixedid-analyze context --ckpt runs/tiny/learned --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2
+    fixedid-analyze context --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2
 
 Writes ``context_curve.csv`` (loss and accuracy at the same positions with the context limited to k tokens, by a
 sliding-window attention mask at the true positions - ``mask = window`` - and by keeping only the last k tokens -
@@ -14,18 +14,21 @@ by those of other windows, and the interaction terms; :func:`analysis.causal.com
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from analysis.cli.args import checkpoint_dirs, int_list, stacked, variant_names
+from analysis.cli.args import add_checkpoints, add_out, int_list, output_dir, parse_checkpoints, stacked
 from analysis.errors import AnalysisError
 
 
 HELP = ("context use: loss with the context limited to k tokens (window mask / crop), attention and MLP ablations "
         "from other windows with their interactions, alternative segmentations")
+EXAMPLES = """
+  fixedid-analyze context --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/canonical \\
+      --ckpt fixedid-demo/checkpoints/gf2 --tokens 4096
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
+    add_checkpoints(p)
     p.add_argument("--data", help="a .txt or .jsonl file (.npy for the curve and ablations only; default: the "
                    "checkpoint's own validation data)")
     p.add_argument("--tokens", type=int, default=16_384, help="tokens for the curve and the ablations (default 16384; "
@@ -40,7 +43,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the pairing or the split (default 0)")
     p.add_argument("--segmentation", action="store_true", help="also the cost of alternative segmentations (needs a "
                    "tokenizer with pieces smaller than its words, such as BPE)")
-    p.add_argument("--out", help="output directory (default: analysis-out/context)")
+    add_out(p)
 
 
 def run(args) -> int:
@@ -52,7 +55,9 @@ def run(args) -> int:
     from analysis.outputs import write_csv
     from analysis.loading import load
 
-    paths = checkpoint_dirs(args.ckpt)
+    named = parse_checkpoints(args.ckpt)
+    paths = list(named.values())
+    out = output_dir(args, "context", named)
     ks = int_list(args.ks, "--ks")
     masks = [m.strip() for m in args.mask.split(",") if m.strip()]
     if not masks or any(m not in MASKS for m in masks):
@@ -63,7 +68,7 @@ def run(args) -> int:
         raise AnalysisError("--draws must be a positive integer, and 1 with --ablation mean")
     if args.tokens < 2:
         raise AnalysisError("--tokens must be at least 2")
-    names = variant_names(paths)
+    names = list(named)
     curves, effects, segs = {}, {}, {}
     for n, p in zip(names, paths):
         m = load(p)
@@ -73,7 +78,6 @@ def run(args) -> int:
                                        tokens=min(args.tokens, 8192), progress=True)
         if args.segmentation:
             segs[n] = segmentation_cost(m, corpus_texts(m, args.data))
-    out = Path(args.out) if args.out else Path("analysis-out") / "context"
     write_csv(stacked([d.assign(variant=n) for n, d in curves.items()]), out / "context_curve.csv")
     write_csv(stacked([d.assign(variant=n) for n, d in effects.items()]), out / "context_effects.csv")
     if segs:

@@ -1,7 +1,7 @@
 """``fixedid-analyze das``: distributed alignment search of one causal variable, per layer and subspace rank, with its
 controls (arbitrary labels, the model's own untrained initialisation, a norm-matched random subspace).
 
-    fixedid-analyze das --ckpt runs/tiny/canonical --variable ioi [--position last] [--ranks 1,4,16]
+    fixedid-analyze das --ckpt fixedid-demo/checkpoints/canonical --variable ioi [--position last] [--ranks 1,4,16]
     fixedid-analyze das --ckpt DIR --variable bit --bit 8 [--layers 0,1] [--epochs 40]
 
 Writes ``das.csv`` (one row per layer, rank, method and split) and ``das.png``/``.pdf``, and prints where the
@@ -11,16 +11,18 @@ fitted subspace beats its controls.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-from analysis.cli.args import checkpoint_dirs, int_list
+from analysis.cli.args import add_checkpoints, add_out, int_list, one_checkpoint, output_dir
 from analysis.errors import AnalysisError
 
 HELP = "distributed alignment search (DAS) of a causal variable, with its controls"
+EXAMPLES = """
+  fixedid-analyze das --ckpt fixedid-demo/checkpoints/canonical --variable ioi --ranks 1,4
+  fixedid-analyze das --ckpt fixedid-demo/checkpoints/gf2 --variable bit --bit 8 --layers 0,1
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
+    add_checkpoints(p, one=True)
     p.add_argument("--variable", default="ioi", help="ioi (the indirect object's name), agreement (the subject's "
                    "number) or bit (one input-code bit of a copied token; give --bit)")
     p.add_argument("--bit", type=int, help="the code bit of --variable bit (a column of the model's code)")
@@ -40,7 +42,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-pairs", action="store_true", help="keep pairs the model gets wrong (default: only pairs "
                    "whose two prompts it answers right)")
     p.add_argument("--no-controls", action="store_true", help="fit only the DAS subspace (no controls)")
-    p.add_argument("--out", help="output directory (default: analysis-out/<checkpoint name>)")
+    add_out(p)
 
 
 def summarize(df) -> str:
@@ -70,7 +72,8 @@ def run(args) -> int:
     from analysis.loading import load
     from analysis.outputs import write_csv
 
-    (ckpt,) = checkpoint_dirs([args.ckpt])
+    name, ckpt = one_checkpoint(args, "das")
+    out = output_dir(args, "das", {name: ckpt})
     if args.n_pairs < 4:
         raise AnalysisError(f"--n-pairs must be at least 4 (2 fitted, 2 held out), got {args.n_pairs}")
     ranks = int_list(args.ranks, "--ranks")
@@ -81,9 +84,8 @@ def run(args) -> int:
     df = das_sweep(model, data=data, layers=layers, ranks=ranks, position=args.position, epochs=args.epochs,
                    batch_size=args.batch_size, lr=args.lr, seed=args.seed, controls=not args.no_controls,
                    progress=True)
-    out = Path(args.out) if args.out else Path("analysis-out") / ckpt.name
     write_csv(df, out / "das.csv")
-    save_figure(das_figure(df, model.cfg.n_layers, title=ckpt.name), out, "das")
+    save_figure(das_figure(df, model.cfg.n_layers, title=name), out, "das")
     print(summarize(df))
     print(f"wrote {out / 'das.csv'} and {out / 'das.png'} (+ .pdf)")
     return 0

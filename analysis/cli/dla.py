@@ -1,6 +1,6 @@
 """``fixedid-analyze dla``: direct logit attribution of one checkpoint's logit difference (answer - wrong).
 
-    fixedid-analyze dla --ckpt runs/tiny/canonical --task ioi [--by-position] [--per-pair]
+    fixedid-analyze dla --ckpt fixedid-demo/checkpoints/canonical --task ioi [--by-position] [--per-pair]
     fixedid-analyze dla --ckpt DIR --prompt TEXT --answer WORD --wrong WORD
     fixedid-analyze dla --ckpt DIR --pairs pairs.jsonl [--corrupt-prompts]
 
@@ -11,16 +11,20 @@ also ``dla_positions.png``/``.pdf``), and prints the components that write most 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-from analysis.cli.args import checkpoint_dirs
+from analysis.cli.args import add_checkpoints, add_out, one_checkpoint, output_dir
 from analysis.errors import AnalysisError
 
 HELP = "direct logit attribution (per head, attention layer, MLP, input) of one checkpoint"
+EXAMPLES = """
+  fixedid-analyze dla --ckpt fixedid-demo/checkpoints/canonical --task ioi --by-position
+  fixedid-analyze dla --ckpt fixedid-demo/checkpoints/learned \\
+      --prompt "When Mary and John went to the park, John gave a ball to" \\
+      --answer Mary --wrong John
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
+    add_checkpoints(p, one=True)
     src = p.add_argument_group("prompts (one of)")
     src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction, or the control "
                      "induction_unlisted")
@@ -33,7 +37,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corrupt-prompts", action="store_true", help="attribute the corrupted prompt of each pair")
     p.add_argument("--by-position", action="store_true", help="also split each head by the source position it reads")
     p.add_argument("--per-pair", action="store_true", help="also write one row per pair (dla_per_pair.csv)")
-    p.add_argument("--out", help="output directory (default: analysis-out/<checkpoint name>)")
+    add_out(p)
 
 
 def prompts_from_args(model, args):
@@ -72,18 +76,18 @@ def run(args) -> int:
     from analysis.loading import load
     from analysis.outputs import write_csv
 
-    (ckpt,) = checkpoint_dirs([args.ckpt])
+    name, ckpt = one_checkpoint(args, "dla")
+    out = output_dir(args, "dla", {name: ckpt})
     if args.n_pairs < 1:
         raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
     model = load(ckpt)
     batch = prompts_from_args(model, args)
     kw = dict(prompt="corrupt" if args.corrupt_prompts else "clean", by_position=args.by_position)
     df = direct_logit_attribution(model, batch, **kw)
-    out = Path(args.out) if args.out else Path("analysis-out") / ckpt.name
     write_csv(df, out / "dla.csv")
     if args.per_pair:
         write_csv(direct_logit_attribution(model, batch, per_pair=True, **kw), out / "dla_per_pair.csv")
-    save_figure(dla_figure(df, title=f"{ckpt.name}: direct logit attribution ({len(batch)} prompts, final norm "
+    save_figure(dla_figure(df, title=f"{name}: direct logit attribution ({len(batch)} prompts, final norm "
                                      "scale frozen)"), out, "dla")
     if args.by_position:
         save_figure(dla_positions_figure(df), out, "dla_positions")

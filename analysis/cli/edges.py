@@ -1,6 +1,6 @@
 """``fixedid-analyze edges``: edge attribution (EAP, EAP-IG) over the whole graph of one checkpoint.
 
-    fixedid-analyze edges --ckpt runs/tiny/canonical --task ioi
+    fixedid-analyze edges --ckpt fixedid-demo/checkpoints/canonical --task ioi
     fixedid-analyze edges --ckpt DIR --task ioi --method eap-ig --steps 8 --interpolate activations --exact
 
 Writes ``edges.csv`` (one row per edge: sender, receiver, score with its 95% interval over pairs), ``nodes.csv``
@@ -12,24 +12,28 @@ correlation of the scores with it), beside the map in the figure.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
 from analysis.causal.edges import INTERPOLATIONS, METHODS
 from analysis.causal.patching import MODES
-from analysis.engine.metrics import METRICS
 from analysis.errors import AnalysisError
 
 HELP = "edge attribution (EAP, EAP-IG) of every writer -> reader edge, optionally against exact edge patching"
+EXAMPLES = """
+  fixedid-analyze edges --ckpt fixedid-demo/checkpoints/canonical --task ioi
+  fixedid-analyze edges --ckpt fixedid-demo/checkpoints/gf2 --task ioi --method eap-ig --steps 8 --exact
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    from analysis.cli.patching import add_pair_args
+    from analysis.cli.args import add_out
+    from analysis.cli.patching import add_metric, add_pair_args
 
     add_pair_args(p)
-    p.add_argument("--mode", default="denoise", choices=MODES)
-    p.add_argument("--metric", default="logit_diff", choices=sorted(METRICS))
-    p.add_argument("--out", help="output directory (default: analysis-out/<checkpoint name>)")
-    p.add_argument("--method", default="eap", choices=METHODS)
+    p.add_argument("--mode", default="denoise", choices=MODES, help="denoise: clean writes into the corrupted run; "
+                   "noise: corrupted writes into the clean run (default denoise)")
+    add_metric(p)
+    add_out(p)
+    p.add_argument("--method", default="eap", choices=METHODS, help="eap: one gradient at the patched run; eap-ig: "
+                   "integrated gradients along --interpolate (default eap)")
     p.add_argument("--steps", type=int, default=5, help="integration steps of eap-ig (default 5)")
     p.add_argument("--interpolate", default="inputs", choices=INTERPOLATIONS,
                    help="eap-ig's path: the input code rows (default) or every writer's output")
@@ -64,20 +68,19 @@ def run(args) -> int:
         raise AnalysisError(f"--steps must be positive, got {args.steps}")
     if args.top < 1:
         raise AnalysisError(f"--top must be positive, got {args.top}")
-    ckpt, model, pairs = checkpoint_and_pairs(args)
+    name, out, model, pairs = checkpoint_and_pairs(args, "edges")
     df = edge_attribution(model, pairs, mode=args.mode, metric=args.metric, method=args.method, steps=args.steps,
                           interpolate=args.interpolate)
     exact = agreement = None
     if args.exact:
         exact = exact_edge_effects(model, pairs, mode=args.mode, metric=args.metric)
         agreement = exact_agreement(df, exact)
-    out = Path(args.out) if args.out else Path("analysis-out") / ckpt.name
     write_csv(df, out / "edges.csv")
     write_csv(node_scores(df), out / "nodes.csv")
     if exact is not None:
         write_csv(exact, out / "exact.csv")
         write_json({"method": args.method, **agreement}, out / "agreement.json")
-    save_figure(edges_figure(df, exact, title=f"{ckpt.name}: edge attribution ({args.method}, {args.mode}, "
+    save_figure(edges_figure(df, exact, title=f"{name}: edge attribution ({args.method}, {args.mode}, "
                                               f"{len(pairs)} pairs)"), out, "edges")
     print(summarize(df, agreement, args.top))
     print(f"wrote {out / 'edges.csv'}, {out / 'nodes.csv'} and {out / 'edges.png'} (+ .pdf)")

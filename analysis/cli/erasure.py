@@ -1,8 +1,8 @@
 """``fixedid-analyze erasure``: LEACE erasure of a concept at hook points, against a placebo of LEACE erasures of
 matched control concepts, fitted on some sequences and measured on others.
 
-    fixedid-analyze erasure --ckpt runs/tiny/gf2 --concept canonical_bit:3 --hook blocks.1.hook_resid_pre
-    fixedid-analyze erasure --ckpt runs/tiny/learned --ckpt runs/tiny/gf2 --concept canonical_bit:2 --by-depth
+    fixedid-analyze erasure --ckpt fixedid-demo/checkpoints/gf2 --concept canonical_bit:3 --hook blocks.1.hook_resid_pre
+    fixedid-analyze erasure --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/gf2 --concept canonical_bit:2 --by-depth
 
 Writes ``erasure.csv`` (per variant, concept and hook point: the concept's probe, the edit's rank and size, the loss
 change and task accuracies with no erasure, LEACE and each placebo draw, and on the LEACE rows the estimand
@@ -13,15 +13,20 @@ losses behind the intervals) and ``erasure.png``/``.pdf`` (by depth).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from analysis.cli.args import checkpoint_dirs, stacked, variant_names
+from analysis.cli.args import add_checkpoints, add_out, output_dir, parse_checkpoints, stacked
 
 HELP = "erase a concept at hook points with LEACE, against a placebo of matched control concepts"
+EXAMPLES = """
+  fixedid-analyze erasure --ckpt fixedid-demo/checkpoints/gf2 --concept canonical_bit:3 \\
+      --hook blocks.1.hook_resid_pre
+  fixedid-analyze erasure --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/gf2 \\
+      --concept canonical_bit:2 --by-depth
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
+    add_checkpoints(p)
     p.add_argument("--concept", required=True, action="append", help="what to erase: canonical_bit:I (every "
                    "variant), code_bit:J (the model's own code), xor:I,K, token, prev_token or freq_bucket; repeat "
                    "for several")
@@ -36,7 +41,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draws", type=int, default=3, help="placebo draws (default 3)")
     p.add_argument("--tasks", default="ioi,agreement", help="built-in tasks measured under erasure ('none' to skip)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of the placebo draws (default 0)")
-    p.add_argument("--out", help="output directory (default: analysis-out/erasure)")
+    add_out(p)
 
 
 def run(args) -> int:
@@ -49,8 +54,10 @@ def run(args) -> int:
 
     if args.by_depth and args.hook:
         raise AnalysisError("give either --hook or --by-depth, not both")
-    paths = checkpoint_dirs(args.ckpt)
-    names = variant_names(paths)
+    named = parse_checkpoints(args.ckpt)
+    paths = list(named.values())
+    out = output_dir(args, "erasure", named)
+    names = list(named)
     tasks = () if args.tasks.strip().lower() == "none" else tuple(t for t in args.tasks.split(",") if t)
     tables, seqs = [], []
     for path, name in zip(paths, names):
@@ -62,7 +69,6 @@ def run(args) -> int:
         tables.append(df.assign(variant=name))
         seqs.append(per_seq.assign(variant=name))
     df, per_seq = stacked(tables), stacked(seqs)
-    out = Path(args.out) if args.out else Path("analysis-out") / "erasure"
     write_csv(df, out / "erasure.csv")
     write_csv(per_seq, out / "erasure_sequences.csv")
     save_figure(erasure_depth_figure(df), out, "erasure")

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.cli.args import checkpoint_dirs
+from analysis.cli.args import add_checkpoints, one_checkpoint
 
 HELP = "write a checkpoint as a Hugging Face transformers Llama directory"
+EXAMPLES = """
+  fixedid-analyze export-hf --ckpt fixedid-demo/checkpoints/gf2 --out hf/tiny-gf2
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, help="checkpoint directory")
-    p.add_argument("--out", required=True, help="the new Hugging Face directory")
+    add_checkpoints(p, one=True)
+    p.add_argument("--out", required=True, metavar="DIR", help="the new Hugging Face directory (refused when it "
+                   "exists and is not empty)")
 
 
 def run(args) -> int:
     from analysis.interop.hf import export_hf
     from analysis.loading import load
 
-    model = load(checkpoint_dirs([args.ckpt])[0])
+    model = load(one_checkpoint(args, "export-hf")[1])
     out = export_hf(model, args.out)
     print(f"wrote {out}: a transformers LlamaForCausalLM ({model.cfg.interface} interface"
           + (", the fixed code as its embedding, provenance in config.json 'fixedid'" if model.cfg.is_fixed else "")

@@ -1,7 +1,7 @@
 """``fixedid-analyze import-hf``: a Hugging Face Llama directory, or a state dict of another layout with a key map and
 a model config, back into a fixedid checkpoint.
 
-    fixedid-analyze import-hf --hf hf/tiny-gf2 --out runs/tiny/gf2-back
+    fixedid-analyze import-hf --hf hf/tiny-gf2 --out runs/gf2-back
     fixedid-analyze import-hf --state model.safetensors --key-map keys.toml --config prior-1024 --out runs/prior
 
 A directory or state dict whose input rows are exactly a code (and that no fixedid record describes) is imported as
@@ -17,6 +17,10 @@ from pathlib import Path
 from analysis.errors import AnalysisError
 
 HELP = "read a Hugging Face Llama directory (or a state dict plus a key map) back into a fixedid checkpoint"
+EXAMPLES = """
+  fixedid-analyze export-hf --ckpt fixedid-demo/checkpoints/gf2 --out hf/tiny-gf2
+  fixedid-analyze import-hf --hf hf/tiny-gf2 --out runs/gf2-back
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -32,7 +36,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", help="with --state: a tokenizers tokenizer.json to store with the checkpoint")
     p.add_argument("--no-infer", action="store_true",
                    help="do not look for a code in the input rows: without a record they are a learned table")
-    p.add_argument("--out", required=True, help="the new checkpoint directory")
+    p.add_argument("--out", required=True, metavar="DIR", help="the new checkpoint directory (refused when it "
+                   "exists)")
 
 
 def run(args) -> int:

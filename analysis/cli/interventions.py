@@ -1,10 +1,10 @@
 """``fixedid-analyze interventions``: input-code edits, component ablations and bit x layer maps from the shell.
 
-    fixedid-analyze interventions --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --kind bitflip
+    fixedid-analyze interventions --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2 --kind bitflip
     fixedid-analyze interventions --ckpt DIR --kind swap --task ioi
     fixedid-analyze interventions --ckpt DIR --kind ablate --component head --ablation resample
     fixedid-analyze interventions --ckpt DIR --kind bit-layer --task ioi
-    fixedid-analyze interventions --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --kind flip-split
+    fixedid-analyze interventions --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2 --kind flip-split
 
 Writes ``interventions.csv`` (one row per edit and variant: mean and 95% interval of each measure, with how far the
 edit moves the input: ``edited``, ``on_support``, ``hamming``, and ``decode_acc`` for noise),
@@ -20,9 +20,8 @@ written until every checkpoint has been measured.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from analysis.cli.args import checkpoint_dirs, float_list, int_list
+from analysis.cli.args import add_checkpoints, add_out, float_list, int_list, output_dir, parse_checkpoints
 from analysis.errors import AnalysisError
 
 KIND_CHOICES = ("bitflip", "midpoint", "swap", "noise", "ablate", "bit-layer", "flip-split")
@@ -30,12 +29,20 @@ KIND_CHOICES = ("bitflip", "midpoint", "swap", "noise", "ablate", "bit-layer", "
 
 HELP = ("edit the input code, ablate components, split bit flips by where they land, or map where a code bit's "
         "information goes (bit x layer)")
+EXAMPLES = """
+  fixedid-analyze interventions --ckpt fixedid-demo/checkpoints/canonical \\
+      --ckpt fixedid-demo/checkpoints/gf2 --kind bitflip
+  fixedid-analyze interventions --ckpt fixedid-demo/checkpoints/learned --kind ablate --component head \\
+      --ablation resample --task ioi
+  fixedid-analyze interventions --ckpt fixedid-demo/checkpoints/gf2 --kind bit-layer --task ioi
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, action="append",
-                   help="checkpoint directory; repeat to compare variants in one table and figure")
-    p.add_argument("--kind", default="bitflip", choices=KIND_CHOICES)
+    add_checkpoints(p)
+    p.add_argument("--kind", default="bitflip", choices=KIND_CHOICES, help="bitflip, midpoint, swap or noise: an "
+                   "edit of the input code; ablate: a component; bit-layer: where a flipped bit's information goes, "
+                   "layer by layer; flip-split: each flip split into its on- and off-support parts (default bitflip)")
     p.add_argument("--task", help="measure on this built-in task's prompts (default: corpus windows)")
     p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
     p.add_argument("--tokens", type=int, default=16_384, help="corpus tokens to evaluate (default 16384)")
@@ -54,7 +61,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", help="ablate: comma-separated heads (default all)")
     p.add_argument("--site", help="bit-layer: the site patched (default resid_pre)")
     p.add_argument("--metric", choices=("kl", "logit_diff"), help="bit-layer: the metric (default kl)")
-    p.add_argument("--out", help="output directory (default: analysis-out/interventions-<kind>)")
+    add_out(p)
 
 
 #: The options each kind reads, with their defaults; giving one that the kind ignores is an error.
@@ -83,13 +90,11 @@ def run(args) -> int:
 
     _check_options(args)
 
-    paths = checkpoint_dirs(args.ckpt)
+    named = parse_checkpoints(args.ckpt)
+    out = output_dir(args, "interventions", named)
     if args.n_pairs < 1:
         raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
-    models = {path.name: load(path) for path in paths}
-    if len(models) != len(paths):
-        raise AnalysisError("two --ckpt directories share a name; give each variant its own directory name")
-    out = Path(args.out) if args.out else Path("analysis-out") / f"interventions-{args.kind}"
+    models = {name: load(path) for name, path in named.items()}
     if args.kind == "bit-layer":
         return _run_bit_layer(args, models, out)
     return _run_edits(args, models, out)

@@ -1,6 +1,6 @@
 """``fixedid-analyze lens``: the logit lens of each variant across depth.
 
-    fixedid-analyze lens --ckpt runs/tiny/learned --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2
+    fixedid-analyze lens --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2
 
 Writes ``lens.csv`` (variant x depth: next-token accuracy, loss and KL to the final distribution, with 95%
 intervals over sequences) and ``lens.png``/``.pdf``.
@@ -9,19 +9,22 @@ intervals over sequences) and ``lens.png``/``.pdf``.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from analysis.cli.args import checkpoint_dirs, stacked, variant_names
+from analysis.cli.args import add_checkpoints, add_out, output_dir, parse_checkpoints, stacked
 from analysis.errors import AnalysisError
 
 HELP = "the logit lens across depth: accuracy and KL to the final distribution, variants side by side"
+EXAMPLES = """
+  fixedid-analyze lens --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/canonical \\
+      --ckpt fixedid-demo/checkpoints/gf2
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
+    add_checkpoints(p)
     p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
     p.add_argument("--tokens", type=int, default=16_384, help="tokens (default 16384)")
-    p.add_argument("--out", help="output directory (default: analysis-out/lens)")
+    add_out(p)
 
 
 def run(args) -> int:
@@ -31,13 +34,14 @@ def run(args) -> int:
     from analysis.readouts.lens import logit_lens
     from analysis.loading import load
 
-    paths = checkpoint_dirs(args.ckpt)
+    named = parse_checkpoints(args.ckpt)
+    paths = list(named.values())
+    out = output_dir(args, "lens", named)
     if args.tokens < 2:
         raise AnalysisError("--tokens must be at least 2")
     frames = {n: logit_lens(load(p), args.data, tokens=args.tokens, progress=True)
-              for n, p in zip(variant_names(paths), paths)}
+              for n, p in zip(named, paths)}
     df = stacked([f.assign(variant=n) for n, f in frames.items()])
-    out = Path(args.out) if args.out else Path("analysis-out") / "lens"
     write_csv(df, out / "lens.csv")
     save_figure(lens_figure(frames), out, "lens")
     print(f"logit lens over {next(iter(frames.values())).attrs['n_tokens']:,} tokens: next-token accuracy by depth "

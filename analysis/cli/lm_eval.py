@@ -1,6 +1,6 @@
 """lm-eval's own command line, with the model ``fixedid`` registered and the built-in language's tasks included.
 
-    python -m analysis.cli.lm_eval run --model fixedid --model_args pretrained=runs/tiny/canonical \\
+    python -m analysis.cli.lm_eval run --model fixedid --model_args pretrained=fixedid-demo/checkpoints/canonical \\
         --tasks fixedid_ioi,fixedid_lastword
 
 lm-eval 0.4 finds models only in its own registry (it reads no plugin entry points), so its ``lm_eval`` command

@@ -1,6 +1,6 @@
 """``fixedid-analyze patching``: activation or attribution patching of one checkpoint.
 
-    fixedid-analyze patching --ckpt runs/tiny/canonical --task ioi
+    fixedid-analyze patching --ckpt fixedid-demo/checkpoints/canonical --task ioi
     fixedid-analyze patching --ckpt DIR --clean TEXT --corrupt TEXT --answer WORD --wrong WORD [--site z]
     fixedid-analyze patching --ckpt DIR --pairs pairs.jsonl --method attribution --mode noise
 
@@ -13,29 +13,32 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from pathlib import Path
 
-from analysis.cli.args import checkpoint_dirs
+from analysis.cli.args import DEFAULT_METRIC, add_checkpoints, add_out, one_checkpoint, output_dir
 from analysis.causal.patching import MODES, SITES
 from analysis.engine.metrics import METRICS
 from analysis.errors import AnalysisError, AnalysisWarning
 
 HELP = "activation or attribution patching of one checkpoint"
+EXAMPLES = """
+  fixedid-analyze patching --ckpt fixedid-demo/checkpoints/canonical --task ioi
+  fixedid-analyze patching --ckpt fixedid-demo/checkpoints/gf2 --task agreement --site z --method attribution
+  fixedid-analyze patching --ckpt fixedid-demo/checkpoints/learned \\
+      --clean "When Mary and John went to the park, John gave a ball to" \\
+      --corrupt "When Mary and John went to the park, Mary gave a ball to" --answer Mary --wrong John
+"""
 
 
 def add_pair_args(p: argparse.ArgumentParser, many: bool = False) -> None:
-    """--ckpt (repeatable with ``many``) and the prompt pairs (--task, --pairs, or one
+    """--ckpt (``many``: the verb compares several checkpoints) and the prompt pairs (--task, --pairs, or one
     --clean/--corrupt/--answer/--wrong), shared by the verbs that read pairs (:func:`pairs_from_args`)."""
-    if many:
-        p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat for more")
-    else:
-        p.add_argument("--ckpt", required=True, help="checkpoint directory (e.g. runs/tiny/canonical)")
+    add_checkpoints(p, one=not many)
     src = p.add_argument_group("prompt pairs (one of)")
     src.add_argument("--task", help="built-in task: ioi, agreement, facts or induction, or the control "
                      "induction_unlisted")
     src.add_argument("--pairs", help="JSONL file of {clean, corrupt, answer, wrong}")
     src.add_argument("--clean", help="clean prompt (with --corrupt, --answer, --wrong)")
-    src.add_argument("--corrupt")
+    src.add_argument("--corrupt", help="corrupted prompt, of the clean prompt's token length")
     src.add_argument("--answer", help="the word that continues the clean prompt (leading space is added)")
     src.add_argument("--wrong", help="the competing word")
     p.add_argument("--n-pairs", type=int, default=16, help="pairs drawn for --task (default 16)")
@@ -44,24 +47,36 @@ def add_pair_args(p: argparse.ArgumentParser, many: bool = False) -> None:
 
 def add_args(p: argparse.ArgumentParser) -> None:
     add_pair_args(p)
-    p.add_argument("--site", default="resid_pre", choices=SITES)
-    p.add_argument("--mode", default="denoise", choices=MODES)
-    p.add_argument("--method", default="activation", choices=("activation", "attribution"))
-    p.add_argument("--metric", default="normalized_logit_diff", choices=sorted(METRICS))
+    p.add_argument("--site", default="resid_pre", choices=SITES, help="the activation patched, at every layer "
+                   "(and position; per head for z) (default resid_pre)")
+    p.add_argument("--mode", default="denoise", choices=MODES, help="denoise: clean activations into the corrupted "
+                   "run; noise: corrupted activations into the clean run (default denoise)")
+    p.add_argument("--method", default="activation", choices=("activation", "attribution"), help="activation: "
+                   "one forward per patch; attribution: its first-order estimate from one backward (default "
+                   "activation)")
+    add_metric(p)
     p.add_argument("--per-pair", action="store_true", help="also write one row per pair (patching_per_pair.csv)")
-    p.add_argument("--out", help="output directory (default: analysis-out/<checkpoint name>)")
+    add_out(p)
 
 
-def checkpoint_and_pairs(args):
-    """``(checkpoint directory, loaded model, prompt pairs)`` of a verb's --ckpt and pair arguments
-    (:func:`add_pair_args`), with one clear error for a missing directory or a non-positive --n-pairs."""
+def add_metric(p: argparse.ArgumentParser) -> None:
+    """``--metric``, with the default every causal verb shares (:data:`analysis.cli.args.DEFAULT_METRIC`)."""
+    p.add_argument("--metric", default=DEFAULT_METRIC, choices=sorted(METRICS), help="what is measured on the "
+                   f"answer and wrong tokens (default {DEFAULT_METRIC}: 0 at the corrupted run, 1 at the clean run)")
+
+
+def checkpoint_and_pairs(args, verb: str):
+    """``(checkpoint name, output directory, loaded model, prompt pairs)`` of a verb's --ckpt, --out and pair
+    arguments (:func:`add_pair_args`), with one clear error for a missing directory, an --out that holds another
+    run's results or a non-positive --n-pairs, all before the model is loaded."""
     from analysis.loading import load
 
-    (ckpt,) = checkpoint_dirs([args.ckpt])
+    name, ckpt = one_checkpoint(args, verb)
+    out = output_dir(args, verb, {name: ckpt})
     if args.n_pairs < 1:
         raise AnalysisError(f"--n-pairs must be positive, got {args.n_pairs}")
     model = load(ckpt)
-    return ckpt, model, pairs_from_args(model, args)
+    return name, out, model, pairs_from_args(model, args)
 
 
 def pairs_from_args(model, args):
@@ -111,7 +126,7 @@ def run(args) -> int:
     from analysis.outputs import write_csv
     from analysis.causal.patching import activation_patching, attribution_patching
 
-    ckpt, model, pairs = checkpoint_and_pairs(args)
+    name, out, model, pairs = checkpoint_and_pairs(args, "patching")
     fn = activation_patching if args.method == "activation" else attribution_patching
     kw = dict(site=args.site, mode=args.mode, metric=args.metric)
     with warnings.catch_warnings(record=True) as caught:
@@ -120,13 +135,12 @@ def run(args) -> int:
         per_pair = fn(model, pairs, per_pair=True, **kw) if args.per_pair else None
     for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, AnalysisWarning)):
         print(f"fixedid-analyze: warning: {message}", file=sys.stderr)
-    out = Path(args.out) if args.out else Path("analysis-out") / ckpt.name
     write_csv(df, out / "patching.csv")
     if per_pair is not None:
         write_csv(per_pair, out / "patching_per_pair.csv")
     import matplotlib.pyplot as plt
 
-    heatmap(df, title=f"{ckpt.name}: {args.method} patching of {args.site} ({args.mode}, {len(pairs)} pairs)")
+    heatmap(df, title=f"{name}: {args.method} patching of {args.site} ({args.mode}, {len(pairs)} pairs)")
     save_figure(plt.gcf(), out, "patching")
     print(summarize(df))
     print(f"wrote {out / 'patching.csv'} and {out / 'patching.png'} (+ .pdf)")

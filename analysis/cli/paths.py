@@ -1,6 +1,6 @@
 """``fixedid-analyze paths``: path patching of senders into chosen receivers of one checkpoint.
 
-    fixedid-analyze paths --ckpt runs/tiny/canonical --task ioi --sender heads --receivers logits
+    fixedid-analyze paths --ckpt fixedid-demo/checkpoints/canonical --task ioi --sender heads --receivers logits
     fixedid-analyze paths --ckpt DIR --task ioi --sender L0H3 --receivers L1H2.q,L1H3.k
     fixedid-analyze paths --ckpt DIR --pairs pairs.jsonl --sender all --receivers L1.mlp --mode noise --norm frozen
 
@@ -15,28 +15,32 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from pathlib import Path
 
 from analysis.causal.patching import MODES
 from analysis.causal.paths import NORMS
-from analysis.engine.metrics import METRICS
 from analysis.errors import AnalysisWarning
 
 HELP = "path patching: senders (heads, MLPs, input) into chosen receivers (q/k/v of heads, MLPs, logits)"
+EXAMPLES = """
+  fixedid-analyze paths --ckpt fixedid-demo/checkpoints/canonical --task ioi --sender heads --receivers logits
+  fixedid-analyze paths --ckpt fixedid-demo/checkpoints/gf2 --task ioi --sender L0H3 --receivers L1H2.q,L1H3.k
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    from analysis.cli.patching import add_pair_args
+    from analysis.cli.args import add_out
+    from analysis.cli.patching import add_metric, add_pair_args
 
     add_pair_args(p)
     p.add_argument("--sender", default="all", help="sender labels or set (default: all upstream senders)")
     p.add_argument("--receivers", default="logits", help="receiver labels (default: logits)")
-    p.add_argument("--mode", default="denoise", choices=MODES)
+    p.add_argument("--mode", default="denoise", choices=MODES, help="denoise: the senders' clean writes into the "
+                   "corrupted run; noise: their corrupted writes into the clean run (default denoise)")
     p.add_argument("--norm", default="recompute", choices=NORMS,
                    help="the receivers' norm: recomputed from the patched stream (default) or its scale frozen")
-    p.add_argument("--metric", default="logit_diff", choices=sorted(METRICS))
+    add_metric(p)
     p.add_argument("--per-pair", action="store_true", help="also write one row per pair (paths_per_pair.csv)")
-    p.add_argument("--out", help="output directory (default: analysis-out/<checkpoint name>)")
+    add_out(p)
 
 
 def summarize(df, k: int = 6) -> str:
@@ -60,7 +64,7 @@ def run(args) -> int:
     from analysis.figures.style import save_figure
     from analysis.outputs import write_csv
 
-    ckpt, model, pairs = checkpoint_and_pairs(args)
+    name, out, model, pairs = checkpoint_and_pairs(args, "paths")
     kw = dict(senders=args.sender, receivers=args.receivers, mode=args.mode, metric=args.metric, norm=args.norm)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", AnalysisWarning)
@@ -68,11 +72,10 @@ def run(args) -> int:
         per_pair = path_patching(model, pairs, per_pair=True, **kw) if args.per_pair else None
     for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, AnalysisWarning)):
         print(f"fixedid-analyze: warning: {message}", file=sys.stderr)
-    out = Path(args.out) if args.out else Path("analysis-out") / ckpt.name
     write_csv(df, out / "paths.csv")
     if per_pair is not None:
         write_csv(per_pair, out / "paths_per_pair.csv")
-    save_figure(paths_figure(df, title=f"{ckpt.name}: path patching ({args.mode}, {len(pairs)} pairs, norm "
+    save_figure(paths_figure(df, title=f"{name}: path patching ({args.mode}, {len(pairs)} pairs, norm "
                                        f"{args.norm})"), out, "paths")
     print(summarize(df))
     print(f"wrote {out / 'paths.csv'} and {out / 'paths.png'} (+ .pdf)")

@@ -1,6 +1,6 @@
 """``fixedid-analyze probes``: linear probes across depth with their controls, for one or several checkpoints.
 
-    fixedid-analyze probes --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --targets canonical_bits,xor,token
+    fixedid-analyze probes --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2 --targets canonical_bits,xor,token
 
 Writes ``probes.csv`` (one row per variant x hook point x target x split: score, majority baseline, lexical
 baseline, control task, selectivity, shuffled labels, random-init model, the C chosen and whether the fits
@@ -15,9 +15,8 @@ by coset-minimal GF(2) weight).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from analysis.cli.args import checkpoint_dirs, stacked
+from analysis.cli.args import add_checkpoints, add_out, output_dir, parse_checkpoints, stacked
 from analysis.errors import AnalysisError
 
 DEFAULT_TARGETS = "canonical_bits,xor,perm_bits,token,prev_token,position"
@@ -25,10 +24,14 @@ LABELS = "pos_tag,number,depth,ioi_role,fact_entity"
 
 
 HELP = "linear probes across depth with control task, lexical, shuffled-label and random-init baselines"
+EXAMPLES = """
+  fixedid-analyze probes --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2 \\
+      --targets canonical_bits,xor,token
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, action="append", help="checkpoint directory; repeat to compare variants")
+    add_checkpoints(p)
     p.add_argument("--targets", help=f"comma-separated target families (default {DEFAULT_TARGETS}, plus the latent "
                    f"labels {LABELS} without --data; also code_bits, freq_bucket)")
     p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
@@ -40,7 +43,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-type-split", action="store_true", help="skip the held-out-token-types split")
     p.add_argument("--no-random-init", action="store_true", help="skip the random-init baseline")
     p.add_argument("--seed", type=int, default=0, help="seed of the splits, the controls and the XOR pairs")
-    p.add_argument("--out", help="output directory (default: analysis-out/probes)")
+    add_out(p)
 
 
 def run(args) -> int:
@@ -59,7 +62,9 @@ def run(args) -> int:
         raise AnalysisError(f"unknown probe target(s) {unknown or '(none)'}; use {', '.join(TARGET_FAMILIES)}")
     if args.top_k < 2 or args.xor_pairs < 0 or (args.C is not None and not args.C > 0):
         raise AnalysisError("--top-k must be >= 2, --xor-pairs >= 0 and --C > 0")
-    paths = checkpoint_dirs(args.ckpt)
+    named = parse_checkpoints(args.ckpt)
+    paths = list(named.values())
+    out = output_dir(args, "probes", named)
     models = {p.name: load(p) for p in paths}
     if "code_bits" in families and any(not m.cfg.has_code for m in models.values()):
         raise AnalysisError("code_bits targets need models that read an n-bit code; drop the learned (or "
@@ -73,7 +78,6 @@ def run(args) -> int:
                          C="cv" if args.C is None else args.C, splits=splits, seed=args.seed, progress=True)
         frames.append(df.assign(variant=name))
     df = stacked(frames)
-    out = Path(args.out) if args.out else Path("analysis-out") / "probes"
     write_csv(df, out / "probes.csv")
     save_figure(probe_figure(df), out, "probes")
     save_figure(selectivity_figure(df), out, "probes_selectivity")

@@ -1,6 +1,6 @@
 """``fixedid-analyze recoding``: fixed-code models fed their code through GF(2) maps, with no retraining.
 
-    fixedid-analyze recoding --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 --family transvection --draws 4
+    fixedid-analyze recoding --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2 --family transvection --draws 4
 
 Writes ``recoding.csv`` (one row per map and variant, the map as JSON, with its frequency-weighted ``hamming``
 distance from the own code and ``on_support`` share), ``recoding.png``/``.pdf`` (loss change against ``k``) and,
@@ -11,18 +11,22 @@ distance: variants compared at matched disturbance, not at equal ``k``).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from analysis.cli.args import checkpoint_dirs, int_list
+from analysis.cli.args import add_checkpoints, add_out, int_list, output_dir, parse_checkpoints
 
 HELP = "feed fixed-code models their code through GF(2) maps (no retraining)"
+EXAMPLES = """
+  fixedid-analyze recoding --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2 \\
+      --family transvection --draws 2
+"""
 FAMILIES = ("transvection", "uniform", "permutation", "offset", "other-variant", "token-permutation")
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, action="append",
-                   help="checkpoint directory; repeat to compare variants in one table and figure")
-    p.add_argument("--family", default="transvection", choices=FAMILIES)
+    add_checkpoints(p)
+    p.add_argument("--family", default="transvection", choices=FAMILIES, help="the maps: walks of k transvections "
+                   "from the own code, uniform draws from GL(n,2), bit permutations, one bit offset, the other "
+                   "variant's code, or k token ids' rows cycled (default transvection)")
     p.add_argument("--draws", type=int, default=4, help="random draws per k (default 4)")
     p.add_argument("--ks", help="comma-separated k values (transvection count, token count, or code column)")
     p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
@@ -31,7 +35,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="built-in tasks whose accuracy is measured under each map ('none' to skip)")
     p.add_argument("--n-pairs", type=int, default=64, help="pairs per task (default 64)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random draws")
-    p.add_argument("--out", help="output directory (default: analysis-out/recoding-<family>)")
+    add_out(p)
 
 
 def run(args) -> int:
@@ -45,15 +49,16 @@ def run(args) -> int:
 
     ks = int_list(args.ks, "--ks")
     tasks = () if args.tasks.strip().lower() == "none" else tuple(t for t in args.tasks.split(",") if t)
+    named = parse_checkpoints(args.ckpt)
+    out = output_dir(args, "recoding", named)
     frames = []
-    for path in checkpoint_dirs(args.ckpt):
+    for name, path in named.items():
         model = load(path)
         df = recoding_sweep(model, args.family, ks, draws=args.draws, seed=args.seed, data=args.data,
                             tokens=args.tokens, tasks=tasks, n_pairs=args.n_pairs, progress=True)
-        frames.append(df.assign(variant=path.name, base_loss=df.attrs["base_loss"]))
+        frames.append(df.assign(variant=name, base_loss=df.attrs["base_loss"]))
     df = pd.concat(frames, ignore_index=True)
     df = df[["variant"] + [c for c in df.columns if c != "variant"]]
-    out = Path(args.out) if args.out else Path("analysis-out") / f"recoding-{args.family}"
     write_csv(df, out / "recoding.csv")
     n_tok = frames[0].attrs["n_tokens"]
     save_figure(recoding_plot(df, title=f"{args.family} recodings, loss over {n_tok:,} tokens"), out, "recoding")

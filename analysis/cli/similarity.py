@@ -1,6 +1,6 @@
 """``fixedid-analyze similarity``: CKA between checkpoints, hook point by hook point, or with its references.
 
-    fixedid-analyze similarity --ckpt runs/tiny/canonical --ckpt runs/tiny/gf2 [--random-init]
+    fixedid-analyze similarity --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2
     fixedid-analyze similarity --references --ckpt study/runs/seed0/canonical --ckpt study/runs/seed1/canonical \\
         --ckpt study/runs/seed0/gf2 --ckpt study/runs/seed1/gf2
 
@@ -24,16 +24,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis.cli.args import checkpoint_dirs
+from analysis.cli.args import add_checkpoints, add_out, checkpoint_list, output_dir
 from analysis.errors import AnalysisError
 
 HELP = "CKA between checkpoints hook point by hook point, or with its references (--references)"
+EXAMPLES = """
+  fixedid-analyze similarity --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2
+  fixedid-analyze similarity --ckpt fixedid-demo/checkpoints/gf2 --random-init
+"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ckpt", required=True, action="append", metavar="[NAME=]DIR",
-                   help="checkpoint directory, optionally named (NAME=DIR; default name: the directory's); give two "
-                        "(A, B) or one with --random-init, or any number with --references")
+    add_checkpoints(p)  # two (A, B), or one with --random-init, or any number with --references
     p.add_argument("--references", action="store_true", help="compare every pair under its kind (same variant "
                    "across seeds, variants across seeds, variants of one seed), each checkpoint against its "
                    "initialisation and a permutation null, with bootstrap intervals and Procrustes similarity")
@@ -52,21 +54,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="(references) seed of the bootstrap and the null")
     p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the first checkpoint's validation data)")
     p.add_argument("--tokens", type=int, default=8192, help="tokens to compare on (default 8192)")
-    p.add_argument("--out", help="output directory (default: analysis-out/similarity)")
+    add_out(p)
 
 
 def named_checkpoints(values) -> list[tuple[str, Path]]:
-    """``(name, directory)`` of each ``--ckpt`` ``NAME=DIR`` or ``DIR`` (name: the directory's)."""
-    items = []
-    for v in values:
-        name, sep, path = v.partition("=")
-        if not sep or Path(v).is_dir():
-            name, path = None, v
-        elif not name or not path:
-            raise AnalysisError(f"--ckpt {v!r}: give NAME=DIR or DIR")
-        items.append((name, path))
-    dirs = checkpoint_dirs([p for _, p in items])
-    return [(n or d.name, d) for (n, _), d in zip(items, dirs)]
+    """``(name, directory)`` of each ``--ckpt`` ``NAME=DIR`` or ``DIR`` (name: the directory's; names may repeat,
+    as one variant of several seeds does)."""
+    return [(n or d.name, d) for n, d in checkpoint_list(values)]
 
 
 def _seed(path: Path) -> int:
@@ -93,6 +87,7 @@ def run(args) -> int:
     if len(args.ckpt) == 1 and not args.random_init:
         raise AnalysisError("give two checkpoints (--ckpt A --ckpt B), or one with --random-init")
     named = named_checkpoints(args.ckpt)
+    out = output_dir(args, "similarity", dict(named))
     models = [load(p) for _, p in named]
     names = [n for n, _ in named]
     if len(names) == 2 and names[0] == names[1]:
@@ -108,7 +103,6 @@ def run(args) -> int:
 
     df = pd.concat([f.assign(comparison=k) for k, f in frames.items()], ignore_index=True)
     df = df[["comparison"] + [c for c in df.columns if c != "comparison"]]
-    out = Path(args.out) if args.out else Path("analysis-out") / "similarity"
     write_csv(df, out / "similarity.csv")
     save_figure(cka_figure(frames), out, "similarity")
     n_tok = next(iter(frames.values())).attrs["n_tokens"]
@@ -135,6 +129,7 @@ def _references(args) -> int:
     if args.boot < 0 or args.null < 0:
         raise AnalysisError(f"--boot and --null must be >= 0, got {args.boot} and {args.null}")
     named = named_checkpoints(args.ckpt)
+    out = output_dir(args, "similarity", {f"{n}-{i}": p for i, (n, p) in enumerate(named)})
     models = {}
     for name, path in named:
         key = (name, _seed(path))
@@ -146,7 +141,6 @@ def _references(args) -> int:
                                  boot=args.boot, null_draws=args.null, init=not args.no_init,
                                  procrustes=not args.no_procrustes, seed=args.seed, progress=True)
     reading = refs.reading()
-    out = Path(args.out) if args.out else Path("analysis-out") / "similarity"
     write_csv(refs.table, out / "similarity_references.csv")
     write_csv(reading, out / "similarity_reading.csv")
     measures = ("debiased_cka",) if args.no_procrustes else ("debiased_cka", "procrustes")

@@ -168,7 +168,7 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
     lines += ["## What this does not show", "",
               "Positions before the second subject are identical in the two prompts, so patching them is a no-op by "
               "construction (white columns). One seed and one tiny scale per variant: differences between the "
-              "variants are not tested over seeds here (`python -m experiments.study` measures every analysis over "
+              "variants are not tested over seeds here (`fixedid-study` measures every analysis over "
               "seeds with intervals and paired tests; `python experiments/benchmarks/behaviours.py` the behaviours "
               "over seeds 0-2 and trained recodings), and the fixed-code variants have fewer trainable parameters than the learned one "
               "(no capacity reallocation). Patching one site at a time misses redundant routes; "
@@ -202,9 +202,46 @@ def _circuits_section(models: dict, pairs, out: Path) -> list[str]:
     return circuit_reading(tables, figures)
 
 
+def check_demo_out(out: Path, overwrite: bool = False) -> None:
+    """Refuse an ``--out`` that holds something other than an earlier demo's output (its ``report.md`` and
+    ``behaviours.csv``), unless ``overwrite``: rerunning the demo replaces its own results, never another run's."""
+    from analysis.cli.args import check_out
+
+    earlier = (out / "report.md").is_file() and (out / "behaviours.csv").is_file()
+    check_out(out, overwrite=overwrite or earlier)
+
+
+def link_checkpoints(run_dir: Path, out: Path) -> Path:
+    """``out/checkpoints/<variant>``: a symbolic link to each trained variant in the cache (a copy of its files,
+    without its snapshots, where the file system has no links), put in place by a rename; returns
+    ``out/checkpoints``."""
+    import os
+    import shutil
+
+    where = out / "checkpoints"
+    where.mkdir(parents=True, exist_ok=True)
+    for v in VARIANTS:
+        target, dest, tmp = (run_dir / v).resolve(), where / v, where / f".{v}.new"
+        if tmp.is_symlink() or tmp.is_file():
+            tmp.unlink()
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tmp.symlink_to(target, target_is_directory=True)
+        except OSError:
+            shutil.copytree(target, tmp, ignore=shutil.ignore_patterns("steps"))
+        if dest.is_dir() and not dest.is_symlink():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    return where
+
+
 def run_demo(args) -> int:
-    run_dir = ensure_variants(args.config or "tiny", cache_root(args.cache))
+    """Train (or reuse) the three variants, measure them, write the report and link the checkpoints in
+    ``--out``/checkpoints."""
     out = Path(args.out)
+    check_demo_out(out, getattr(args, "overwrite", False))
+    run_dir = ensure_variants(args.config or "tiny", cache_root(args.cache))
+    checkpoints = link_checkpoints(run_dir, out)
     models = {v: load(run_dir / v) for v in VARIANTS}
     table = pd.concat([behaviour_table(m, TASKS + CONTROLS, n=N_EVAL).assign(variant=v) for v, m in models.items()],
                       ignore_index=True)
@@ -259,4 +296,6 @@ def run_demo(args) -> int:
         t = table[table.variant == v].set_index("task")
         print(f"{v:>9}: " + ", ".join(f"{k} {100 * t.loc[k, 'accuracy']:.0f}%" for k in TASKS))
     print(f"wrote {report} with its figures and CSVs in {out}")
+    print(f"the three checkpoints: {checkpoints}/{{{','.join(VARIANTS)}}} (try: fixedid-analyze patching --ckpt "
+          f"{checkpoints / 'canonical'} --task ioi)")
     return 0

@@ -1,6 +1,6 @@
 """The study pipeline: train every variant for every seed, measure every checkpoint, report over seeds.
 
-    python -m experiments.study --config tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study/
+    fixedid-study --config tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study/
 
 For each seed (``[train] seed``: initialisation and data order) the three variants and their controls
 (:data:`DEFAULT_VARIANTS`; :mod:`analysis.study.controls` says what each removes) are trained into
@@ -401,80 +401,7 @@ def write_report(cfg: TrainConfig, out: Path, seeds, gf2_seeds) -> Path:
                          similarity=load_similarity(out), circuits=load_circuits(out))
 
 
-def _parser():
-    """``python -m experiments.study``'s arguments."""
-    from fixedid.clitools import ArgumentParser
-
-    p = ArgumentParser(prog="python -m experiments.study", description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="tiny", help="training config: a TOML file or a packaged name (default tiny)")
-    p.add_argument("--seeds", default="0,1,2", help="training seeds, e.g. 0,1,2 or 0-4 (default 0,1,2)")
-    p.add_argument("--gf2-seeds", default="0", help="GF(2) recodings to train, e.g. 0,1,2: the first is the gf2 "
-                   "variant, each further one a gf2-r<R> variant (default 0)")
-    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="trainer variants (default: "
-                   f"{','.join(DEFAULT_VARIANTS)}, the three and their controls; learned,canonical,gf2 for the three "
-                   "alone)")
-    p.add_argument("--out", required=True, help="study directory (restartable: finished work is kept)")
-    p.add_argument("--quiet", action="store_true")
-    share = p.add_argument_group("sharing the study among processes (analysis.study.workers)")
-    share.add_argument("--worker", action="store_true", help="be one of several workers that share --out (each "
-                       "runs the same command: GPUs of a node, Slurm array tasks on a shared file system): claim "
-                       "trainings and measurements one at a time, until all are done")
-    share.add_argument("--workers", type=int, metavar="N", help="start N --worker processes on this machine (one GPU "
-                       "each where there are GPUs, else a share of the cores) and wait for them")
-    share.add_argument("--worker-id", help="this worker's name in OUT/tasks (default <host>-<pid>)")
-    share.add_argument("--stale-after", type=float, default=600.0, metavar="S", help="seconds without a heartbeat "
-                       "after which another host's claim is taken over (default 600; a dead worker on this host is "
-                       "noticed at once)")
-    share.add_argument("--train-cmd", metavar="TEMPLATE", help="run each training as this command, with {python}, "
-                       "{config}, {out} and {variant} filled in, e.g. 'torchrun --standalone --nproc_per_node=8 -m "
-                       "fixedid.train --config {config} --out {out} --variants {variant} --resume --quiet'")
-    return p
-
-
-def main(argv=None) -> None:
-    from fixedid.clitools import run_main
-
-    args = _parser().parse_args(argv)
-
-    def go():
-        from analysis.study import workers
-
-        seeds, gf2 = parse_seeds(args.seeds), parse_seeds(args.gf2_seeds, "--gf2-seeds")
-        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-        if args.worker and args.workers is not None:
-            raise AnalysisError("give --worker (be one worker) or --workers N (start N), not both")
-        if args.train_cmd is not None:
-            if not (args.worker or args.workers is not None):
-                raise AnalysisError("--train-cmd is for study workers: add --worker or --workers N")
-            workers.check_train_cmd(args.train_cmd)
-        if args.stale_after <= 0:
-            raise AnalysisError(f"--stale-after {args.stale_after:g} must be positive (seconds)")
-        if args.worker:
-            path = run_study_worker(args.config, args.out, seeds, gf2, variants=variants, worker=args.worker_id,
-                                    stale_after=args.stale_after, train_cmd=args.train_cmd, quiet=args.quiet)
-        elif args.workers is not None:
-            if args.workers < 1:
-                raise AnalysisError(f"--workers {args.workers} must be at least 1")
-            cfg, out, seeds, gf2, variants = start_study(args.config, args.out, seeds, gf2, variants)
-            tasks = study_tasks(cfg, out, seeds, gf2, variants)
-            forwarded = ["--config", args.config, "--seeds", args.seeds, "--gf2-seeds", args.gf2_seeds,
-                         "--variants", ",".join(variants), "--out", str(args.out),
-                         "--stale-after", str(args.stale_after)]
-            if args.train_cmd is not None:
-                forwarded += ["--train-cmd", args.train_cmd]
-            path = workers.launch_workers(args.workers, forwarded, out=out, tasks=tasks, quiet=args.quiet)
-        else:
-            path = run_study(args.config, args.out, seeds, gf2, variants=variants, quiet=args.quiet)
-        if args.worker:  # one of the workers wrote it
-            print(f"the study in {Path(args.out)} is done: {path} with its figures and CSVs")
-        else:
-            print(f"wrote {path} with its figures and CSVs in {Path(args.out)}")
-        return 0
-
-    run_main("study", go)
-
-
 __all__ = ["ANALYSES", "Analysis", "register", "parse_seeds", "training_runs", "train_all", "measure", "measure_all",
-           "collect_measurements", "collect_items", "measure_similarity", "run_study", "main", "start_study",
+           "collect_measurements", "collect_items", "measure_similarity", "run_study", "start_study",
            "write_report", "checkpoint_dirs", "variant_label", "Measurement", "measurement_tasks", "measure_one",
            "similarity_done", "study_tasks", "run_study_worker"]

@@ -409,7 +409,7 @@ def redraw(results) -> list[Path]:
     path = results / "measurements.csv"
     if not path.is_file():
         raise AnalysisError(f"{results} has no measurements.csv: point --results at a study directory written by "
-                            "python -m experiments.study")
+                            "fixedid-study")
     try:
         df = pd.read_csv(path, dtype={"key": str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:

@@ -1,9 +1,9 @@
 """Work shared among worker processes - the GPUs of a node, or Slurm array tasks on a shared file system - as a
 list of tasks that each worker claims one at a time.
 
-    python -m experiments.study --config small --seeds 0-4 --out study/ --workers 4   # 4 local workers, 1 GPU each
-    python -m experiments.study --config small --seeds 0-4 --out /shared/study --worker   # in each of N jobs
-    sbatch --array=0-7 --gres=gpu:1 --wrap "python -m experiments.study --config small --seeds 0-4 \
+    fixedid-study --config small --seeds 0-4 --out study/ --workers 4   # 4 local workers, 1 GPU each
+    fixedid-study --config small --seeds 0-4 --out /shared/study --worker   # in each of N jobs
+    sbatch --array=0-7 --gres=gpu:1 --wrap "fixedid-study --config small --seeds 0-4 \
         --out /shared/study --worker"
 
 Every worker runs the same command (the same arguments; ``--out`` on a file system they all see) and so builds the
@@ -243,7 +243,7 @@ def _term_as_exit() -> Callable[[], None]:
 
 
 # ------------------------------------------------------------------------------------------------ local launcher
-WORKER_PROGRAM = ("-c", "import sys; from analysis.study.pipeline import main; main(sys.argv[1:])")
+WORKER_PROGRAM = ("-c", "import sys; from analysis.cli.study import main; main(sys.argv[1:])")
 
 
 def launch_workers(n: int, args: list[str], *, out, tasks: list[Task] | None = None, quiet: bool = False,

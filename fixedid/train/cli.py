@@ -15,6 +15,14 @@ from ..model import FixedIdLM
 from .config import TrainConfig
 from .loop import train
 from .prepare import vocab_size_of
+from ..version import __version__
+
+EXAMPLES = """
+  fixedid-train --config tiny --out runs/tiny --dry-run      # the parameter accounting and token budget
+  fixedid-train --config tiny --out runs/tiny                # learned, canonical and gf2, ~2-3 min each on 2 cores
+  fixedid-train --config tiny --out runs/tiny --variants permuted,canonical-matched --seed 1
+  torchrun --standalone --nproc_per_node=8 -m fixedid.train --config small --out runs/small
+"""
 
 
 def format_summary(s: dict) -> str:
@@ -27,7 +35,15 @@ def format_summary(s: dict) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = ArgumentParser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.")
+    p = build_parser()
+    return p.parse_args(argv)
+
+
+def build_parser() -> ArgumentParser:
+    """``fixedid-train``'s arguments (the CLI reference is generated from them)."""
+    p = ArgumentParser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.",
+                       epilog="examples:\n" + EXAMPLES.strip("\n"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--config", required=True, help="TOML training config (see experiments/configs/), a packaged "
                    "config's name, or a run directory's run.json")
     p.add_argument("--variants", default="learned,canonical,gf2", help="comma-separated subset of " +
@@ -42,10 +58,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "each rank takes the GPU of its LOCAL_RANK)")
     p.add_argument("--jobs", default="1", help="train up to N variants at once on the CPU, each in a process of its "
                    "own with an equal share of the cores (the same weights; on 2 cores no faster for the tiny "
-                   "recipe, see the README); 'auto': all of them on a CPU with >= 2 cores, else 1 (default 1: one "
+                   "recipe, see the training guide); 'auto': all of them on a CPU with >= 2 cores, else 1 (default 1: one "
                    "after another)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p.parse_args(argv)
+    return p
 
 
 def parse_jobs(value: str, n_variants: int, device: str) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.cli.main import main as analyze
 from analysis.interop.hf import export_hf
-from analysis.study.pipeline import main as study
+from analysis.cli.study import main as study
 from fixedid.train.cli import main as train
 
 from tests._helpers import tiny_checkpoint
@@ -61,7 +61,7 @@ ROWS = [
     # lens, head, context
     ("analyze", "lens --ckpt {ckpt} --data {oov}", "outside the vocabulary"),
     ("analyze", "lens --ckpt {ckpt} --data {nonutf8}", "is not UTF-8 text"),
-    ("analyze", "head --ckpt {ckpt} --k 0", "--k must be positive"),
+    ("analyze", "unembed --ckpt {ckpt} --k 0", "--k must be positive"),
     ("analyze", "attention --ckpt {ckpt} --task ioi --heads L9H0", "no head L9H0"),
     ("analyze", "attention --ckpt {trunc} --task ioi", "does not match its recorded sha256"),
     ("analyze", "dla --ckpt /nonexistent/ckpt --task ioi", "no checkpoint directory"),
@@ -73,7 +73,7 @@ ROWS = [
     ("analyze", "das --ckpt {ckpt} --variable bit", "the bit variable needs the code bit to align"),
     ("analyze", "das --ckpt {ckpt} --n-pairs 3", "--n-pairs must be at least 4"),
     ("analyze", "das --ckpt {ckpt} --ranks 0 --all-pairs", "ranks must be integers in 1..64"),
-    ("analyze", "head --ckpt {ckpt} --reference {trunc}", "does not match its recorded sha256"),
+    ("analyze", "unembed --ckpt {ckpt} --reference {trunc}", "does not match its recorded sha256"),
     ("analyze", "context --ckpt {ckpt} --ks 0", "context lengths must be positive"),
     ("analyze", "context --ckpt {ckpt} --data {empty}", "holds 0 tokens"),
     # Hugging Face interchange
@@ -108,7 +108,8 @@ ROWS = [
     ("study", "--variants nonsense", "must be names from"),
 ]
 
-COMMANDS = {"analyze": (analyze, "fixedid-analyze"), "train": (train, "fixedid-train"), "study": (study, "study")}
+COMMANDS = {"analyze": (analyze, "fixedid-analyze"), "train": (train, "fixedid-train"),
+            "study": (study, "fixedid-study")}
 
 
 @pytest.fixture(scope="module")

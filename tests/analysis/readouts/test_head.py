@@ -185,17 +185,17 @@ def test_the_command_line_takes_the_reference_and_keeps_the_old_default(model, l
 
     dirs = ["--ckpt", str(learned.ckpt_dir), "--ckpt", str(model.ckpt_dir)]
     with pytest.raises(SystemExit) as e:
-        main(["head", *dirs, "--reference", str(other.ckpt_dir), "--null-draws", "5", "--out", str(tmp_path / "r")])
-    assert e.value.code == 0 and (tmp_path / "r" / "head.png").exists()
-    df = pd.read_csv(tmp_path / "r" / "head.csv")
+        main(["unembed", *dirs, "--reference", str(other.ckpt_dir), "--null-draws", "5", "--out", str(tmp_path / "r")])
+    assert e.value.code == 0 and (tmp_path / "r" / "unembed.png").exists()
+    df = pd.read_csv(tmp_path / "r" / "unembed.csv")
     for v in ("learned", model.cfg.interface):  # every variant against the other seed, the learned one included
         g = df[(df.variant == v) & df.measure.isin(["debiased_cka_to_learned_input", "nn_overlap"])]
         assert len(g) == 2 and (g.reference_seed == 4).all() and g.null_mean.notna().all()
     with pytest.raises(SystemExit) as e:  # no --reference: the learned one of the same run serves no one
-        main(["head", *dirs, "--null-draws", "5", "--out", str(tmp_path / "d")])
+        main(["unembed", *dirs, "--null-draws", "5", "--out", str(tmp_path / "d")])
     assert e.value.code == 0 and "pass --reference" in capsys.readouterr().out
-    assert not pd.read_csv(tmp_path / "d" / "head.csv").measure.str.contains("cka").any()
+    assert not pd.read_csv(tmp_path / "d" / "unembed.csv").measure.str.contains("cka").any()
     with pytest.raises(SystemExit) as e:
-        main(["head", *dirs, "--reference", str(learned.ckpt_dir), "--out", str(tmp_path / "bad")])
+        main(["unembed", *dirs, "--reference", str(learned.ckpt_dir), "--out", str(tmp_path / "bad")])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "same run" in err and len(err.splitlines()) == 1 and not (tmp_path / "bad").exists()

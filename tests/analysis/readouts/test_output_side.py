@@ -64,16 +64,16 @@ def test_lens_and_head_command_lines(model, learned, other, tmp_path, capsys):
     from analysis.cli.main import main
 
     dirs = [str(learned.ckpt_dir), str(model.ckpt_dir)]
-    for verb, extra in (("lens", ["--tokens", "512"]), ("head", ["--reference", str(other.ckpt_dir)])):
+    for verb, extra in (("lens", ["--tokens", "512"]), ("unembed", ["--reference", str(other.ckpt_dir)])):
         out = tmp_path / verb
         with pytest.raises(SystemExit) as e:
             main([verb, *sum((["--ckpt", d] for d in dirs), []), *extra, "--out", str(out)])
         assert e.value.code == 0 and (out / f"{verb}.png").exists() and (out / f"{verb}.pdf").exists()
         df = pd.read_csv(out / f"{verb}.csv")
         assert set(df.variant) == {"learned", model.cfg.interface}
-    assert "cka_to_learned_input" in set(pd.read_csv(tmp_path / "head" / "head.csv").measure)
+    assert "cka_to_learned_input" in set(pd.read_csv(tmp_path / "unembed" / "unembed.csv").measure)
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
-        main(["head", "--ckpt", dirs[1], "--reference", dirs[1], "--out", str(tmp_path / "bad")])
+        main(["unembed", "--ckpt", dirs[1], "--reference", dirs[1], "--out", str(tmp_path / "bad")])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "fixed-code checkpoint" in err and not (tmp_path / "bad").exists()

@@ -55,6 +55,6 @@ if __name__ == "__main__":
     configure()
     if os.environ.get("STALL_AT_STEP"):
         stall(int(os.environ["STALL_AT_STEP"]), os.environ["STALL_MARK"])
-    from analysis.study.pipeline import main
+    from analysis.cli.study import main
 
     main(sys.argv[1:])

@@ -163,7 +163,7 @@ def test_study_restarts_without_redoing_work(study):
 
 def test_figures_redrawn_from_csvs_and_bad_input(study, tmp_path, capsys):
     from analysis.cli.main import main
-    from analysis.study.pipeline import main as study_main
+    from analysis.cli.study import main as study_main
 
     out, _, _ = study
     for f in (out / "figures").glob("*.png"):

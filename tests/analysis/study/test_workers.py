@@ -16,7 +16,7 @@ import pytest
 from analysis import AnalysisError
 from analysis.study import analyses, workers
 from analysis.study.claims import claim_records
-from analysis.study.pipeline import main as study_main
+from analysis.cli.study import main as study_main
 from analysis.study.pipeline import checkpoint_dirs, measurement_tasks, run_study, run_study_worker, training_runs
 from analysis.study.pipeline import study_tasks as tasks_of
 
