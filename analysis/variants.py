@@ -1,10 +1,11 @@
 """The checkpoints a notebook (or any exploration) studies: the demo's variants, or the ones an environment names.
 
 ``study_variants()`` returns ``{"learned": path, "canonical": path, "gf2": path}``: the demo's cached variants of
-the tiny recipe (trained as the demo trains them when absent, ~6 minutes on 2 CPU cores, then cached), unless the
+the tiny recipe (``fixedid-analyze demo`` trains and caches them, ~8-10 minutes on 2 CPU cores), unless the
 environment variable ``FIXEDID_CHECKPOINTS`` names others - a run directory of ``fixedid-train --out`` (its variant
-sub-directories) or a comma-separated list of ``name=path``. ``load_variants()`` loads them for analysis, and
-``over_variants(models, fn)`` stacks one table per variant into one tidy table.
+sub-directories) or a comma-separated list of ``name=path``. It never trains unless asked (``train=True``): a notebook
+cell that opens the variants returns in seconds or says what to run. ``load_variants()`` loads them for analysis,
+and ``over_variants(models, fn)`` stacks one table per variant into one tidy table.
 """
 
 from __future__ import annotations
@@ -73,23 +74,50 @@ def ensure_variants(config: str | TrainConfig, cache: Path, *, variants=VARIANTS
     return run_dir
 
 
-def study_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False) -> dict[str, Path]:
+def study_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False,
+                   train: bool = False) -> dict[str, Path]:
     """Checkpoint directories by variant name: ``$FIXEDID_CHECKPOINTS`` when set, else the demo's variants of
-    ``config`` from the cache (``$FIXEDID_CACHE`` or ``~/.cache/fixedid``), trained there first when absent."""
+    ``config`` from the cache (``cache``, else ``$FIXEDID_CACHE``, else ``~/.cache/fixedid``).
+
+    Where the cache lacks them (or holds an interrupted training), :class:`~analysis.errors.AnalysisError` says to
+    run ``fixedid-analyze demo`` first, which trains and caches them, or to set ``FIXEDID_CHECKPOINTS``; with
+    ``train=True`` they are trained (or the interrupted training resumed) into the cache instead, as the demo
+    trains them."""
     if os.environ.get(ENV):
         return _named(os.environ[ENV])
-    run_dir = ensure_variants(config, cache_root(cache), quiet=quiet)
+    root = cache_root(cache)
+    if not train:  # (the keyword hides the module train here: _cached does the lookup)
+        run_dir, complete = _cached(config, root)
+        if not complete:
+            demo = "fixedid-analyze demo" + ("" if config == "tiny" else f" --config {config}") + \
+                ("" if cache is None else f" --cache {cache}")
+            raise AnalysisError(f"the demo's variants of {config!r} are not in {run_dir}: run `{demo}` first (it "
+                                f"trains and caches them, ~8-10 minutes on 2 CPU cores), or set {ENV} to checkpoints "
+                                "you have (a fixedid-train --out directory, or learned=PATH,canonical=PATH,...); "
+                                "study_variants(train=True) trains them here")
+        if not quiet:
+            print(f"using the cached variants in {run_dir}")
+    else:
+        run_dir = ensure_variants(config, root, quiet=quiet)
     return {v: run_dir / v for v in VARIANTS}
 
 
-def load_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False, device=None,
-                  dtype=None) -> dict:
-    """:func:`study_variants`, loaded with :func:`analysis.load` (eval mode, tokenizer attached; ``device`` and
-    ``dtype`` as there)."""
+def _cached(config: str, root: Path) -> tuple[Path, bool]:
+    """The cache directory of ``config``'s demo variants (as :func:`ensure_variants` names it) and whether it holds
+    the three, trained to the config's last step."""
+    cfg = TrainConfig.load(config)
+    run_dir = root / f"demo-{cfg.trained_key()[:12]}"
+    return run_dir, train.run_complete(run_dir, cfg, VARIANTS)
+
+
+def load_variants(config: str = "tiny", *, cache: str | None = None, quiet: bool = False, train: bool = False,
+                  device=None, dtype=None) -> dict:
+    """:func:`study_variants` (which trains nothing unless ``train=True``), loaded with :func:`analysis.load` (eval
+    mode, tokenizer attached; ``device`` and ``dtype`` as there)."""
     from analysis.loading import load
 
-    return {name: load(path, device=device, dtype=dtype) for name, path in study_variants(config, cache=cache,
-                                                                              quiet=quiet).items()}
+    paths = study_variants(config, cache=cache, quiet=quiet, train=train)
+    return {name: load(path, device=device, dtype=dtype) for name, path in paths.items()}
 
 
 def over_variants(models: dict, fn):
