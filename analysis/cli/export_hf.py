@@ -8,7 +8,8 @@ from analysis.cli.args import add_checkpoints, one_checkpoint
 
 HELP = "write a checkpoint as a Hugging Face transformers Llama directory"
 EXAMPLES = """
-  fixedid-analyze export-hf --ckpt fixedid-demo/checkpoints/gf2 --out hf/tiny-gf2
+  fixedid-train --config small --out runs/small --variants gf2    # a recipe whose heads share one RoPE base
+  fixedid-analyze export-hf --ckpt runs/small/gf2 --out hf/small-gf2
 """
 
 

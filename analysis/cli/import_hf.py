@@ -18,8 +18,8 @@ from analysis.errors import AnalysisError
 
 HELP = "read a Hugging Face Llama directory (or a state dict plus a key map) back into a fixedid checkpoint"
 EXAMPLES = """
-  fixedid-analyze export-hf --ckpt fixedid-demo/checkpoints/gf2 --out hf/tiny-gf2
-  fixedid-analyze import-hf --hf hf/tiny-gf2 --out runs/gf2-back
+  fixedid-analyze export-hf --ckpt runs/small/gf2 --out hf/small-gf2
+  fixedid-analyze import-hf --hf hf/small-gf2 --out runs/gf2-back
 """
 
 

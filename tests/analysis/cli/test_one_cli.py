@@ -65,7 +65,8 @@ def test_every_verbs_help_ends_with_examples_its_parser_accepts(verb):
     for argv in found:
         build_parser().parse_args(argv[1:])  # a usage error would exit 2
         ckpts = [argv[i + 1] for i, a in enumerate(argv) if a == "--ckpt"]
-        assert all(c.startswith("fixedid-demo/checkpoints/") for c in ckpts), argv
+        if verb not in ("export-hf", "import-hf"):  # a Llama has one RoPE base; the demo's heads have two
+            assert all(c.startswith("fixedid-demo/checkpoints/") for c in ckpts), argv
 
 
 @pytest.mark.parametrize("parser, command", [(train_parser, "fixedid-train"), (study_parser, "fixedid-study")])

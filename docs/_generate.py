@@ -1,0 +1,185 @@
+"""The generated part of the documentation site (``docs/generated/``, not in git), written before each build:
+
+- ``api/``: one page per module of ``fixedid`` and ``analysis`` (autodoc: every public name, documented where it is
+  defined) and one page per package listing what it exports (its ``__all__``), linked to those definitions;
+- ``notebooks/``: the notebooks of ``notebooks/``, rendered with their stored outputs;
+- ``results/``: the committed study's report (``experiments/benchmarks/results/study-tiny``) with its figures.
+
+It also holds the two build hooks: :func:`undocumented` (a public name without a docstring is a warning, so an error
+under ``-W``) and :func:`resolve_reexport` (``analysis.load`` resolves to ``analysis.loading.load``).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+import pkgutil
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("fixedid", "analysis")
+#: Modules the API reference leaves out: command-line verbs (the CLI reference documents them from their parsers)
+#: and ``__main__`` routers.
+SKIP = ("analysis.cli.", "fixedid.train.__main__", "analysis.__main__")
+KEEP = ("analysis.cli.args", "analysis.cli.main", "analysis.cli.study")
+RESULTS = ROOT / "experiments" / "benchmarks" / "results" / "study-tiny"
+
+
+@functools.lru_cache(maxsize=None)
+def modules() -> tuple[str, ...]:
+    """Every module and package of the API reference, packages first within each package."""
+    names = []
+    for root in PACKAGES:
+        pkg = importlib.import_module(root)
+        names.append(root)
+        names += [m.name for m in pkgutil.walk_packages(pkg.__path__, root + ".")]
+    return tuple(sorted((n for n in names if not n.startswith(SKIP) or n in KEEP), key=lambda n: n.split(".")))
+
+
+def is_package(name: str) -> bool:
+    """Whether the module ``name`` is a package."""
+    return hasattr(importlib.import_module(name), "__path__")
+
+
+def home(package: str, name: str) -> str:
+    """The documented location of ``package.name``: where the object is defined (for data: the submodule that
+    holds the same object)."""
+    obj = getattr(importlib.import_module(package), name)
+    if inspect.ismodule(obj):
+        return obj.__name__
+    if inspect.isclass(obj) or inspect.isfunction(obj):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    for mod in modules():
+        if mod.startswith(package + ".") and getattr(importlib.import_module(mod), name, None) is obj \
+                and name in assigned(mod):
+            return f"{mod}.{name}"
+    return f"{package}.{name}"
+
+
+@functools.lru_cache(maxsize=None)
+def assigned(module: str) -> frozenset[str]:
+    """The names a module assigns at its top level (not those it imports)."""
+    tree = ast.parse(Path(inspect.getsourcefile(importlib.import_module(module))).read_text())
+    names = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return frozenset(names)
+
+
+def summary(obj) -> str:
+    """The first paragraph of an object's docstring, on one line ("" for data)."""
+    doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj) or inspect.ismodule(obj)) else None
+    return " ".join((doc or "").split("\n\n")[0].split()) if doc else ""
+
+
+def module_page(name: str) -> str:
+    """The MyST page of a module: its autodoc; for a package, its exports and its modules."""
+    mod = importlib.import_module(name)
+    lines = [f"# `{name}`", ""]
+    if is_package(name):
+        lines += ["```{eval-rst}", f".. automodule:: {name}", "   :no-members:", "```", ""]
+        exported = getattr(mod, "__all__", [])
+        if exported:
+            lines += ["## Exports", ""]
+            for n in exported:
+                text = summary(getattr(mod, n))
+                lines.append(f"- {{py:obj}}`{n} <{home(name, n)}>`" + (f": {text}" if text else ""))
+            lines.append("")
+        children = [m for m in modules() if m.rsplit(".", 1)[0] == name and m != name]
+        if children:
+            lines += ["## Modules", "", "```{toctree}", ":maxdepth: 1", ""] + children + ["```", ""]
+    else:
+        lines += ["```{eval-rst}", f".. automodule:: {name}", "```", ""]
+    return "\n".join(lines)
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` unless the file already holds it (so Sphinx rebuilds only what changed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def copy_if_changed(src: Path, dst: Path) -> None:
+    """Copy ``src`` unless ``dst`` already holds its bytes."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not dst.exists() or dst.read_bytes() != src.read_bytes():
+        shutil.copyfile(src, dst)
+
+
+def cli_reference() -> str:
+    """The three commands' reference (sphinx-argparse, from the parsers), each verb followed by its examples."""
+    from analysis.cli import study
+    from analysis.cli.main import VERBS
+    from fixedid.train import cli as train
+
+    def block(title, module, prog, examples):
+        lines = [f"## {title}", "", "```{eval-rst}", ".. argparse::", f"   :module: {module}", "   :func: build_parser",
+                 f"   :prog: {prog}", "   :noepilog:", ""]
+        for name, text in examples.items():
+            lines += [f"   {name} : @after" if name else "", "      Examples:", "",
+                      "      .. code-block:: bash", ""]
+            lines += [f"         {line.strip()}" if not line.startswith("      ") else f"            {line.strip()}"
+                      for line in text.strip("\n").splitlines()]
+            lines.append("")
+        return lines + ["```", ""]
+
+    lines = block("fixedid-analyze", "analysis.cli.main", "fixedid-analyze",
+                  {name: verb.EXAMPLES for name, verb in VERBS.items()})
+    lines += block("fixedid-train", "fixedid.train.cli", "fixedid-train", {})
+    lines += ["Examples:", "", "```bash", *[line.strip() for line in train.EXAMPLES.strip("\n").splitlines()], "```", ""]
+    lines += block("fixedid-study", "analysis.cli.study", "fixedid-study", {})
+    lines += ["Examples:", "", "```bash", *[line.strip() for line in study.EXAMPLES.strip("\n").splitlines()], "```", ""]
+    return "\n".join(lines)
+
+
+def generate(out: Path) -> None:
+    """Write the API pages, the CLI reference, the notebooks and the results page under ``out``."""
+    write_if_changed(out / "cli-reference.md", cli_reference())
+    api = out / "api"
+    for name in modules():
+        write_if_changed(api / f"{name}.md", module_page(name))
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        copy_if_changed(path, out / "notebooks" / path.name)
+    report = (RESULTS / "report.md").read_text()
+    write_if_changed(out / "results" / "report.md", report)
+    for fig in sorted((RESULTS / "figures").glob("*.png")):
+        copy_if_changed(fig, out / "results" / "figures" / fig.name)
+
+
+def undocumented(app, what, name, obj, options, lines) -> None:
+    """autodoc hook: a public module, class, function, method or property without a docstring is a warning."""
+    from sphinx.util import logging
+
+    if what in ("module", "class", "exception", "function", "method", "property") and not any(
+            line.strip() for line in lines) and not name.rsplit(".", 1)[-1].startswith("_"):
+        logging.getLogger("fixedid.docs").warning(f"undocumented public name {name}: give it a docstring")
+
+
+def resolve_reexport(app, env, node, contnode):
+    """Resolve a reference to an exported name (``analysis.load``) to where it is documented
+    (``analysis.loading.load``)."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    package, _, name = target.rpartition(".")
+    if not package.startswith(PACKAGES) or not name:
+        return None
+    try:
+        mod = importlib.import_module(package)
+    except ImportError:
+        return None
+    if not hasattr(mod, name):
+        return None
+    where = home(package, name)
+    if where == target:
+        return None
+    domain = env.get_domain("py")
+    node = node.deepcopy()
+    node["reftarget"] = where
+    return domain.resolve_xref(env, node.get("refdoc"), app.builder, node.get("reftype"), where, node, contnode)
