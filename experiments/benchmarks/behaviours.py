@@ -12,14 +12,14 @@ per checkpoint, the training time per seed, and whether the targets hold: every 
 tabled beside the tasks, not as targets: a model that copies only the words its training lists use is at chance
 there.
 
-Unless ``--no-readme``, it also writes the summary table (variant, recoding, seed, step, task, accuracy, logit
+Unless ``--no-docs``, it also writes the summary table (variant, recoding, seed, step, task, accuracy, logit
 difference) to ``experiments/benchmarks/results/behaviours.csv`` (``behaviours-<config>.csv`` for another packaged
-config, e.g. ``tiny-bpe``) and renders it into README.md between that config's ``behaviours`` markers, so the
-README's numbers are this script's (``tests/test_readme.py`` checks the two agree). ``--study DIR`` reads (and trains
-where missing) the runs of a study directory instead of the demo's cache, so one training serves both.
+config, e.g. ``tiny-bpe``) and renders it into docs/recipes.md between that config's ``behaviours`` markers, so the
+page's numbers are this script's (``tests/test_docs_claims.py`` checks the two agree). ``--study DIR`` reads (and
+trains where missing) the runs of a study directory instead of the demo's cache, so one training serves both.
 
 Usage: python experiments/benchmarks/behaviours.py [--config tiny] [--seeds 0,1,2] [--gf2-seeds 0,1,2] [--n 64]
-       [--csv out.csv] [--study DIR] [--no-readme]
+       [--csv out.csv] [--study DIR] [--no-docs]
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ TARGET_TASKS = ("ioi", "agreement", "induction")
 TARGET = 0.9
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "experiments" / "benchmarks" / "results" / "behaviours.csv"
+#: The page the tables are written into, between each config's markers.
+PAGE = ROOT / "docs" / "recipes.md"
 BEGIN, END = "<!-- behaviours: begin -->", "<!-- behaviours: end -->"
 
 
 def places(config: str) -> tuple[Path, str, str]:
-    """Where a config's table goes: (results CSV, README begin marker, end marker); the default config's are
+    """Where a config's table goes: (results CSV, begin marker, end marker in :data:`PAGE`); the default config's are
     :data:`RESULTS`, :data:`BEGIN` and :data:`END`, another packaged config's carry its name."""
     name = Path(config).name.removesuffix(".toml")
     if name == "tiny":
@@ -54,7 +56,7 @@ def places(config: str) -> tuple[Path, str, str]:
 
 
 def _rows(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(README row label, its rows): the variants in order, gf2 once per recoding."""
+    """(table row label, its rows): the variants in order, gf2 once per recoding."""
     out = []
     for v in VARIANTS:
         t = table[table.variant == v]
@@ -66,9 +68,9 @@ def _rows(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return out
 
 
-def readme_block(table: pd.DataFrame, config: str = "tiny") -> str:
-    """The README's table of held-out accuracy: per variant (gf2: per recoding) and task, the range over seeds at
-    each step."""
+def table_block(table: pd.DataFrame, config: str = "tiny") -> str:
+    """The page's table of held-out accuracy, markers included: per variant (gf2: per recoding) and task, the range
+    over seeds at each step."""
     steps = sorted(table.step.unique())
     final = max(steps)
     seeds = ", ".join(str(s) for s in sorted(table.seed.unique()))
@@ -99,7 +101,7 @@ def _task_order(task: str):
 
 
 def write_results(table: pd.DataFrame, config: str = "tiny") -> None:
-    """The summary CSV, and its table in README.md between the config's markers (:func:`places`)."""
+    """The summary CSV, and its table in :data:`PAGE` between the config's markers (:func:`places`)."""
     from fixedid.atomic import atomic_path, write_text_atomic
 
     results, begin, end = places(config)
@@ -107,13 +109,13 @@ def write_results(table: pd.DataFrame, config: str = "tiny") -> None:
     results.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(results) as tmp:
         table[cols].to_csv(tmp, index=False, float_format="%.6g")
-    readme = (ROOT / "README.md").read_text()
-    if begin not in readme:
-        raise SystemExit(f"README.md has no {begin} ... {end} block for this config; add the two markers where its "
-                         "table belongs, or pass --no-readme")
-    head, _, rest = readme.partition(begin)
+    page = PAGE.read_text()
+    if begin not in page:
+        raise SystemExit(f"{PAGE.relative_to(ROOT)} has no {begin} ... {end} block for this config; add the two "
+                         "markers where its table belongs, or pass --no-docs")
+    head, _, rest = page.partition(begin)
     _, _, tail = rest.partition(end)
-    write_text_atomic(ROOT / "README.md", head + readme_block(pd.read_csv(results), config) + tail)
+    write_text_atomic(PAGE, head + table_block(pd.read_csv(results), config) + tail)
 
 
 def _variant_dirs(base: TrainConfig, seed: int, recodings: list[int], args):
@@ -148,7 +150,7 @@ def main() -> None:
     p.add_argument("--study", help="use (and train where missing) the runs of this study directory instead "
                    "(fixedid-study --out DIR: the same seeds and recodings, no second training)")
     p.add_argument("--csv", help="also write the per-pair scores here")
-    p.add_argument("--no-readme", action="store_true", help="do not write results/behaviours.csv and README.md")
+    p.add_argument("--no-docs", action="store_true", help="do not write results/behaviours.csv and docs/recipes.md")
     args = p.parse_args()
     base = TrainConfig.load(args.config)
     recodings = parse_seeds(args.gf2_seeds, "--gf2-seeds")
@@ -169,7 +171,7 @@ def main() -> None:
         scores.to_csv(args.csv, index=False)
     keys = ["variant", "recoding", "seed", "step", "task"]
     table = summarize(scores[keys + ["pair", "n_tokens", "logit_diff", "correct"]])
-    if not args.no_readme:
+    if not args.no_docs:
         write_results(table, args.config)
     print_report(table, steps, base.train.steps, recodings, timing)
 
