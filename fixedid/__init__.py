@@ -1,8 +1,9 @@
 """fixedid: language models whose input embedding is a fixed token-identity code.
 
 Everything that *produces* a checkpoint lives here: the GF(2) codes (:mod:`fixedid.codes`), the model config
-(:class:`ModelConfig`), the hookable model (:class:`FixedIdLM`), verified checkpoints, the data pipeline
-(:mod:`fixedid.data`) and the trainer (:mod:`fixedid.train`). The ``analysis`` package studies what this one makes.
+(:class:`~fixedid.config.ModelConfig`), the hookable model (:class:`~fixedid.model.FixedIdLM`), verified checkpoints,
+the data pipeline (:mod:`fixedid.data`) and the trainer (:mod:`fixedid.train`). The ``analysis`` package studies what
+this one makes.
 """
 
 from .version import __version__  # noqa: E402,F401

@@ -61,6 +61,8 @@ def atomic_path(path) -> Iterator[Path]:
 
 
 def write_bytes_atomic(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically and durably (see :func:`fixedid.atomic.atomic_path`), creating its
+    parent directories. Returns ``path`` as a ``Path``."""
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             f.write(data)
@@ -68,4 +70,6 @@ def write_bytes_atomic(path, data: bytes) -> Path:
 
 
 def write_text_atomic(path, text: str) -> Path:
+    """Write ``text`` to ``path`` as UTF-8, atomically and durably (:func:`fixedid.atomic.write_bytes_atomic`).
+    Returns ``path`` as a ``Path``."""
     return write_bytes_atomic(path, text.encode("utf-8"))

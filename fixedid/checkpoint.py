@@ -52,6 +52,7 @@ RESERVED_META = ("format", "code_table_sha256", "files", "versions", "param_coun
 
 
 def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes, read in 4 MiB chunks (the digests ``meta.json`` records under ``files``)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):
@@ -77,6 +78,7 @@ def code_table_hash(model: FixedIdLM) -> str | None:
 
 
 def package_versions() -> dict[str, str]:
+    """The versions ``meta.json`` records under ``versions``: ``{"fixedid", "torch", "safetensors"}``."""
     import safetensors
 
     from .version import __version__
@@ -256,6 +258,9 @@ def read_meta(path) -> dict:
 
 
 def load_config(path) -> ModelConfig:
+    """The :class:`~fixedid.config.ModelConfig` of a checkpoint directory, from its ``config.json`` alone: no
+    weights are read and no file is verified (:func:`fixedid.checkpoint.load_checkpoint` does that). An invalid config
+    raises :class:`~fixedid.errors.CheckpointError` naming the file."""
     path = Path(path)
     try:
         return ModelConfig.from_dict(_read_json(path / "config.json", "model config"))
@@ -269,8 +274,8 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu",
     ``"float16"``; default: float32, as stored) after the verification.
 
     The model carries ``.tokenizer`` (a ``tokenizers.Tokenizer`` or None), ``.meta`` (meta.json) and
-    ``.checkpoint_path``. ``model_class`` may be a subclass of :class:`FixedIdLM` that adds methods, never
-    parameters (the analysis package's notebook conveniences).
+    ``.checkpoint_path``. ``model_class`` may be a subclass of :class:`~fixedid.model.FixedIdLM` that adds methods,
+    never parameters (the analysis package's notebook conveniences).
     """
     if not (isinstance(model_class, type) and issubclass(model_class, FixedIdLM)):
         raise TypeError(f"model_class must be FixedIdLM or a subclass, got {model_class!r}")

@@ -14,12 +14,15 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse with bad usage reported as one line on stderr (exit status 2), like every other bad input."""
 
     def error(self, message):
+        """Print ``<prog>: error: <message> (see --help)`` on stderr and exit with status 2, without the usage
+        block argparse prints."""
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def run_main(prog: str, fn: Callable[[], int], cleanup: Callable[[], None] | None = None) -> None:
-    """Run a command; a :class:`FixedIdError` becomes one line on stderr and exit status 2, never a traceback, and
-    a :class:`FixedIdWarning` one line ``<prog>: warning: ...`` (not Python's file, line and source)."""
+    """Run a command; a :class:`~fixedid.errors.FixedIdError` becomes one line on stderr and exit status 2, never a
+    traceback, and a :class:`~fixedid.errors.FixedIdWarning` one line ``<prog>: warning: ...`` (not Python's file, line
+    and source)."""
     default_format = warnings.formatwarning
 
     def one_line(message, category, filename, lineno, line=None):

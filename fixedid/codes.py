@@ -12,8 +12,9 @@ canonical code of the *recoded* id, so the canonical interface is the special ca
 
 An XOR of canonical bits is a GF(2)-linear function of any recoded code, but over fewer ids than ``2**n_bits`` (a
 vocabulary ``0 .. V-1`` leaves the high bits constant) many XOR sets of code bits give the same function:
-:func:`coset_min_weight` and :func:`min_weight_representation` return the lightest of them, exactly (the coset of the
-null space is enumerated), the weight that says how nonlinear a target is in the code a model reads.
+:func:`~fixedid.codes.coset_min_weight` and :func:`~fixedid.codes.min_weight_representation` return the lightest of
+them, exactly (the coset of the null space is enumerated), the weight that says how nonlinear a target is in the code a
+model reads.
 
 Everything is vectorised with numpy: the whole 65,536-id table of a 16-bit code takes about a millisecond.
 """
@@ -45,7 +46,7 @@ def ids_to_bits(ids, n_bits: int) -> np.ndarray:
 
 
 def bits_to_ids(bits) -> np.ndarray:
-    """Inverse of :func:`ids_to_bits`: ``[..., n_bits]`` bits (least significant first) -> int64 ids."""
+    """Inverse of :func:`~fixedid.codes.ids_to_bits`: ``[..., n_bits]`` bits (least significant first) -> int64 ids."""
     bits = np.asarray(bits, dtype=np.int64)
     return (bits << np.arange(bits.shape[-1], dtype=np.int64)).sum(-1)
 
@@ -123,7 +124,7 @@ def is_invertible(m) -> bool:
 
 
 def gf2_inverse(m) -> np.ndarray:
-    """Inverse over GF(2); raises :class:`CodeError` if the matrix is singular."""
+    """Inverse over GF(2); raises :class:`~fixedid.errors.CodeError` if the matrix is singular."""
     a = _as_bit_matrix(m)
     n = a.shape[0]
     rank, _, inv = _row_reduce(a, np.eye(n, dtype=np.uint8))
@@ -155,7 +156,7 @@ def gf2_null_space(m) -> np.ndarray:
     return basis
 
 
-#: The most free directions :func:`coset_min_weight` enumerates (2**20 candidates, 8 MB).
+#: The most free directions :func:`~fixedid.codes.coset_min_weight` enumerates (2**20 candidates, 8 MB).
 MAX_FREE_BITS = 20
 
 
@@ -168,8 +169,8 @@ def coset_min_weight(values, codes, *, max_free: int = MAX_FREE_BITS) -> tuple[i
     space ``U`` of dimension ``m < n``, the masks that represent one function form a coset ``r0 + U^perp`` of
     ``2**(n - m)`` masks; all of them are enumerated and the lightest returned as ``(weight, mask)`` (ties: the mask
     with the smallest integer value, bit ``j`` worth ``2**j``). Weight 0: ``values`` is constant over the rows.
-    ``None``: no mask represents ``values`` (it is not an affine function of the code). Raises :class:`CodeError` when
-    the coset has more than ``2**max_free`` masks."""
+    ``None``: no mask represents ``values`` (it is not an affine function of the code). Raises
+    :class:`~fixedid.errors.CodeError` when the coset has more than ``2**max_free`` masks."""
     c = np.asarray(codes)
     v = np.asarray(values)
     if c.ndim != 2 or c.shape[0] == 0 or c.shape[1] == 0 or not np.isin(c, (0, 1)).all():
@@ -213,7 +214,7 @@ def min_weight_representation(target, ids, n_bits: int, recoding: "GF2Code | Non
     vector ``e_i``); ``ids`` are the token ids the weight is taken over (a model's vocabulary ``0 .. V-1``);
     ``recoding`` is the model's ``c = A x XOR b`` (``None``: the canonical code). Over all ``2**n_bits`` ids the
     answer is the row combination ``target . A^-1``; over fewer ids other masks give the same function, and
-    :func:`coset_min_weight` returns the lightest: ``(weight, mask of code bits, LSB first)``."""
+    :func:`~fixedid.codes.coset_min_weight` returns the lightest: ``(weight, mask of code bits, LSB first)``."""
     t = np.asarray(target)
     if t.shape != (n_bits,) or not np.isin(t, (0, 1)).all():
         raise CodeError(f"target must be {n_bits} entries of 0/1 (canonical bits, LSB first), got shape {t.shape}")
@@ -271,10 +272,13 @@ class GF2Code:
 
     @property
     def n_bits(self) -> int:
+        """The code's width ``n`` (``A`` is ``[n, n]``)."""
         return self.matrix.shape[0]
 
     @classmethod
     def identity(cls, n_bits: int = 16) -> "GF2Code":
+        """The identity recoding ``A = I, b = 0`` on ``n_bits`` bits: the ``gf2`` interface with it renders the
+        canonical code."""
         return cls(np.eye(n_bits, dtype=np.uint8), np.zeros(n_bits, dtype=np.uint8))
 
     @classmethod
@@ -296,6 +300,8 @@ class GF2Code:
         return bits_to_ids(self.encode_bits(ids_to_bits(ids, self.n_bits)))
 
     def inverse(self) -> "GF2Code":
+        """The recoding that undoes this one: ``x -> A^-1 x XOR A^-1 b``, so ``self.inverse() @ self`` is the
+        identity."""
         inv = gf2_inverse(self.matrix)
         return GF2Code(inv, gf2_matmul(inv, self.offset[:, None])[:, 0])
 
@@ -311,6 +317,7 @@ class GF2Code:
 
     @property
     def is_linear(self) -> bool:
+        """Whether the offset ``b`` is zero (a linear map; else affine)."""
         return not self.offset.any()
 
     def __eq__(self, other) -> bool:
@@ -325,6 +332,8 @@ class GF2Code:
         return f"GF2Code(n_bits={self.n_bits}, {kind}, sha={self.fingerprint()[:12]})"
 
     def fingerprint(self) -> str:
+        """Hex sha256 of the matrix and offset bytes: equal for equal recodings (``repr`` shows its first 12
+        characters)."""
         return hashlib.sha256(self.matrix.tobytes() + self.offset.tobytes()).hexdigest()
 
     def agrees_on(self, inputs, outputs) -> bool:
@@ -332,10 +341,14 @@ class GF2Code:
         return bool(np.array_equal(self.encode_bits(inputs), np.asarray(outputs, dtype=np.uint8)))
 
     def to_json(self) -> dict:
+        """The JSON form ``{"matrix": [[0/1, ...], ...], "offset": [0/1, ...]}`` (plain ints, rows of ``A`` in
+        order); :meth:`fixedid.codes.GF2Code.from_json` reads it back."""
         return {"matrix": self.matrix.astype(int).tolist(), "offset": self.offset.astype(int).tolist()}
 
     @classmethod
     def from_json(cls, d: dict) -> "GF2Code":
+        """A recoding from its JSON form (:meth:`fixedid.codes.GF2Code.to_json`); any other keys, a singular matrix
+        or entries other than 0/1 raise :class:`~fixedid.errors.CodeError`."""
         if not isinstance(d, dict) or set(d) != {"matrix", "offset"}:
             raise CodeError("a GF2Code JSON form is {'matrix': [[0/1,...],...], 'offset': [0/1,...]}")
         return cls(np.array(d["matrix"]), np.array(d["offset"]))

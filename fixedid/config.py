@@ -1,6 +1,6 @@
 """Model configuration: one dataclass for all three input interfaces, with presets and a strict JSON round trip.
 
-The open choices of the study (docs/study.md, "Choices the papers leave open") are fields with documented defaults:
+The open choices of the study (docs/paper.md, "Choices the papers leave open") are fields with documented defaults:
 
 - ``bit_order``: ``"msb"`` (default) or ``"lsb"`` - a coordinate permutation of the code;
 - ``value_map``: ``"pm1"`` = {-1,+1} (default) or ``"01"`` = {0,1}, times ``code_scale``; not equivalent under a
@@ -9,7 +9,8 @@ The open choices of the study (docs/study.md, "Choices the papers leave open") a
   ``"interleave"`` = each bit repeated d_model/n_bits times in a row [c0, c0, ..., c1, c1, ...] - a permutation;
 - the GF(2) recoding of the ``gf2`` interface: drawn uniformly from GL(n_bits, 2) by ``gf2_seed`` (default 0),
   with a uniform offset b when ``gf2_affine`` (default False); or given explicitly as ``gf2_matrix`` /
-  ``gf2_offset`` (bit rows). A checkpoint always stores the explicit matrix and offset (:meth:`resolved`).
+  ``gf2_offset`` (bit rows). A checkpoint always stores the explicit matrix and offset
+  (:meth:`~fixedid.config.ModelConfig.resolved`).
 
 Two geometry controls train like the others and separate "a fixed code" from "the geometry of a binary interface":
 ``permuted`` (token t reads the canonical code of ``perm[t]``, a permutation of the ids drawn by ``table_seed``, so
@@ -25,10 +26,10 @@ so a comparison with it is not also a comparison of codes. The trainer's ``<vari
 
 ``match_params`` gives a fixed-code variant back the learned input table's parameter budget inside the backbone,
 so that "worse" is not "smaller": ``"width"`` widens every MLP (``d_ff``), ``"depth"`` adds whole layers; either must
-land within 0.5% (:data:`MATCH_TOLERANCE`) of the learned variant's trainable count at the same shape, or the config
-is refused naming the nearest counts. The config then holds the matched shape (``d_ff``/``n_layers``) and records
-the shape it was matched from in ``matched_from``, so a checkpoint round-trips without re-matching. On the learned
-interface the field is a no-op (it is the budget).
+land within 0.5% (:data:`~fixedid.config.MATCH_TOLERANCE`) of the learned variant's trainable count at the same shape,
+or the config is refused naming the nearest counts. The config then holds the matched shape (``d_ff``/``n_layers``) and
+records the shape it was matched from in ``matched_from``, so a checkpoint round-trips without re-matching. On the
+learned interface the field is a no-op (it is the budget).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ MATCH_TOLERANCE = 0.005
 
 @dataclass
 class ModelConfig:
-    """Shape and input interface of a :class:`fixedid.FixedIdLM`. Build one with ``ModelConfig.preset(name)``."""
+    """Shape and input interface of a :class:`fixedid.model.FixedIdLM`. Build one with ``ModelConfig.preset(name)``."""
 
     vocab_size: int = 2048
     d_model: int = 128
@@ -121,7 +122,7 @@ class ModelConfig:
 
     def _match(self) -> None:
         """Resolve ``match_params``: set ``d_ff`` or ``n_layers`` so the trainable count lands within
-        :data:`MATCH_TOLERANCE` of the learned variant's, and record the shape it started from."""
+        :data:`~fixedid.config.MATCH_TOLERANCE` of the learned variant's, and record the shape it started from."""
         base = {"d_ff": self.d_ff, "n_layers": self.n_layers}
         if not self.is_fixed:
             self.matched_from = base  # the learned variant is the budget itself
@@ -149,10 +150,12 @@ class ModelConfig:
     # ----------------------------------------------------------------------------------------------------------
     @property
     def d_head(self) -> int:
+        """Width of one attention head, ``d_model // n_heads``."""
         return self.d_model // self.n_heads
 
     @property
     def kv_heads(self) -> int:
+        """Number of key/value heads: ``n_kv_heads``, or ``n_heads`` when it is None (no grouped-query attention)."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     @property
@@ -164,6 +167,7 @@ class ModelConfig:
 
     @property
     def is_fixed(self) -> bool:
+        """Whether the input is frozen (every interface but ``learned``, ``frozen_random`` included)."""
         return self.interface != "learned"
 
     @property
@@ -173,9 +177,14 @@ class ModelConfig:
 
     @property
     def code_repeats(self) -> int:
+        """How many times the n-bit code is repeated to fill ``d_model`` (``d_model // n_bits``; meaningful where
+        :attr:`~fixedid.config.ModelConfig.has_code`)."""
         return self.d_model // self.n_bits
 
     def validate(self) -> None:
+        """Check every field (types, ranges, known names, the shape constraints of RoPE, grouped-query attention and
+        the code's width, an explicit GF(2) matrix) and raise :class:`~fixedid.errors.ConfigError` on the first that
+        fails, saying how to fix it. Runs on construction; changes nothing."""
         def need(cond, msg):
             if not cond:
                 raise ConfigError(msg)
@@ -252,16 +261,23 @@ class ModelConfig:
         return self.replace(gf2_matrix=j["matrix"], gf2_offset=j["offset"])
 
     def replace(self, **changes) -> "ModelConfig":
+        """A copy with ``changes`` applied (validated again); an unknown field name raises
+        :class:`~fixedid.errors.ConfigError` listing the known ones."""
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise ConfigError(f"unknown ModelConfig field(s) {sorted(unknown)}; known: {field_names()}")
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
+        """Every field as plain JSON-ready values (``dataclasses.asdict``); a gf2 recoding drawn by seed stays a seed
+        (:meth:`~fixedid.config.ModelConfig.resolved` makes it explicit)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
+        """The config of a dict of fields, as :meth:`~fixedid.config.ModelConfig.to_dict` writes it (absent fields take
+        their defaults). A non-dict, an unknown field or an invalid value raises
+        :class:`~fixedid.errors.ConfigError`."""
         if not isinstance(d, dict):
             raise ConfigError(f"a model config must be a JSON object, got {type(d).__name__}")
         unknown = set(d) - set(field_names())
@@ -273,10 +289,13 @@ class ModelConfig:
             raise ConfigError(f"invalid model config: {e}") from None
 
     def to_json(self) -> str:
+        """:meth:`~fixedid.config.ModelConfig.to_dict` as indented JSON with sorted keys."""
         return json.dumps(self.to_dict(), indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "ModelConfig":
+        """The config of a JSON text (:meth:`~fixedid.config.ModelConfig.to_json`); text that is not JSON raises
+        :class:`~fixedid.errors.ConfigError`, as does anything :meth:`~fixedid.config.ModelConfig.from_dict` refuses."""
         try:
             d = json.loads(text)
         except json.JSONDecodeError as e:
@@ -285,7 +304,8 @@ class ModelConfig:
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "ModelConfig":
-        """A named shape (see :data:`PRESETS`) with field overrides, e.g. ``preset("tiny", interface="gf2")``."""
+        """A named shape (see :data:`~fixedid.config.PRESETS`) with field overrides, e.g.
+        ``preset("tiny", interface="gf2")``."""
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
         d = dict(PRESETS[name], name=name)
@@ -329,11 +349,12 @@ def _check_field_types(cfg: ModelConfig) -> None:
 
 
 def field_names() -> list[str]:
+    """The names of every :class:`~fixedid.config.ModelConfig` field, in declaration order."""
     return [f.name for f in dataclasses.fields(ModelConfig)]
 
 
 #: Named shapes. ``tiny`` trains in minutes on 2 CPU cores; ``small`` has ~17M trainable parameters as the learned
-#: variant (~14M fixed-code); ``paper-1.7b`` is the SmolLM2-1.7B shape inferred in docs/study.md (its parameter
+#: variant (~14M fixed-code); ``paper-1.7b`` is the SmolLM2-1.7B shape inferred in docs/paper.md (its parameter
 #: arithmetic matches the paper exactly); ``prior-1024`` is the predecessor paper's model (vocab 65,536, d 1024, 32
 #: layers, GELU).
 PRESETS: dict[str, dict] = {

@@ -45,6 +45,10 @@ def _is_hooked(hp: nn.Module) -> bool:
 
 
 class RMSNorm(nn.Module):
+    """RMS norm with a trainable gain ``w`` (``x / sqrt(mean(x^2) + eps) * w``), no bias; the scale and the
+    normalised output pass through ``hook_scale`` ``[batch, pos, 1]`` and ``hook_normalized``
+    ``[batch, pos, d_model]``."""
+
     def __init__(self, d: int, eps: float):
         super().__init__()
         self.eps = eps
@@ -53,11 +57,15 @@ class RMSNorm(nn.Module):
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
     def forward(self, x):
+        """``x`` ``[batch, pos, d_model]`` normalised over its last dimension, same shape."""
         scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
         return self.hook_normalized(x / scale * self.w)
 
 
 class LayerNorm(nn.Module):
+    """LayerNorm (``norm = "ln"``): centred, scaled by ``sqrt(var + eps)``, then gain ``w`` and bias ``b``;
+    the same hook points as :class:`~fixedid.model.RMSNorm`."""
+
     def __init__(self, d: int, eps: float):
         super().__init__()
         self.eps = eps
@@ -67,6 +75,7 @@ class LayerNorm(nn.Module):
         self.hook_normalized = HookPoint()
 
     def forward(self, x):
+        """``x`` ``[batch, pos, d_model]`` centred and normalised over its last dimension, same shape."""
         x = x - x.mean(-1, keepdim=True)
         scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
         return self.hook_normalized(x / scale * self.w + self.b)
@@ -82,6 +91,10 @@ def _rotate_half(x):
 
 
 class Attention(nn.Module):
+    """Causal self-attention with RoPE and optional grouped-query heads (``n_kv_heads``), projections
+    ``q_proj``/``k_proj``/``v_proj``/``o_proj``, and the hook points of the module docstring. The pattern is computed
+    explicitly only when :meth:`~fixedid.model.Attention.wants_pattern`; otherwise SDPA."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.n_kv, self.d_head = cfg.n_heads, cfg.kv_heads, cfg.d_head
@@ -94,6 +107,8 @@ class Attention(nn.Module):
         self.force_explicit = False
 
     def wants_pattern(self) -> bool:
+        """Whether this layer computes attention explicitly (so ``hook_attn_scores`` and ``hook_pattern`` fire):
+        ``force_explicit`` is set or either hook point has a hook attached."""
         return self.force_explicit or _is_hooked(self.hook_pattern) or _is_hooked(self.hook_attn_scores)
 
     def forward(self, x, cos, sin, past=None):
@@ -130,6 +145,10 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
+    """The block's MLP: SwiGLU (``silu(gate_proj x) * up_proj x``, ``hook_pre`` on the gate and
+    ``hook_pre_linear`` on the up projection) or GELU (``fc_in``), then ``down_proj``; ``hook_post`` sees the
+    ``[batch, pos, d_ff]`` hidden activation."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.kind = cfg.mlp
@@ -144,6 +163,7 @@ class MLP(nn.Module):
         self.hook_post = HookPoint()
 
     def forward(self, x):
+        """``[batch, pos, d_model]`` -> ``[batch, pos, d_model]``."""
         if self.kind == "swiglu":
             h = F.silu(self.hook_pre(self.gate_proj(x))) * self.hook_pre_linear(self.up_proj(x))
         else:
@@ -152,6 +172,9 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
+    """One pre-norm transformer block: ``x + attn(ln1(x))``, then ``+ mlp(ln2(.))``, with the residual hook
+    points ``hook_resid_pre``, ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out`` and ``hook_resid_post``."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.ln1, self.attn, self.ln2, self.mlp = _norm(cfg), Attention(cfg), _norm(cfg), MLP(cfg)
@@ -159,6 +182,8 @@ class Block(nn.Module):
             setattr(self, f"hook_{name}", HookPoint())
 
     def forward(self, x, cos, sin, past=None):
+        """The residual stream ``x`` ``[batch, pos, d_model]`` through the block, same shape; ``cos``/``sin`` and
+        ``past`` as in :meth:`fixedid.model.Attention.forward`."""
         x = self.hook_resid_pre(x)
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x), cos, sin, past)))
         return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
@@ -214,6 +239,7 @@ class FixedCodeInput(nn.Module):
         return rows.repeat_interleave(self.repeats, dim=-1)
 
     def forward(self, tokens):
+        """Token ids ``[...]`` -> their widened code rows ``[..., d_model]``."""
         return self.widen(self.code[tokens])
 
 
@@ -232,9 +258,11 @@ class FrozenTableInput(nn.Module):
         self.repeats, self.mode = 1, "tile"
 
     def widen(self, rows):
+        """The identity: the table's rows are already ``d_model`` wide."""
         return rows
 
     def forward(self, tokens):
+        """Token ids ``[...]`` -> their frozen rows ``[..., d_model]``."""
         return self.code[tokens]
 
 
@@ -257,6 +285,7 @@ class FixedOutput(nn.Module):
         self.register_buffer("weight", _fixed_table(rows, (cfg.vocab_size, cfg.d_model)), persistent=False)
 
     def forward(self, x):
+        """Logits ``x @ weight.T``: ``[..., d_model]`` -> ``[..., vocab]``, in ``x``'s dtype."""
         return F.linear(x, self.weight.to(x.dtype))
 
 
@@ -268,6 +297,7 @@ class LearnedInput(nn.Module):
         self.W_E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
 
     def forward(self, tokens):
+        """Token ids ``[...]`` -> their embedding rows ``[..., d_model]``."""
         return F.embedding(tokens, self.W_E)
 
 
@@ -345,6 +375,8 @@ class FixedIdLM(HookedRootModule):
 
     @property
     def force_explicit_attention(self) -> bool:
+        """Whether every layer computes attention explicitly (materialising the pattern) whether or not it is
+        hooked; setting it sets every layer's ``force_explicit``."""
         return all(b.attn.force_explicit for b in self.blocks)
 
     @force_explicit_attention.setter
@@ -376,6 +408,12 @@ class FixedIdLM(HookedRootModule):
     # ----------------------------------------------------------------------------------------------------------
     def forward(self, tokens, return_type: str | None = "logits", *, targets=None, start_at_layer: int | None = None,
                 stop_at_layer: int | None = None, past_kv=None):
+        """Run the model; see the class docstring for ``return_type``, ``targets``, ``start_at_layer``,
+        ``stop_at_layer`` and ``past_kv``. ``tokens`` is an integer tensor ``[batch, pos]`` (a float residual stream
+        ``[batch, pos, d_model]`` with ``start_at_layer``); ``targets`` ``[batch, pos]`` with ``-100`` where no loss is
+        taken. Returns logits ``[batch, pos, vocab]``, the scalar loss, ``(logits, loss)``, None (``return_type=None``),
+        or the residual stream ``[batch, pos, d_model]`` with ``stop_at_layer``. A sequence longer than the context
+        raises ``ValueError``."""
         if start_at_layer is None:
             if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32):
                 raise ValueError(f"tokens must be an integer tensor [batch, pos], got {tuple(tokens.shape)} "

@@ -1,13 +1,14 @@
-"""Text sources: one function, :func:`iter_texts`, that turns a source string into a stream of documents.
+"""Text sources: one function, :func:`~fixedid.data.corpus.iter_texts`, that turns a source string into a stream of
+documents.
 
 A *source* is one of
 
 ``"synthetic"`` or ``"synthetic:<seed>"``
     The built-in synthetic language (:class:`fixedid.data.synthetic.SyntheticLanguage`), seeded by ``<seed>``
-    (default 0; :func:`synthetic_seed` reads it). It never needs the network and is an infinite stream unless
-    ``limit_docs`` is given. The ``split`` picks a disjoint stream: ``"train"`` uses document seed ``seed``, any
-    other split a seed derived from ``(split, seed)``, so ``"validation"`` never repeats the training documents'
-    stream.
+    (default 0; :func:`~fixedid.data.corpus.synthetic_seed` reads it). It never needs the network and is an infinite
+    stream unless ``limit_docs`` is given. The ``split`` picks a disjoint stream: ``"train"`` uses document seed
+    ``seed``, any other split a seed derived from ``(split, seed)``, so ``"validation"`` never repeats the training
+    documents' stream.
 a local path
     * ``*.txt`` - one document per paragraph: paragraphs are separated by one or more blank lines (lines that
       are empty or only whitespace); the newlines inside a paragraph are kept, the trailing one is not. A file
@@ -22,8 +23,8 @@ anything else
     A Hugging Face hub dataset, ``"name"`` or ``"name:config"``, loaded with
     ``datasets.load_dataset(name, config, split=split, streaming=streaming)``; the order is the dataset's own.
 
-Records whose text is ``None`` are skipped; any other non-string text is a :class:`DataError`. Empty documents
-are passed on as they are (a tokenizer turns them into nothing but the end-of-text token).
+Records whose text is ``None`` are skipped; any other non-string text is a :class:`~fixedid.errors.DataError`. Empty
+documents are passed on as they are (a tokenizer turns them into nothing but the end-of-text token).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def iter_texts(
 
 def synthetic_seed(source: str) -> int | None:
     """The world seed of a built-in-language source: 0 for ``"synthetic"``, ``N`` for ``"synthetic:N"``, ``None``
-    for any other source (a path or a hub dataset). :class:`DataError` if ``N`` is not an integer."""
+    for any other source (a path or a hub dataset). :class:`~fixedid.errors.DataError` if ``N`` is not an integer."""
     if source == "synthetic":
         return 0
     if not source.startswith("synthetic:"):

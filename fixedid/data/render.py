@@ -1,5 +1,6 @@
-"""How the built-in language's words become text: one rule (:func:`render`), with each word's character span
-(:func:`render_spans`) and the internal token tuples' text (:func:`render_tokens`)."""
+"""How the built-in language's words become text: one rule (:func:`~fixedid.data.render.render`), with each word's
+character span (:func:`~fixedid.data.render.render_spans`) and the internal token tuples' text
+(:func:`~fixedid.data.render.render_tokens`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Sequence
 
 def render(words: Sequence[str]) -> str:
     """The text of ``words`` (a sentence or a whole document): joined by single spaces, each ``,`` and ``.``
-    attached to the word before it. Every text of the language (documents, :meth:`SyntheticLanguage.sentence_text`,
-    task prompts, :mod:`analysis.labels`) is rendered here."""
+    attached to the word before it. Every text of the language (documents,
+    :meth:`SyntheticLanguage.sentence_text <fixedid.data.synthetic.SyntheticLanguage.sentence_text>`, task prompts,
+    :mod:`analysis.labels`) is rendered here."""
     return " ".join(words).replace(" ,", ",").replace(" .", ".")
 
 
@@ -26,5 +28,5 @@ def render_spans(words: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
 
 
 def render_tokens(toks) -> str:
-    """:func:`render` of internal token tuples (word first)."""
+    """:func:`~fixedid.data.render.render` of internal token tuples (word first)."""
     return render([t[0] for t in toks])

@@ -53,13 +53,18 @@ from .tokenizer import check_vocab_fits, eot_id, tokenizer_hash
 __all__ = ["FORMAT", "MANIFEST", "ShardInfo", "SplitInfo", "Manifest", "build_shards", "load_manifest",
            "TokenShards", "batch_at"]
 
+#: The ``format`` string of ``manifest.json``; a manifest of any other format is refused.
 FORMAT = "fixedid-shards/1"
+#: The manifest's file name inside a shard directory.
 MANIFEST = "manifest.json"
 _DTYPE = np.dtype("<u2")
 
 
 @dataclasses.dataclass(frozen=True)
 class ShardInfo:
+    """One shard file of a split, as the manifest lists it: its plain file ``file`` inside the shard directory,
+    its token count ``n_tokens`` (the file holds ``2 * n_tokens`` bytes) and the hex ``sha256`` of its bytes."""
+
     file: str
     n_tokens: int
     sha256: str
@@ -67,6 +72,10 @@ class ShardInfo:
 
 @dataclasses.dataclass(frozen=True)
 class SplitInfo:
+    """One split of the manifest (the fields of ``splits[name]`` in the module docstring): where its text came
+    from, the tokenizer's hash, ``vocab_size`` and ``eot_id``, the dtype (always ``"uint16"``), token and document
+    counts, and its shards in stream order."""
+
     source: str
     tokenizer_sha256: str
     vocab_size: int
@@ -85,16 +94,22 @@ class Manifest:
     splits: dict[str, SplitInfo]
 
     def split(self, name: str) -> SplitInfo:
+        """The :class:`~fixedid.data.shards.SplitInfo` of split ``name``; a split the manifest lacks raises
+        :class:`~fixedid.errors.DataError` naming the ones it has."""
         if name not in self.splits:
             raise DataError(f"shard manifest has no split {name!r}; it has {sorted(self.splits)}; build it with "
                             "build_shards(..., split=...) or pick one of those")
         return self.splits[name]
 
     def to_json(self) -> dict:
+        """The manifest as the JSON object ``manifest.json`` holds (splits sorted by name)."""
         return {"format": self.format, "splits": {k: dataclasses.asdict(v) for k, v in sorted(self.splits.items())}}
 
     @classmethod
     def from_json(cls, d: object, where: str = MANIFEST) -> "Manifest":
+        """Parse a ``manifest.json`` object, checking its format string, that every split is ``uint16``, that its
+        shards add up to its ``n_tokens`` and that shard names are plain file names. Anything else raises
+        :class:`~fixedid.errors.DataError` naming ``where``; the shard files themselves are not looked at."""
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             got = d.get("format") if isinstance(d, dict) else type(d).__name__
             raise DataError(f"{where}: unknown shard format {got!r} (expected {FORMAT!r}); rebuild the shards")
@@ -119,7 +134,8 @@ class Manifest:
 
 
 def load_manifest(out_dir: str | os.PathLike) -> Manifest:
-    """Read and parse ``out_dir/manifest.json`` (files are not checked here; :class:`TokenShards` does that)."""
+    """Read and parse ``out_dir/manifest.json`` (files are not checked here; :class:`~fixedid.data.shards.TokenShards`
+    does that)."""
     path = Path(out_dir) / MANIFEST
     if not path.is_file():
         raise DataError(f"no shard manifest at {str(path)!r}; build the shards first (build_shards)")
@@ -134,7 +150,7 @@ def load_manifest(out_dir: str | os.PathLike) -> Manifest:
 
 
 class _ShardWriter:
-    """Cuts a token stream into shards written under temporary names; :meth:`commit` renames them into place."""
+    """Cuts a token stream into shards written under temporary names; ``commit`` renames them into place."""
 
     def __init__(self, out_dir: Path, split: str, shard_tokens: int):
         self.out_dir, self.split, self.shard_tokens = out_dir, split, shard_tokens
@@ -343,7 +359,7 @@ class TokenShards:
     """The token stream of one split, memory-mapped (read-only) from its shards.
 
     Opening checks the manifest and that every shard file exists with exactly ``2 * n_tokens`` bytes; the
-    (slow, full-read) sha256 check is :meth:`verify`.
+    (slow, full-read) sha256 check is :meth:`~fixedid.data.shards.TokenShards.verify`.
     """
 
     def __init__(self, out_dir: str | os.PathLike, split: str):
@@ -366,14 +382,17 @@ class TokenShards:
 
     @property
     def tokenizer_sha256(self) -> str:
+        """Hash of the tokenizer the split was encoded with (:func:`fixedid.data.tokenizer.tokenizer_hash`)."""
         return self.info.tokenizer_sha256
 
     @property
     def vocab_size(self) -> int:
+        """The vocabulary size of the split's tokenizer, added tokens included."""
         return self.info.vocab_size
 
     @property
     def eot_id(self) -> int:
+        """The end-of-text id that follows every document in the stream."""
         return self.info.eot_id
 
     def __len__(self) -> int:
@@ -398,7 +417,8 @@ class TokenShards:
         return out
 
     def verify(self, full: bool = True) -> None:
-        """Re-check sizes and, if ``full``, every shard's sha256 against the manifest; :class:`DataError` if off."""
+        """Re-check sizes and, if ``full``, every shard's sha256 against the manifest;
+        :class:`~fixedid.errors.DataError` if off."""
         for s in self.info.shards:
             path = self.dir / s.file
             if not path.is_file() or path.stat().st_size != 2 * s.n_tokens:

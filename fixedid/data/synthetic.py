@@ -32,19 +32,19 @@ plateau whose length falls steeply with the share of tokens that copying predict
 the default mixture makes about a third of the tokens predictable by copying; with the old mixture (8% lists,
 no retelling) no tiny model formed induction within 1,000 steps.
 
-Rendering (:func:`render`, the one place the rule is written): words are joined by single spaces, ``,`` and
-``.`` attach to the preceding word; sentences in a document are joined by one space. Words are lowercase ASCII
+Rendering (:func:`~fixedid.data.render.render`, the one place the rule is written): words are joined by single spaces,
+``,`` and ``.`` attach to the preceding word; sentences in a document are joined by one space. Words are lowercase ASCII
 except names, entities, cities and the capitalised sentence starts ``The``, ``When``, ``After``. No word contains
-punctuation, so every word is one whitespace/punctuation-delimited unit and :attr:`SyntheticLanguage.vocabulary`
-lists them all.
+punctuation, so every word is one whitespace/punctuation-delimited unit and
+:attr:`SyntheticLanguage.vocabulary <fixedid.data.synthetic.SyntheticLanguage.vocabulary>` lists them all.
 
-Labels (:class:`WordLabel`): ``pos`` is one of :data:`POS_TAGS`; ``number`` is "sg"/"pl" for nouns, names,
-pronouns, entities, cities and agreeing verbs, "none" otherwise (past-tense verbs do not agree); ``entity``
-is the index into ``names`` for NAME and PRON (the pronoun's antecedent), into ``entities`` for ENTITY, into
-``cities`` for CITY, else -1; ``depth`` is the clause depth (0 = main clause; IOI "When..." and "because..."
-subordinate clauses are depth 1); ``role`` marks the names of an IOI sentence ("io" and "s1" at their first
-mention, "s2" where the subject comes back, "io2" the indirect object at the end), "none" elsewhere. Punctuation
-is labelled PUNCT at depth 0. Within any sentence every verb
+Labels (:class:`~fixedid.data.synthetic.WordLabel`): ``pos`` is one of :data:`~fixedid.data.synthetic.POS_TAGS`;
+``number`` is "sg"/"pl" for nouns, names, pronouns, entities, cities and agreeing verbs, "none" otherwise (past-tense
+verbs do not agree); ``entity`` is the index into ``names`` for NAME and PRON (the pronoun's antecedent), into
+``entities`` for ENTITY, into ``cities`` for CITY, else -1; ``depth`` is the clause depth (0 = main clause; IOI
+"When..." and "because..." subordinate clauses are depth 1); ``role`` marks the names of an IOI sentence ("io" and "s1"
+at their first mention, "s2" where the subject comes back, "io2" the indirect object at the end), "none" elsewhere.
+Punctuation is labelled PUNCT at depth 0. Within any sentence every verb
 whose number is not "none" agrees with the first nominal (NOUN/NAME/ENTITY/PRON) at its depth.
 """
 from __future__ import annotations
@@ -61,6 +61,8 @@ from .lexicon import (ADJS, ANIMATE, ANIM_ADJS, ATTR_PREPS, CODAS, FEMALE, FIXED
                       MALE, MOTION, NOUNS, N_CITIES, N_ENTITIES, OBJECTS, ONSETS, OPENERS, PLACES, PLURAL_FOODS,
                       POOL_TOKS, TRANSITIVE, VERB_PAIRS, VOWELS)
 
+#: The part-of-speech tags of :class:`~fixedid.data.synthetic.WordLabel` ``pos`` (the analysis adds ``"EOT"`` for the
+#: end-of-text token).
 POS_TAGS = ("NAME", "ENTITY", "CITY", "DET", "NOUN", "VERB", "ADJ", "PREP", "CONJ", "PRON", "REL", "PUNCT")
 NUMBERS = ("sg", "pl", "none")
 RELATIONS = ("lives_in", "likes", "works_as")
@@ -103,9 +105,9 @@ class SyntheticLanguage(TaskPairs):
     """The toy language of one world seed. Building it is cheap (microseconds to milliseconds)."""
 
     def __init__(self, seed: int = 0, mix: dict[str, float] | None = None, retell: float = RETELL):
-        """``mix`` overrides the probabilities of some sentence kinds of :data:`DEFAULT_MIX` (they are then
-        renormalised); ``retell`` is the probability that a document is told twice. Both change the documents,
-        never the world or the task pairs."""
+        """``mix`` overrides the probabilities of some sentence kinds of :data:`~fixedid.data.synthetic.DEFAULT_MIX`
+        (they are then renormalised); ``retell`` is the probability that a document is told twice. Both change the
+        documents, never the world or the task pairs."""
         self.seed = _check_int(seed, "seed")
         if isinstance(retell, bool) or not isinstance(retell, (int, float)) or not 0 <= retell <= 1:
             raise DataError(f"retell must be a probability in [0, 1], got {retell!r}")
@@ -386,7 +388,8 @@ class SyntheticLanguage(TaskPairs):
                 count += 1
 
     def sentence_text(self, words: list[WordLabel]) -> str:
-        """Render a labelled sentence exactly as :meth:`documents` does (with :func:`render`)."""
+        """Render a labelled sentence exactly as :meth:`~fixedid.data.synthetic.SyntheticLanguage.documents` does (with
+        :func:`~fixedid.data.render.render`)."""
         if not words:
             raise DataError("sentence_text needs a non-empty list of WordLabel")
         for w in words:

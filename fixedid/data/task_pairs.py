@@ -1,9 +1,10 @@
-"""The built-in language's held-out task prompts: clean/corrupt :class:`PromptPair` s for patching and behaviour
-checks (ioi, agreement, facts, induction) and the held-out control ``induction_unlisted``.
+"""The built-in language's held-out task prompts: clean/corrupt :class:`~fixedid.data.task_pairs.PromptPair` s for
+patching and behaviour checks (ioi, agreement, facts, induction) and the held-out control ``induction_unlisted``.
 
-:class:`TaskPairs` is the part of :class:`fixedid.data.SyntheticLanguage` that writes them from the language's own
-sentences (``_ioi``, ``_agreement``, ``_fact``, ``_word_list``) and world (``_attr``, ``_attr_words``, ``_vocab``);
-:meth:`SyntheticLanguage.task_pairs` validates a request and dispatches here.
+:class:`~fixedid.data.task_pairs.TaskPairs` is the part of :class:`fixedid.data.synthetic.SyntheticLanguage` that writes
+them from the language's own sentences (``_ioi``, ``_agreement``, ``_fact``, ``_word_list``) and world (``_attr``,
+``_attr_words``, ``_vocab``); :meth:`SyntheticLanguage.task_pairs <fixedid.data.synthetic.SyntheticLanguage.task_pairs>`
+validates a request and dispatches here.
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ class PromptPair:
 
 
 class TaskPairs:
-    """The task-pair writers of :class:`fixedid.data.SyntheticLanguage` (a mixin: it reads that class's sentences
-    and world)."""
+    """The task-pair writers of :class:`fixedid.data.synthetic.SyntheticLanguage` (a mixin: it reads that class's
+    sentences and world)."""
 
     TASKS = ("ioi", "agreement", "facts", "induction")
-    #: Held-out controls of a task, never trained on as such and not among :attr:`TASKS`: ``induction_unlisted`` is
-    #: the induction task with its lists drawn from the words that no training list uses (the lowercase words outside
-    #: the list pool), so a model that copies any word scores as on ``induction`` and one that copies only the pool's
-    #: words scores at chance.
+    #: Held-out controls of a task, never trained on as such and not among
+    #: :attr:`~fixedid.data.task_pairs.TaskPairs.TASKS`: ``induction_unlisted`` is the induction task with its lists
+    #: drawn from the words that no training list uses (the lowercase words outside the list pool), so a model that
+    #: copies any word scores as on ``induction`` and one that copies only the pool's words scores at chance.
     CONTROLS = ("induction_unlisted",)
 
     def unlisted_words(self) -> list[str]:

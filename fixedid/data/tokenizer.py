@@ -1,9 +1,9 @@
 """Tokenizers: train a byte-level BPE, load one, and the checks a fixed-width token code needs.
 
 Every model in fixedid names a token by a fixed ``n_bits``-bit code, so a tokenizer is usable only if its whole
-vocabulary (added tokens included) fits in ``2**n_bits`` ids: :func:`check_vocab_fits`. A tokenizer is identified
-across runs by :func:`tokenizer_hash`, the sha256 of its serialised JSON, which token shards record so that data
-tokenized with one tokenizer is never fed to a model built for another.
+vocabulary (added tokens included) fits in ``2**n_bits`` ids: :func:`~fixedid.data.tokenizer.check_vocab_fits`. A
+tokenizer is identified across runs by :func:`~fixedid.data.tokenizer.tokenizer_hash`, the sha256 of its serialised
+JSON, which token shards record so that data tokenized with one tokenizer is never fed to a model built for another.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..errors import DataError
 
 __all__ = ["train_bpe", "train_words", "load_tokenizer", "check_vocab_fits", "tokenizer_hash", "eot_id", "EOT_TOKENS"]
 
-#: End-of-text token names looked up by :func:`eot_id`, in order of preference.
+#: End-of-text token names looked up by :func:`~fixedid.data.tokenizer.eot_id`, in order of preference.
 EOT_TOKENS = ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>")
 
 
@@ -30,8 +30,8 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *,
     decoder, so ``decode(encode(s).ids) == s`` for every string ``s``. The special tokens take ids
     ``0..len(special_tokens)-1`` in the order given (``<|endoftext|>`` is id 0 by default); the 256 byte tokens
     come next, then the merges. The trainer is deterministic: the same texts and arguments give the same
-    tokenizer (same :func:`tokenizer_hash`). Fewer tokens than ``vocab_size`` result if the texts have too few
-    distinct pairs to merge.
+    tokenizer (same :func:`~fixedid.data.tokenizer.tokenizer_hash`). Fewer tokens than ``vocab_size`` result if the
+    texts have too few distinct pairs to merge.
     """
     special_tokens = list(special_tokens)
     if len(set(special_tokens)) != len(special_tokens):
@@ -86,7 +86,7 @@ def load_tokenizer(spec: str) -> Tokenizer:
 
     A hub name (e.g. ``"gpt2"``) is fetched with ``huggingface_hub.hf_hub_download(name, "tokenizer.json")``,
     which honours ``HF_HUB_OFFLINE`` and the local cache; without network or cache the result is a
-    :class:`DataError`, never a hang.
+    :class:`~fixedid.errors.DataError`, never a hang.
     """
     if not isinstance(spec, str) or not spec:
         raise DataError(f"tokenizer spec must be a non-empty string, got {spec!r}")
@@ -132,7 +132,7 @@ def _from_hub(name: str) -> Tokenizer:
 
 
 def check_vocab_fits(tokenizer: Tokenizer, n_bits: int) -> None:
-    """Raise :class:`DataError` unless every token id of ``tokenizer`` has an ``n_bits``-bit code."""
+    """Raise :class:`~fixedid.errors.DataError` unless every token id of ``tokenizer`` has an ``n_bits``-bit code."""
     v = tokenizer.get_vocab_size(with_added_tokens=True)
     if v > 2 ** n_bits:
         raise DataError(f"tokenizer has {v} tokens but a {n_bits}-bit code can name only {2 ** n_bits}; "
@@ -145,7 +145,8 @@ def tokenizer_hash(tokenizer: Tokenizer) -> str:
 
 
 def eot_id(tokenizer: Tokenizer) -> int:
-    """The id of the end-of-text token: the first of :data:`EOT_TOKENS` that the tokenizer knows."""
+    """The id of the end-of-text token: the first of :data:`~fixedid.data.tokenizer.EOT_TOKENS` that the tokenizer
+    knows."""
     for name in EOT_TOKENS:
         i = tokenizer.token_to_id(name)
         if i is not None:

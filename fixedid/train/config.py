@@ -1,11 +1,11 @@
 """Training configuration: a TOML file with three tables, ``[model]``, ``[data]`` and ``[train]``.
 
-``[model]`` names a preset (``preset = "tiny"``) and may override any :class:`~fixedid.ModelConfig` field except
+``[model]`` names a preset (``preset = "tiny"``) and may override any :class:`~fixedid.config.ModelConfig` field except
 ``interface`` (the trainer sets it per variant) and ``vocab_size`` (taken from the tokenizer). ``[data]`` and
-``[train]`` map onto :class:`DataConfig` and :class:`OptimConfig`, whose docstrings list every key. Unknown keys
-are refused by name. The *fingerprint* of a run covers everything that changes what is learned; the
-schedule-only keys (``steps``, ``save_every``, ``eval_every``, ``log_every``, ``compile``, ``keep``) are left out
-so a run can be extended or re-logged with ``--resume``.
+``[train]`` map onto :class:`~fixedid.train.config.DataConfig` and :class:`~fixedid.train.config.OptimConfig`, whose
+docstrings list every key. Unknown keys are refused by name. The *fingerprint* of a run covers everything that changes
+what is learned; the schedule-only keys (``steps``, ``save_every``, ``eval_every``, ``log_every``, ``compile``,
+``keep``) are left out so a run can be extended or re-logged with ``--resume``.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _recorded(table, added_later: tuple[str, ...]) -> dict:
 
 
 def data_table(d: DataConfig) -> dict:
-    """``d`` as the dict runs record and are keyed on (see :data:`DATA_ADDED_LATER`)."""
+    """``d`` as the dict runs record and are keyed on (see :data:`~fixedid.train.config.DATA_ADDED_LATER`)."""
     return _recorded(d, DATA_ADDED_LATER)
 
 
@@ -100,9 +100,10 @@ class OptimConfig:
 
     The schedule's points (``warmup_steps``, ``decay_start``, ``decay_steps`` and each ``keep`` entry) are an
     integer (a step) or a float in [0, 1] (that fraction of ``steps``, rounded; the packaged configs use fractions,
-    so ``--steps`` shortens a run and keeps its shape): :meth:`step_of` resolves one, :attr:`kept_steps` the
-    snapshots. A point past ``steps`` is refused. Extending a run (``--resume --steps N``) moves fractional points
-    with the new length; the steps already trained keep the rates they had."""
+    so ``--steps`` shortens a run and keeps its shape): :meth:`~fixedid.train.config.OptimConfig.step_of` resolves one,
+    :attr:`~fixedid.train.config.OptimConfig.kept_steps` the snapshots. A point past ``steps`` is refused. Extending a
+    run (``--resume --steps N``) moves fractional points with the new length; the steps already trained keep the rates
+    they had."""
 
     steps: int = 1000
     batch_size: int = 32
@@ -136,6 +137,7 @@ class OptimConfig:
 
     @property
     def warmup(self) -> int:
+        """``warmup_steps`` as a step (:meth:`~fixedid.train.config.OptimConfig.step_of`)."""
         return self.step_of(self.warmup_steps)
 
     @property
@@ -145,6 +147,8 @@ class OptimConfig:
 
     @property
     def decay_end(self) -> int:
+        """The step the cosine decay reaches ``lr * min_lr_ratio``: ``decay_steps`` as a step, or ``steps`` when it
+        is 0."""
         return self.step_of(self.decay_steps) or self.steps
 
     @property
@@ -159,12 +163,18 @@ class OptimConfig:
 
 
 def train_table(t: OptimConfig) -> dict:
-    """``t`` as the dict runs record and are keyed on (see :data:`TRAIN_ADDED_LATER`)."""
+    """``t`` as the dict runs record and are keyed on (see :data:`~fixedid.train.config.TRAIN_ADDED_LATER`)."""
     return _recorded(t, TRAIN_ADDED_LATER)
 
 
 @dataclass
 class TrainConfig:
+    """A whole training config: the ``[model]`` table as written (a dict: ``preset`` and
+    :class:`~fixedid.config.ModelConfig` overrides, resolved per variant by
+    :meth:`~fixedid.train.config.TrainConfig.model_config`), ``[data]`` as a :class:`~fixedid.train.config.DataConfig`
+    and ``[train]`` as an :class:`~fixedid.train.config.OptimConfig`. Validated on construction; build one with
+    :meth:`~fixedid.train.config.TrainConfig.load` or :meth:`~fixedid.train.config.TrainConfig.from_dict`."""
+
     model: dict = field(default_factory=lambda: {"preset": "tiny"})
     data: DataConfig = field(default_factory=DataConfig)
     train: OptimConfig = field(default_factory=OptimConfig)
@@ -173,7 +183,8 @@ class TrainConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Every key of the three tables, by type and range; one :class:`ConfigError` naming the first bad one."""
+        """Every key of the three tables, by type and range; one :class:`~fixedid.errors.ConfigError` naming the first
+        bad one."""
         _check_model_table(self.model)
         _check_train(self.train)
         _check_data(self.data)
@@ -196,9 +207,16 @@ class TrainConfig:
         return ModelConfig.preset(preset, **m, interface=interface, vocab_size=vocab_size)
 
     def to_dict(self) -> dict:
+        """The three tables as a run records them (``run.json``): ``{"model", "data", "train"}``, with entries added
+        later left out while at their default (:data:`~fixedid.train.config.DATA_ADDED_LATER`,
+        :data:`~fixedid.train.config.TRAIN_ADDED_LATER`)."""
         return {"model": dict(self.model), "data": data_table(self.data), "train": train_table(self.train)}
 
     def fingerprint(self) -> str:
+        """Hex sha256 of what changes what is learned: the recorded tables without the schedule-only keys
+        (``steps``, ``save_every``, ``eval_every``, ``log_every``, ``compile``, ``keep``) and without ``[model]``
+        entries that restate their preset. ``--resume`` refuses an output directory whose run has another
+        fingerprint."""
         d = self._keyed()
         for k in SCHEDULE_ONLY:
             d["train"].pop(k)
@@ -217,10 +235,11 @@ class TrainConfig:
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
     def _keyed(self) -> dict:
-        """:meth:`to_dict` with ``[model]``'s entries that restate their preset's own value left out (``gf2_seed =
-        0`` written out trains what leaving it out trains), so the fingerprint and the trained key name the training,
-        not its spelling. Kept whatever their value: ``preset``, and ``seed``, whose absence means ``[train] seed``
-        (see :meth:`model_config`), not the preset's."""
+        """:meth:`~fixedid.train.config.TrainConfig.to_dict` with ``[model]``'s entries that restate their preset's own
+        value left out (``gf2_seed = 0`` written out trains what leaving it out trains), so the fingerprint and the
+        trained key name the training, not its spelling. Kept whatever their value: ``preset``, and ``seed``, whose
+        absence means ``[train] seed`` (see :meth:`~fixedid.train.config.TrainConfig.model_config`), not the
+        preset's."""
         d = self.to_dict()
         preset = ModelConfig.preset(self.model.get("preset", "tiny")).to_dict()
         d["model"] = {k: v for k, v in d["model"].items()
@@ -228,6 +247,9 @@ class TrainConfig:
         return d
 
     def differences(self, other: "TrainConfig") -> list[str]:
+        """The keys (``"table.key"``) on which ``other`` trains something else, in the terms of
+        :meth:`~fixedid.train.config.TrainConfig.fingerprint` (schedule-only keys ignored); empty when the fingerprints
+        agree."""
         a, b = self._keyed(), other._keyed()
         keys = []
         for table in a:
@@ -238,6 +260,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        """A config from its three tables as parsed TOML or a run's recorded ``config``; a missing table takes its
+        defaults, an unknown table or key raises :class:`~fixedid.errors.ConfigError` naming it."""
         if not isinstance(d, dict):
             raise ConfigError("a training config must be a table with [model], [data] and [train]")
         unknown = set(d) - {"model", "data", "train"}
@@ -250,8 +274,8 @@ class TrainConfig:
     @classmethod
     def load(cls, spec) -> "TrainConfig":
         """Load a TOML file, a run's ``run.json`` (the config a run directory was trained with), or a config
-        shipped with the package by name (``"tiny"``, ``"small"``, ``"paper-1.7b"``; see :func:`packaged_configs`)
-        when ``spec`` is not an existing file."""
+        shipped with the package by name (``"tiny"``, ``"small"``, ``"paper-1.7b"``; see
+        :func:`~fixedid.train.config.packaged_configs`) when ``spec`` is not an existing file."""
         path = Path(spec)
         if not path.exists() and str(spec).removesuffix(".toml") in packaged_configs():
             resource = resources.files("fixedid").joinpath(f"configs/{str(spec).removesuffix('.toml')}.toml")
@@ -280,6 +304,8 @@ class TrainConfig:
         return cls.from_dict(d)
 
     def replace_train(self, **changes) -> "TrainConfig":
+        """A copy with ``[train]`` keys changed (e.g. ``steps=...``, ``seed=...``), validated again; ``[model]`` is
+        copied and ``[data]`` shared."""
         return TrainConfig(model=dict(self.model), data=self.data,
                            train=dataclasses.replace(self.train, **changes))
 

@@ -20,6 +20,10 @@ from .optim import load_named_optimizer_state, named_optimizer_state
 
 @dataclass
 class Dist:
+    """This process's place in a run (:func:`fixedid.train.distributed.setup_dist`): its ``rank`` among ``world``
+    processes, its ``device``, and how the model is distributed (``parallel``: ``"ddp"`` or ``"fsdp"``, as
+    ``[train] parallel``). One process is ``Dist()``: rank 0 of 1, on the CPU."""
+
     rank: int = 0
     world: int = 1
     device: torch.device = torch.device("cpu")
@@ -27,17 +31,22 @@ class Dist:
 
     @property
     def main(self) -> bool:
+        """Whether this is rank 0, the process that logs and writes checkpoints."""
         return self.rank == 0
 
     @property
     def fsdp(self) -> bool:
+        """Whether the model is sharded with FSDP2 (``parallel = "fsdp"`` and more than one process)."""
         return self.world > 1 and self.parallel == "fsdp"
 
     def barrier(self):
+        """Wait for every rank (``torch.distributed.barrier``); a no-op with one process."""
         if self.world > 1:
             dist.barrier()
 
     def mean(self, value: float) -> float:
+        """The mean of ``value`` over ranks (a float64 all-reduce); ``value`` itself with one process. Every rank
+        must call it."""
         if self.world == 1:
             return value
         t = torch.tensor([value], dtype=torch.float64, device=self.device)

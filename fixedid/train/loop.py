@@ -3,8 +3,8 @@
 Every variant is trained with one recipe, one seed and one data order into ``<out>/<variant>/``: a checkpoint
 directory (see :mod:`fixedid.checkpoint`, with the optimizer and resume state as extra files) plus
 ``metrics.jsonl``. ``<out>/data/`` holds the tokenizer and shards, shared by the variants; ``<out>/run.json`` the
-training config. Backbone matching holds by construction: per-name seeded init (:class:`fixedid.FixedIdLM`) and a
-stateless data order (:func:`fixedid.data.batch_at`), so only the input interface differs.
+training config. Backbone matching holds by construction: per-name seeded init (:class:`fixedid.model.FixedIdLM`) and a
+stateless data order (:func:`fixedid.data.shards.batch_at`), so only the input interface differs.
 
 Exact resume: the learning rate and the batch are pure functions of the step, and a checkpoint carries the model,
 the optimizer state (AdamW's, or Muon's and AdamW's) and the RNG state, so ``--resume`` after a SIGKILL logs the same
@@ -48,6 +48,8 @@ PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e1
 
 
 def autocast_ctx(dtype: str, device: torch.device):
+    """The context a forward runs under for ``[train] dtype``: bfloat16 autocast for ``"bf16"``, and for
+    ``"auto"`` on CUDA; otherwise nothing (float32)."""
     if dtype == "bf16" or (dtype == "auto" and device.type == "cuda"):
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
@@ -209,6 +211,10 @@ def restore_state(model: FixedIdLM, vdir: Path) -> tuple[int, dict]:
 
 @torch.no_grad()
 def evaluate(model, data: PreparedData, cfg: TrainConfig, ctx: int, micro: int, d: Dist) -> float:
+    """The validation loss (nats per token): the mean over ``[train] eval_batches`` fixed batches of ``micro``
+    windows of ``ctx`` tokens from the validation split (the same windows at every evaluation, drawn with seed
+    ``[train] seed + 1``), averaged over ranks. Runs without gradients and restores the model's train/eval mode; every
+    rank must call it."""
     t = cfg.train
     was_training = model.training
     model.eval()
@@ -268,8 +274,9 @@ def _setup_variant(cfg: TrainConfig, variant: str, vdir: Path, data: PreparedDat
 
 
 def warn_constant_bits(variant: str, cfg) -> None:
-    """A :class:`FixedIdWarning` when some code bits are the same for every token of the vocabulary: flipping or
-    recoding such a bit edits a column no token differs in, so bit-level comparisons between codes inherit it."""
+    """A :class:`~fixedid.errors.FixedIdWarning` when some code bits are the same for every token of the vocabulary:
+    flipping or recoding such a bit edits a column no token differs in, so bit-level comparisons between codes inherit
+    it."""
     bits = constant_code_bits(cfg)
     if bits:
         warnings.warn(f"{variant}: {len(bits)} of the {cfg.n_bits} code bits are the same for all "
@@ -299,7 +306,8 @@ def _train_step(v: _Variant, data: PreparedData, t: OptimConfig, step: int,
                 d: Dist) -> tuple[float, list[torch.Tensor], torch.Tensor]:
     """One optimizer step at step ``step``'s learning rate, gradients accumulated over ``v.accum`` micro-batches;
     returns ``(lr, the micro-batch losses, gradient norm before clipping)``, the last two as tensors on the device:
-    nothing here waits for the device (read them with :func:`host_sum` and ``float`` where a value is needed)."""
+    nothing here waits for the device (read them with :func:`~fixedid.train.loop.host_sum` and ``float`` where a value
+    is needed)."""
     lr = lr_at(step, t)
     for g in v.opt.param_groups:
         g["lr"] = lr
@@ -355,7 +363,7 @@ class _StepLog:
 def train_variant(cfg: TrainConfig, variant: str, out: Path, data: PreparedData, d: Dist, *, resume: bool,
                   quiet: bool) -> dict:
     """Train (or, with ``resume``, continue) one variant into ``out/<variant>``: log, evaluate and checkpoint on
-    ``[train]``'s schedule; return its summary (see :func:`_summary`)."""
+    ``[train]``'s schedule; return its summary (see ``_summary``)."""
     t = cfg.train
     vdir = out / variant
     v = _setup_variant(cfg, variant, vdir, data, d, resume=resume)
@@ -411,8 +419,8 @@ def _summary(variant: str, v: _Variant, cfg: TrainConfig, data: PreparedData, d:
 def train(cfg: TrainConfig, out, variants=("learned", "canonical", "gf2"), *, resume: bool = False,
           quiet: bool = False, device: str = "auto", jobs: int = 1) -> list[dict]:
     """Train ``variants`` with one recipe into ``out`` (see the module docstring); returns one summary dict per
-    variant (as :func:`format_summary` prints them). The Python face of ``fixedid-train``. ``jobs > 1`` trains up
-    to that many variants at once on the CPU, in processes of their own sharing the cores
+    variant (as :func:`fixedid.train.cli.format_summary` prints them). The Python face of ``fixedid-train``.
+    ``jobs > 1`` trains up to that many variants at once on the CPU, in processes of their own sharing the cores
     (:mod:`fixedid.train.parallel`: the same weights; on 2 cores no faster for the tiny recipe); on CUDA and under
     torchrun it is ignored."""
     out = Path(out)
@@ -458,9 +466,9 @@ def side_by_side_worker(argv: list[str]) -> None:
 
 
 def prepare_run(cfg: TrainConfig, out, variants, *, quiet: bool = False) -> None:
-    """Make ``out`` ready for :func:`train` with ``resume=True`` (or ``fixedid-train --resume``) of any subset of
-    ``variants``, training nothing: check it (a run of this config in it is kept), build its data and write
-    ``run.json``. One process; afterwards the variants can be trained one by one, by different processes at once,
+    """Make ``out`` ready for :func:`~fixedid.train.loop.train` with ``resume=True`` (or ``fixedid-train --resume``) of
+    any subset of ``variants``, training nothing: check it (a run of this config in it is kept), build its data and
+    write ``run.json``. One process; afterwards the variants can be trained one by one, by different processes at once,
     each exactly as if the run had trained them together (each variant's init and data order are its own)."""
     out = Path(out)
     variants = list(variants)

@@ -9,7 +9,7 @@ learning rate serves both; ``muon_lr_ratio`` multiplies it for the Muon part. We
 and shrinks every matrix by ``lr * weight_decay`` a step, the ratio left out, so a larger Muon rate does not also
 decay its matrices faster.
 
-One :class:`torch.optim.Optimizer` whose groups say which rule they follow (``muon``), so its state saves and
+One ``torch.optim.Optimizer`` whose groups say which rule they follow (``muon``), so its state saves and
 restores by parameter name like AdamW's (:mod:`fixedid.train.optim`). It needs whole matrices: under FSDP a rank
 holds a shard, whose orthogonalisation is not the matrix's, so the config refuses ``parallel = "fsdp"`` with it.
 """
@@ -55,6 +55,10 @@ class MuonAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One update of every parameter with a gradient: decoupled weight decay by the group's ``lr`` (without its
+        ratio), then the Muon step (Nesterov momentum, orthogonalised, scaled by ``0.2 * sqrt(max(rows, cols))``) on the
+        ``muon`` groups and bias-corrected AdamW on the others, at ``lr * lr_ratio``. ``closure`` (optional) recomputes
+        the loss, which is returned."""
         loss = None
         if closure is not None:
             with torch.enable_grad():

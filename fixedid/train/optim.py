@@ -76,6 +76,10 @@ def named_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer) ->
 
 
 def load_named_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer, named: dict) -> None:
+    """Load a state dict keyed by parameter name (:func:`fixedid.train.optim.named_optimizer_state`,
+    :func:`fixedid.train.optim.deserialize_optimizer_state`) into ``opt``, mapping each name back to this optimizer's
+    parameter index (single process or DDP; FSDP loads through ``torch.distributed.checkpoint``). The groups must list
+    the same parameters as ``opt``'s."""
     index = {n: i for i, n in enumerate(_index_names(model, opt))}
     groups = [{**g, "params": [index[n] for n in g["params"]]} for g in named["param_groups"]]
     opt.load_state_dict({"state": {index[n]: s for n, s in named["state"].items()}, "param_groups": groups})
@@ -91,6 +95,9 @@ def serialize_optimizer_state(named: dict) -> tuple[bytes, dict]:
 
 
 def deserialize_optimizer_state(tensor_bytes: bytes, groups: dict) -> dict:
+    """Inverse of :func:`fixedid.train.optim.serialize_optimizer_state`: the named state dict of the safetensors
+    bytes and the JSON group hyper-parameters (``betas`` back to tuples). Unreadable input raises
+    :class:`~fixedid.errors.CheckpointError`."""
     try:
         state: dict[str, dict] = {}
         for key, v in st_load(tensor_bytes).items():

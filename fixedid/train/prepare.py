@@ -28,6 +28,11 @@ TRAINED = {"bpe": train_bpe, "words": train_words}
 
 @dataclass
 class PreparedData:
+    """What training reads (:func:`fixedid.train.prepare.prepare_data`): the ``tokenizer``, the ``train`` and
+    ``val`` token streams (:class:`~fixedid.data.shards.TokenShards`, memory-mapped) and ``unigram_loss``, the
+    validation cross-entropy in nats per token of the training tokens' add-one unigram model (the loss a model that
+    ignores context would reach)."""
+
     tokenizer: Tokenizer
     train: TokenShards
     val: TokenShards
