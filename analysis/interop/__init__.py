@@ -1,4 +1,7 @@
-"""Views for other tools: the TransformerLens bridge (:mod:`.bridge`), the nnsight view (:mod:`.nnsight_view`), the Hugging Face interchange (:mod:`.hf`), foreign checkpoints (:mod:`.codeinfer`, :mod:`.statedict`) and CircuitsVis (:mod:`.circuitsvis_view`); every reach into a third party's internals lives here."""
+"""Views for other tools: the TransformerLens bridge (:mod:`analysis.interop.bridge`), the nnsight view
+(:mod:`analysis.interop.nnsight_view`), the Hugging Face interchange (:mod:`analysis.interop.hf`), foreign checkpoints
+(:mod:`analysis.interop.codeinfer`, :mod:`analysis.interop.statedict`) and CircuitsVis
+(:mod:`analysis.interop.circuitsvis_view`); every reach into a third party's internals lives here."""
 
 from analysis.interop.codeinfer import CodeInferredWarning, InferredCode, infer_code
 from analysis.interop.hf import export_hf, import_hf, is_hf_dir

@@ -41,6 +41,8 @@ class InputBridge(EmbeddingBridge):
 
     @property
     def W_E(self) -> torch.Tensor:
+        """The ``[vocab, d_model]`` rows the residual stream reads: the learned table (the parameter itself), or the
+        fixed table widened as the model widens it (a new tensor on each access)."""
         inp = self.original_component
         return inp.W_E if hasattr(inp, "W_E") else inp.widen(inp.code)
 

@@ -6,11 +6,13 @@ inlines the shipped bundle once and renders one ``AttentionHeads`` view per (tit
 ``CircuitsVis.render`` - the same call CircuitsVis's own ``.local_src`` makes, with its own property conversion
 (``circuitsvis.utils.convert_props``), so several variants share one page and one copy of the 1.3 MB bundle.
 
-- :class:`View`: one view's patterns, tokens and head names (:func:`analysis.figures.attention.views_from` builds
-  them from attention tables);
-- :func:`attention_page`: the HTML of a page of views (each ``[heads, dest, src]`` with its tokens and head names);
-- :func:`write_attention_page`: that page written atomically;
-- :class:`AttentionView`: the same for a notebook (``_repr_html_``), so ``display(view)`` draws offline.
+- :class:`~analysis.interop.circuitsvis_view.View`: one view's patterns, tokens and head names
+  (:func:`analysis.figures.attention.views_from` builds them from attention tables);
+- :func:`~analysis.interop.circuitsvis_view.attention_page`: the HTML of a page of views (each ``[heads, dest, src]``
+  with its tokens and head names);
+- :func:`~analysis.interop.circuitsvis_view.write_attention_page`: that page written atomically;
+- :class:`~analysis.interop.circuitsvis_view.AttentionView`: the same for a notebook (``_repr_html_``), so
+  ``display(view)`` draws offline.
 
 This is the one module that reads CircuitsVis's internals (the bundle's path and ``convert_props``); a CircuitsVis
 release that moves them fails here with one line.
@@ -87,7 +89,7 @@ def attention_page(views: list[View], *, title: str = "attention patterns") -> s
 
 
 def write_attention_page(views: list[View], path, *, title: str = "attention patterns") -> Path:
-    """:func:`attention_page` written to ``path`` (temp file, then rename)."""
+    """:func:`~analysis.interop.circuitsvis_view.attention_page` written to ``path`` (temp file, then rename)."""
     return write_text_atomic(Path(path), attention_page(views, title=title))
 
 

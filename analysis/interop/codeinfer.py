@@ -1,9 +1,10 @@
 """Recognise a fixed token-identity code in an input table: ``infer_code(rows)``.
 
 A checkpoint from elsewhere (a Llama directory without the ``fixedid`` record, another layout) carries its input as
-a ``[vocab, d_model]`` matrix. :func:`infer_code` says whether those rows are exactly a code as this toolkit renders
-codes (:func:`fixedid.codes.code_table` widened to the model width by :class:`fixedid.model.FixedCodeInput`), and
-which one, so that a :class:`fixedid.ModelConfig` built from the answer renders the same table:
+a ``[vocab, d_model]`` matrix. :func:`~analysis.interop.codeinfer.infer_code` says whether those rows are exactly a code
+as this toolkit renders codes (:func:`fixedid.codes.code_table` widened to the model width by
+:class:`fixedid.model.FixedCodeInput`), and which one, so that a :class:`fixedid.config.ModelConfig` built from the
+answer renders the same table:
 
 - the value map and scale: the entries take two values, ``-s/+s`` (``pm1``) or ``0/s`` (``01``), ``s > 0``;
 - ``n_bits`` and the repeat mode: the smallest ``n`` dividing ``d_model`` with ``2**n >= vocab`` (and ``n <= 24``, the
@@ -40,11 +41,11 @@ Cost (measured, 2 CPU cores): a 49,152 x 2,048 bfloat16 gf2 table (the paper's s
 1.3 GB peak; a learned table of that size is refused from a sample of its entries in 0.3 s. The full checks run in
 chunks of rows.
 
-The result, :class:`InferredCode`: ``kind`` (``"canonical"``, ``"gf2"``, ``"permuted"``, or None with ``reason``
-saying why not), the config fields (``config_fields()``; ``apply(cfg)`` sets them on a shape), ``recoding`` (the
-GF2Code of ``gf2``), ``determined_bits``, ``max_deviation`` (the largest ``|entry - rendered entry| / s``) and
-``rtol``. It does NOT establish that a model was trained with that code, only that its input rows equal it; a
-learned table that happens to be two-valued and affine is indistinguishable from a code.
+The result, :class:`~analysis.interop.codeinfer.InferredCode`: ``kind`` (``"canonical"``, ``"gf2"``, ``"permuted"``, or
+None with ``reason`` saying why not), the config fields (``config_fields()``; ``apply(cfg)`` sets them on a shape),
+``recoding`` (the GF2Code of ``gf2``), ``determined_bits``, ``max_deviation`` (the largest
+``|entry - rendered entry| / s``) and ``rtol``. It does NOT establish that a model was trained with that code, only that
+its input rows equal it; a learned table that happens to be two-valued and affine is indistinguishable from a code.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class CodeInferredWarning(FixedIdWarning):
 
 @dataclass(frozen=True)
 class InferredCode:
-    """What :func:`infer_code` recognised (``kind`` not None) or why not (``kind`` None, ``reason``)."""
+    """What :func:`~analysis.interop.codeinfer.infer_code` recognised (``kind`` not None) or why not (``kind`` None,
+    ``reason``)."""
 
     kind: str | None
     reason: str
@@ -100,13 +102,15 @@ class InferredCode:
 
     @property
     def interface(self) -> str | None:
+        """The :class:`~fixedid.config.ModelConfig` ``interface`` these rows are (``kind``), None when they are not a
+        code."""
         return self.kind
 
     def __bool__(self) -> bool:
         return self.kind is not None
 
     def config_fields(self) -> dict:
-        """The :class:`~fixedid.ModelConfig` fields that render these rows (empty when they are not a code)."""
+        """The :class:`~fixedid.config.ModelConfig` fields that render these rows (empty when they are not a code)."""
         if self.kind is None:
             return {}
         out = dict(interface=self.kind, n_bits=self.n_bits, bit_order=self.bit_order, value_map=self.value_map,

@@ -10,10 +10,10 @@ form and are refused.
 The fixed code travels as the embedding matrix: the ``[vocab, d_model]`` rows the model reads (the n-bit code
 widened to the model width). What is lost in ``transformers``: nothing marks that matrix immutable (a fine-tune
 would update it unless it freezes ``embed_tokens``), and nothing there checks it. What is kept: ``config.json``
-carries ``fixedid`` - the interface, the full :class:`~fixedid.ModelConfig`, the code's kind, the GF(2) matrix A and
-offset b, and the sha256 of the code table - so that :func:`import_hf` (and :func:`analysis.load`, which recognises
-such a directory) rebuilds a fixed-code model, and refuses one whose embedding is not the code table its config
-names.
+carries ``fixedid`` - the interface, the full :class:`~fixedid.config.ModelConfig`, the code's kind, the GF(2) matrix A
+and offset b, and the sha256 of the code table - so that :func:`~analysis.interop.hf.import_hf` (and
+:func:`analysis.loading.load`, which recognises such a directory) rebuilds a fixed-code model, and refuses one whose
+embedding is not the code table its config names.
 
 A Llama directory without that record (a checkpoint from elsewhere, or an export whose record was stripped) has its
 embedding matrix read by :func:`analysis.interop.codeinfer.infer_code`: where the rows are exactly a code (canonical
@@ -86,6 +86,9 @@ def _state_pairs(cfg: ModelConfig):
 
 
 def llama_config(model, eot: int | None = None):
+    """The ``transformers.LlamaConfig`` of ``model``'s shape (untied head, ``attention_bias``/``mlp_bias`` from
+    ``bias``, ``eot`` as both BOS and EOS id), carrying the ``fixedid`` record of the module docstring. A model with no
+    exact Llama form (LayerNorm, GELU, per-head RoPE bases) raises :class:`~analysis.errors.AnalysisError`."""
     from transformers import LlamaConfig
 
     c = model.cfg
@@ -104,7 +107,7 @@ def _device(model) -> torch.device:
 
 @torch.no_grad()
 def export_hf(model, out) -> Path:
-    """Write ``model`` (a :class:`fixedid.FixedIdLM`, loaded or trained, or a checkpoint directory) as a
+    """Write ``model`` (a :class:`fixedid.model.FixedIdLM`, loaded or trained, or a checkpoint directory) as a
     ``transformers`` Llama directory ``out`` (built under a temporary name and renamed into place). Returns ``out``."""
     from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -173,6 +176,8 @@ def _tensor(model, dotted: str) -> torch.Tensor:
 
 
 def is_hf_dir(path) -> bool:
+    """Whether ``path`` looks like a ``transformers`` model directory: a ``config.json`` with a ``model_type`` and
+    no ``meta.json`` (which marks a fixedid checkpoint). Reads only that JSON; an unreadable one is False."""
     path = Path(path)
     if not (path / "config.json").is_file() or (path / "meta.json").exists():
         return False
@@ -283,7 +288,7 @@ def _copy_backbone(model, path: Path, state: dict, tied: bool) -> None:
 def _set_input(model, path: Path, emb: torch.Tensor, rec: dict | None) -> None:
     """A learned table takes the embedding; a fixed code must be exactly the table its config names, in the dtype the
     embedding is stored in (a code inferred from the embedding, without a record, was verified by
-    :func:`infer_code` to that dtype's rounding)."""
+    :func:`~analysis.interop.codeinfer.infer_code` to that dtype's rounding)."""
     cfg = model.cfg
     if not cfg.is_fixed:
         dict(model.named_parameters())["embed.W_E"].copy_(emb)
@@ -318,11 +323,12 @@ def _inferred_config(path: Path, cfg: ModelConfig, state: dict):
 
 @torch.no_grad()
 def import_hf(path, *, device="cpu", model_class: type = FixedIdLM, infer: bool = True):
-    """A ``transformers`` Llama directory as a ``model_class`` (a :class:`fixedid.FixedIdLM` or subclass): with the
-    ``fixedid`` record of :func:`export_hf`, the fixed-code model it came from (its embedding checked against the
-    code table); without it, the fixed-code model its embedding rows are when :func:`infer_code` recognises a code
-    in them (with a :class:`CodeInferredWarning`; not with ``infer=False``), else a learned-interface model of the
-    same shape."""
+    """A ``transformers`` Llama directory as a ``model_class`` (a :class:`fixedid.model.FixedIdLM` or subclass): with
+    the ``fixedid`` record of :func:`~analysis.interop.hf.export_hf`, the fixed-code model it came from (its embedding
+    checked against the code table); without it, the fixed-code model its embedding rows are when
+    :func:`~analysis.interop.codeinfer.infer_code` recognises a code in them (with a
+    :class:`~analysis.interop.codeinfer.CodeInferredWarning`; not with ``infer=False``), else a learned-interface model
+    of the same shape."""
     path = Path(path)
     conf = _hf_config(path)
     cfg = _model_config(path, conf)

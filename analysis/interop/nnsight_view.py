@@ -1,4 +1,4 @@
-"""An nnsight 0.8 wrapper for :class:`fixedid.FixedIdLM` that batches several invokes into one forward.
+"""An nnsight 0.8 wrapper for :class:`fixedid.model.FixedIdLM` that batches several invokes into one forward.
 
 ``model.to_nnsight()`` (or ``FixedIdNNsight(model)``) wraps a structural clone of the model that shares its
 parameters and buffers, so the model itself is never modified by nnsight (which replaces every wrapped module's
@@ -223,6 +223,8 @@ class FixedIdNNsight(NNsight):
 
     # ------------------------------------------------------------------------------------- running
     def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """nnsight's ``interleave`` (the traced forward), with every layer's ``force_explicit`` set for its duration
+        when ``attention="explicit"`` (and put back after, even on error); otherwise nnsight's own."""
         if self._attention != "explicit":
             return super().interleave(fn, *args, **kwargs)
         model = self._module

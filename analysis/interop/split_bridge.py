@@ -34,7 +34,10 @@ ARCH = "FixedIdLMSplitQKV"
 class ForkedAttentionBridge(PositionEmbeddingsAttentionBridge):
     """TL's re-implemented attention, called with FixedIdLM's ``(x, cos, sin, past)`` signature."""
 
-    def forward(self, x, cos, sin, past=None):  # noqa: D102 - the signature of fixedid's Attention.forward
+    def forward(self, x, cos, sin, past=None):
+        """Attention of ``x`` ``[batch, pos, d_model]`` -> ``[batch, pos, d_model]``, with fixedid's RoPE tables
+        (one base: their first head column) passed on as ``position_embeddings``; the signature of
+        :meth:`fixedid.model.Attention.forward`. ``past`` is refused (``NotImplementedError``)."""
         if past is not None:
             raise NotImplementedError("the split-qkv bridge runs whole sequences; it takes no past_kv")
         # fixedid's tables are [pos, 1 or n_heads, d_head] (one base here); HF's rotate-half RoPE takes
@@ -45,7 +48,8 @@ class ForkedAttentionBridge(PositionEmbeddingsAttentionBridge):
 
 
 class SplitQKVAdapter(FixedIdAdapter):
-    """:class:`~analysis.interop.bridge.FixedIdAdapter` with attention mapped onto :class:`ForkedAttentionBridge`."""
+    """:class:`~analysis.interop.bridge.FixedIdAdapter` with attention mapped onto
+    :class:`~analysis.interop.split_bridge.ForkedAttentionBridge`."""
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -1,6 +1,6 @@
-"""Import a checkpoint of another layout: its state dict, a key map, and a :class:`fixedid.ModelConfig`.
+"""Import a checkpoint of another layout: its state dict, a key map, and a :class:`fixedid.config.ModelConfig`.
 
-``import_state_dict(state, key_map, config)`` builds a :class:`fixedid.FixedIdLM` of ``config`` and fills every
+``import_state_dict(state, key_map, config)`` builds a :class:`fixedid.model.FixedIdLM` of ``config`` and fills every
 parameter from the tensors of ``state`` that ``key_map`` names. It is for checkpoints whose architecture is
 fixedid's but whose tensors are named and laid out differently, e.g. the predecessor study's custom-code models
 (``prior-1024``: 65,536 x 1,024, 32 layers, GELU; a learned or a fixed input):
@@ -189,8 +189,8 @@ def read_key_map(spec) -> tuple[dict[str, Rule], list[str]]:
 
 
 def read_model_config(spec) -> ModelConfig:
-    """A :class:`ModelConfig` from a preset name, or a JSON/TOML file: a full config, or a ``preset`` with overrides
-    (at the top level or in a ``[model]`` table, as a training config writes it)."""
+    """A :class:`~fixedid.config.ModelConfig` from a preset name, or a JSON/TOML file: a full config, or a ``preset``
+    with overrides (at the top level or in a ``[model]`` table, as a training config writes it)."""
     if isinstance(spec, ModelConfig):
         return spec
     if isinstance(spec, str) and spec in PRESETS:
@@ -302,13 +302,16 @@ def _check_rows(model, rows: torch.Tensor) -> None:
 @torch.no_grad()
 def import_state_dict(state, key_map, config, *, device="cpu", model_class: type = FixedIdLM, infer: bool = True,
                       strict: bool = True, tokenizer=None):
-    """A checkpoint of another layout as a ``model_class`` (a :class:`fixedid.FixedIdLM` or subclass) of ``config``.
+    """A checkpoint of another layout as a ``model_class`` (a :class:`fixedid.model.FixedIdLM` or subclass) of
+    ``config``.
 
-    ``state``: a dict of tensors or a path (:func:`read_state_dict`); ``key_map``: a dict or a JSON/TOML path
-    (:func:`read_key_map`); ``config``: a :class:`ModelConfig`, a preset name or a config file
-    (:func:`read_model_config`). ``infer``: recognise a code in learned-config input rows (the module docstring);
-    ``strict=False`` lets tensors of theirs go unused; ``tokenizer``: a ``tokenizers.Tokenizer`` or a tokenizer.json
-    path to attach. ``model.meta`` records the source, the key map and what :func:`infer_code` found."""
+    ``state``: a dict of tensors or a path (:func:`~analysis.interop.statedict.read_state_dict`); ``key_map``: a dict or
+    a JSON/TOML path (:func:`~analysis.interop.statedict.read_key_map`); ``config``: a
+    :class:`~fixedid.config.ModelConfig`, a preset name or a config file
+    (:func:`~analysis.interop.statedict.read_model_config`). ``infer``: recognise a code in learned-config input rows
+    (the module docstring); ``strict=False`` lets tensors of theirs go unused; ``tokenizer``: a ``tokenizers.Tokenizer``
+    or a tokenizer.json path to attach. ``model.meta`` records the source, the key map and what
+    :func:`~analysis.interop.codeinfer.infer_code` found."""
     source = str(state) if isinstance(state, (str, Path)) else "a state dict"
     state = read_state_dict(state) if isinstance(state, (str, Path)) else _tensors(state, "the state")
     cfg = read_model_config(config)
