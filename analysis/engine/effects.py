@@ -58,15 +58,19 @@ class Target:
 
     @property
     def pairs(self) -> bool:
+        """Whether the sequences are prompts of pairs (an answer and a wrong token each) rather than corpus windows."""
         return self.answer is not None
 
     @property
     def measures(self) -> list[str]:
+        """The measure names of this kind of target: ``logit_diff, delta_logit_diff, correct, kl`` for prompts,
+        ``loss, delta_loss, kl`` for corpus windows."""
         return MEASURES_PAIRS if self.pairs else MEASURES_CORPUS
 
 
 def target(model, data, task, tokens, n_pairs, seed) -> Target:
-    """Prompts of ``task`` or of a :class:`PairBatch` given as ``data``; else corpus windows of ``data``."""
+    """Prompts of ``task`` or of a :class:`~analysis.pairs.PairBatch` given as ``data``; else corpus windows of
+    ``data``."""
     if task is not None and data is not None:
         raise AnalysisError("give either data (corpus windows) or task (prompt pairs), not both")
     device = model.unembed.weight.device
@@ -109,11 +113,14 @@ def nonempty(values, what: str) -> list:
 
 
 def chunks(n: int, rows: int):
+    """Row indices ``0 .. n-1`` cut into consecutive int64 tensors of at most ``rows`` (at least 1) each."""
     step = max(1, rows)
     return [torch.arange(i, min(n, i + step)) for i in range(0, n, step)]
 
 
 def check_eval(model):
+    """Refuse a model in train mode with :class:`~analysis.errors.AnalysisError` (:func:`analysis.loading.load`
+    returns models in eval mode); the model is not switched."""
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() (analysis.load returns it in eval mode)")
 
@@ -163,9 +170,9 @@ class Measurer:
 
 def result(model, ids: list[dict], values: dict[str, np.ndarray], tgt: Target, attrs: dict,
            columns: list[dict] | None = None) -> InterventionResult:
-    """Assemble an :class:`InterventionResult` from one dict of identifying columns per edit and the measures
-    ``[n_edits, n_items]``; ``columns`` (optional, one dict per edit) adds properties of each edit (e.g. how far it
-    moves the input) to its summary row and to each of its item rows, after the identifying columns."""
+    """Assemble an :class:`~analysis.engine.effects.InterventionResult` from one dict of identifying columns per edit
+    and the measures ``[n_edits, n_items]``; ``columns`` (optional, one dict per edit) adds properties of each edit
+    (e.g. how far it moves the input) to its summary row and to each of its item rows, after the identifying columns."""
     E, n = len(ids), tgt.tokens.shape[0]
     per_edit = pd.DataFrame([{c: d.get(c) for c in ID_COLUMNS} for d in ids], columns=ID_COLUMNS)
     per_edit["interface"] = model.cfg.interface

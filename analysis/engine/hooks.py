@@ -2,8 +2,8 @@
 
 The staged forwards of :mod:`analysis.engine.staged` write one site per layer; path patching writes several things
 per layer (a head's query, key or value; an MLP's normed input), so it registers its own hooks through
-:func:`module_hooks`. Like :func:`analysis.engine.staged.cache_run` this avoids TransformerLens's per-call walk over
-every hook point.
+:func:`~analysis.engine.hooks.module_hooks`. Like :func:`analysis.engine.staged.cache_run` this avoids TransformerLens's
+per-call walk over every hook point.
 """
 
 from __future__ import annotations

@@ -23,15 +23,20 @@ Metric = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def logit_diff(logits, answer, wrong):
+    """Answer logit minus wrong logit at the final position: ``logits [batch, pos, vocab]``, ``answer``/``wrong``
+    ``[batch]`` token ids -> float32 ``[batch]``."""
     last = logits[:, -1].float()
     return last.gather(1, answer[:, None])[:, 0] - last.gather(1, wrong[:, None])[:, 0]
 
 
 def answer_prob(logits, answer, wrong):
+    """The softmax probability of ``answer`` at the final position, float32 ``[batch]`` (``wrong`` is ignored)."""
     return logits[:, -1].float().softmax(-1).gather(1, answer[:, None])[:, 0]
 
 
 def answer_loss(logits, answer, wrong):
+    """The cross-entropy of ``answer`` at the final position, ``-log p(answer)``, float32 ``[batch]``
+    (``wrong`` is ignored)."""
     return -logits[:, -1].float().log_softmax(-1).gather(1, answer[:, None])[:, 0]
 
 

@@ -3,16 +3,19 @@
 Activation patching, component ablations and the bit x layer maps are all one operation: write a value into one
 unit of one site at one layer, in many rows of one batched forward. This module holds what those analyses share:
 
-- :class:`Site`: where a site lives (hook name per layer), how its units are enumerated (a position, a head at a
-  position, a head at every position, or the whole activation), and how one unit is read and written;
-- :func:`groups`: the plan of a sweep - units that start at (nearly) the same position share a forward, chunked to
-  ``max_batch`` rows;
-- :func:`run_stages`: one batched forward for units of several layers, each unit's rows joining at its own layer
-  (from the cached residual stream entering it) with its unit overwritten there; positions before the group's start
-  come from the base run's cached keys and values (a causal model does not look ahead), and only the final position
-  is unembedded when the metric reads nothing else;
-- :func:`run_from` / :func:`past_kv`: a forward from one layer, for callers that build its input themselves;
-- :func:`cache_run`: a forward that keeps chosen hook points, without TransformerLens's per-call hook bookkeeping.
+- :class:`~analysis.engine.staged.Site`: where a site lives (hook name per layer), how its units are enumerated (a
+  position, a head at a position, a head at every position, or the whole activation), and how one unit is read and
+  written;
+- :func:`~analysis.engine.staged.groups`: the plan of a sweep - units that start at (nearly) the same position share a
+  forward, chunked to ``max_batch`` rows;
+- :func:`~analysis.engine.staged.run_stages`: one batched forward for units of several layers, each unit's rows joining
+  at its own layer (from the cached residual stream entering it) with its unit overwritten there; positions before the
+  group's start come from the base run's cached keys and values (a causal model does not look ahead), and only the final
+  position is unembedded when the metric reads nothing else;
+- :func:`~analysis.engine.staged.run_from` / :func:`~analysis.engine.staged.past_kv`: a forward from one layer, for
+  callers that build its input themselves;
+- :func:`~analysis.engine.staged.cache_run`: a forward that keeps chosen hook points, without TransformerLens's per-call
+  hook bookkeeping.
 
 A unit is ``(pos, head)``: ``pos`` None means every position, ``head`` None the whole activation (every head).
 Rows are unit-major: the rows of unit ``u`` are ``u * n .. (u + 1) * n - 1`` for ``n`` base sequences.
@@ -40,9 +43,11 @@ class Site:
     input_layer: bool = False  # the activation is the residual stream entering its layer (embed, resid_pre)
 
     def hook_name(self, layer: int) -> str:
+        """The hook point of this site at ``layer`` (e.g. ``blocks.3.hook_resid_post``)."""
         return self.hook.format(layer)
 
     def layers(self, cfg) -> list[int]:
+        """The layers this site exists at in a model of ``cfg``: ``[0]`` for ``embed``, else every block."""
         return [0] if self.name == "embed" else list(range(cfg.n_layers))
 
     def units(self, cfg, n_pos: int) -> list[tuple]:
@@ -79,11 +84,16 @@ class Site:
         return cache[self.hook_name(layer)]
 
     def cache_names(self, layers) -> list[str]:
+        """The hook names a cache must hold to :meth:`~analysis.engine.staged.Site.read` this site at ``layers`` (both
+        residual streams of each block for a ``delta`` site)."""
         if self.delta:
             return [f"blocks.{i}.hook_{n}" for i in layers for n in ("resid_pre", "resid_post")]
         return [self.hook_name(i) for i in layers]
 
 
+#: The sites by name: the residual stream (``embed``, ``resid_pre``, ``resid_mid``, ``resid_post``), the attention and
+#: MLP outputs (``attn_out``, ``mlp_out``), the heads' outputs before ``o_proj`` (``z`` per position and head,
+#: ``z_all_pos`` per head at every position) and a block's whole write to the residual stream (``block``).
 SITES: dict[str, Site] = {s.name: s for s in (
     Site("embed", "hook_embed", input_layer=True),
     Site("resid_pre", "blocks.{}.hook_resid_pre", input_layer=True),
@@ -98,6 +108,8 @@ SITES: dict[str, Site] = {s.name: s for s in (
 
 
 def site(name: str) -> Site:
+    """The :data:`~analysis.engine.staged.SITES` entry ``name``; an unknown name raises
+    :class:`~analysis.errors.AnalysisError` listing the known ones."""
     if name not in SITES:
         raise AnalysisError(f"unknown site {name!r}; use one of {list(SITES)}")
     return SITES[name]
@@ -125,13 +137,14 @@ def cache_run(model, x, names, **kwargs):
 
 
 def kv_names(n_layers: int) -> list[str]:
-    """The hook names whose cache :func:`past_kv` reads."""
+    """The hook names whose cache :func:`~analysis.engine.staged.past_kv` reads."""
     return [f"blocks.{i}.attn.hook_{h}" for i in range(n_layers) for h in ("rot_k", "v")]
 
 
 def past_kv(cache, layer: int, n_layers: int, start: int, repeat: int = 1):
-    """Keys and values of positions ``< start`` for blocks ``layer..``, from a cache of :func:`kv_names`, each row
-    block repeated ``repeat`` times (unit-major). None when ``start`` is 0."""
+    """Keys and values of positions ``< start`` for blocks ``layer..``, from a cache of
+    :func:`~analysis.engine.staged.kv_names`, each row block repeated ``repeat`` times (unit-major). None when ``start``
+    is 0."""
     if not start:
         return None
     out = []
@@ -153,7 +166,7 @@ MERGE_POSITIONS = 1024
 def groups(starts: list[int], rows_per_unit: int, max_batch: int, merge: int = MERGE_POSITIONS):
     """Plan a layer's sweep: ``(start, [unit indices])``, each group at most ``max_batch`` rows (at least one unit).
     Units are taken in order of their start position; a group runs from its first unit's start and takes later
-    units while the recomputed positions (see :data:`MERGE_POSITIONS`) stay within ``merge``."""
+    units while the recomputed positions (see :data:`~analysis.engine.staged.MERGE_POSITIONS`) stay within ``merge``."""
     order = sorted(range(len(starts)), key=lambda i: (int(starts[i]), i))
     per = max(1, max_batch // max(1, rows_per_unit))
     group: list[int] = []
@@ -174,8 +187,9 @@ def groups(starts: list[int], rows_per_unit: int, max_batch: int, merge: int = M
 
 def run_from(model, x, layer: int, *, past=None, last_only: bool = False):
     """One forward of blocks ``layer..`` on ``x`` (``[rows, pos, d_model]``: the residual stream entering ``layer``,
-    built by the caller; ``past`` the keys and values of earlier positions, see :func:`past_kv`). Returns logits
-    ``[rows, pos, vocab]``, or ``[rows, 1, vocab]`` (the final position) with ``last_only``."""
+    built by the caller; ``past`` the keys and values of earlier positions, see
+    :func:`~analysis.engine.staged.past_kv`). Returns logits ``[rows, pos, vocab]``, or ``[rows, 1, vocab]`` (the final
+    position) with ``last_only``."""
     if not last_only:
         return model(x, start_at_layer=layer, past_kv=past)
     out = model(x, start_at_layer=layer, stop_at_layer=model.cfg.n_layers, past_kv=past)
@@ -203,7 +217,8 @@ def run_stages(model, site_: Site, stages: list[Stage], *, kv_cache=None, offset
     """One forward for units of several layers: the rows of a stage join the batch at the stage's layer (earlier
     layers are not recomputed for them), and each stage's edits are written at ``site_`` of its own layer only.
     Stages must be given in order of layer; output rows follow that order. ``kv_cache`` (the base run's
-    :func:`kv_names`) supplies the keys and values of positions ``< offset``. Returns logits as :func:`run_from`."""
+    :func:`~analysis.engine.staged.kv_names`) supplies the keys and values of positions ``< offset``. Returns logits as
+    :func:`~analysis.engine.staged.run_from`."""
     if any(a.layer > b.layer for a, b in zip(stages, stages[1:])):
         raise ValueError("stages must be sorted by layer")
     if offset and any(st.past_rows is None for st in stages):
