@@ -1,21 +1,24 @@
 """Behaviour checks on the built-in language's tasks: does a model have the behaviour a study is about?
 
 A *behaviour* is measured on held-out clean prompts of a task (``ioi``, ``agreement``, ``facts``, ``induction``;
-see :meth:`fixedid.data.SyntheticLanguage.task_pairs`): a pair is *correct* when the answer's logit beats the wrong
-answer's at the final position, and its *logit difference* is ``logit(answer) - logit(wrong)``. Prompts of any
+see :meth:`fixedid.data.synthetic.SyntheticLanguage.task_pairs`): a pair is *correct* when the answer's logit beats the
+wrong answer's at the final position, and its *logit difference* is ``logit(answer) - logit(wrong)``. Prompts of any
 token length are used (grouped by length for batching); a pair whose answer or wrong word is not one token of the
 model's tokenizer is skipped.
 
-:func:`pair_scores` keeps one row per pair; :func:`summarize` (and :func:`behaviour_table`) aggregate per task with
-95% intervals (Wilson for the accuracy, Student-t for the mean logit difference). :class:`NGramLM` is the
-no-context control: a unigram or bigram model of the same training tokens, callable like a model, that must score
-at chance on every task (a task it solves is not a test of context use).
+:func:`~analysis.evaluation.behaviours.pair_scores` keeps one row per pair;
+:func:`~analysis.evaluation.behaviours.summarize` (and :func:`~analysis.evaluation.behaviours.behaviour_table`)
+aggregate per task with 95% intervals (Wilson for the accuracy, Student-t for the mean logit difference).
+:class:`~analysis.evaluation.behaviours.NGramLM` is the no-context control: a unigram or bigram model of the same
+training tokens, callable like a model, that must score at chance on every task (a task it solves is not a test of
+context use).
 
 What a high accuracy does NOT establish: that the model uses the mechanism the task was designed for (patching and
 ablations say which activations matter), nor that it holds outside the language's templates or its word choices:
-``induction_unlisted`` (in :data:`CONTROLS`, not in :data:`TASKS`) asks the induction question of words no training
-list uses, and the tiny recipe's models answer it near chance (44-62% over seeds 0-2, learned a little above)
-while scoring 100% on ``induction``.
+``induction_unlisted`` (in :data:`~analysis.evaluation.behaviours.CONTROLS`, not in
+:data:`~analysis.evaluation.behaviours.TASKS`) asks the induction question of words no training list uses, and the tiny
+recipe's models answer it near chance (44-62% over seeds 0-2, learned a little above) while scoring 100% on
+``induction``.
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.stats import t_interval, wilson
 from analysis.tasks import check_task, language_seed
 
+#: The built-in language's tasks a behaviour table reports (``SyntheticLanguage.TASKS``).
 TASKS = SyntheticLanguage.TASKS
+#: Control tasks beside them (``SyntheticLanguage.CONTROLS``: ``induction_unlisted``, see the module docstring).
 CONTROLS = SyntheticLanguage.CONTROLS
 
 
 def fitting_pairs(model, task: str, n: int, *, seed: int = 0) -> list:
     """The first ``n`` pairs of ``task`` (``seed``) whose answer and wrong word are single tokens of the model's
-    tokenizer, as :class:`fixedid.data.PromptPair` objects."""
+    tokenizer, as :class:`fixedid.data.task_pairs.PromptPair` objects."""
     tok = getattr(model, "tokenizer", None)
     if tok is None:
         raise AnalysisError("the model has no tokenizer; behaviours are measured on text prompts")
@@ -74,7 +79,8 @@ class PairGroup:
 
 def prepare_pairs(model, tasks=TASKS, n: int = 64, *, seed: int = 0, max_batch: int = 256) -> list[PairGroup]:
     """Tokenise the clean prompts of ``tasks`` once, grouped by token length in batches of at most ``max_batch``
-    (what :func:`score_pairs` runs; a sweep that scores many edits of one model prepares them once)."""
+    (what :func:`~analysis.evaluation.behaviours.score_pairs` runs; a sweep that scores many edits of one model prepares
+    them once)."""
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     tok = model.tokenizer if getattr(model, "tokenizer", None) is not None else None
     groups = []
@@ -126,13 +132,13 @@ def pair_scores(model, tasks=TASKS, n: int = 64, *, seed: int = 0, max_batch: in
 
 def behaviour_table(model, tasks=TASKS, n: int = 64, *, seed: int = 0) -> pd.DataFrame:
     """Per task: ``task, n_pairs, accuracy, accuracy_low, accuracy_high, logit_diff, logit_diff_low,
-    logit_diff_high`` (95% intervals), from :func:`pair_scores`."""
+    logit_diff_high`` (95% intervals), from :func:`~analysis.evaluation.behaviours.pair_scores`."""
     return summarize(pair_scores(model, tasks, n, seed=seed))
 
 
 def summarize(scores: pd.DataFrame) -> pd.DataFrame:
-    """Aggregate per-pair rows (of :func:`pair_scores`, possibly with more grouping columns such as ``variant``
-    or ``seed``) per group and task, with 95% intervals."""
+    """Aggregate per-pair rows (of :func:`~analysis.evaluation.behaviours.pair_scores`, possibly with more grouping
+    columns such as ``variant`` or ``seed``) per group and task, with 95% intervals."""
     keys = [c for c in scores.columns if c not in ("task", "pair", "n_tokens", "logit_diff", "correct")] + ["task"]
     rows = []
     for key, g in scores.groupby(keys, sort=False):

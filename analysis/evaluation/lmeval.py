@@ -1,14 +1,15 @@
 """lm-eval 0.4 on fixedid checkpoints: the model class ``fixedid`` and the built-in language's tasks.
 
-The lm-eval registry knows the model ``fixedid`` once the adapter is first used (:func:`task_manager`,
-:func:`evaluate_table`, or :func:`register` itself)::
+The lm-eval registry knows the model ``fixedid`` once the adapter is first used
+(:func:`~analysis.evaluation.lmeval.task_manager`, :func:`~analysis.evaluation.lmeval.evaluate_table`, or
+:func:`~analysis.evaluation.lmeval.register` itself)::
 
     import analysis, lm_eval
     lm_eval.simple_evaluate(model="fixedid", model_args="pretrained=runs/tiny/canonical",
                             tasks=["fixedid_ioi"], task_manager=analysis.evaluation.lmeval.task_manager())
 
-:func:`evaluate_table` does that for one checkpoint and returns a tidy table; ``fixedid-analyze eval --ckpt DIR
---tasks ...`` wraps it and writes JSON, a tidy CSV and a figure. lm-eval's own command
+:func:`~analysis.evaluation.lmeval.evaluate_table` does that for one checkpoint and returns a tidy table;
+``fixedid-analyze eval --ckpt DIR --tasks ...`` wraps it and writes JSON, a tidy CSV and a figure. lm-eval's own command
 line has no way to find a model that lives outside its package (its registry reads no entry points), so
 ``python -m analysis.cli.lm_eval ...`` is that command line with the model registered and these tasks included.
 
@@ -18,12 +19,13 @@ Requests are sorted by length (longest first) and run in batches, one forward pe
 causal, so padding after a sequence does not change its logits). ``generate_until`` is greedy (sampling is refused)
 and batches prompts of equal token length.
 
-The built-in language's tasks (:data:`TASKS_DIR`, lm-eval's YAML format, found through ``include_path``):
-``fixedid_ioi``, ``fixedid_agreement``, ``fixedid_facts`` (two-way multiple choice: the answer against the task's
-wrong answer after the clean prompt, metric ``acc``) and ``fixedid_lastword`` (in the style of LAMBADA: the last word
-of a document, which already occurred in the document; ``acc`` is greedy decoding of the whole word, ``perplexity``
-its likelihood). Their data is generated from the world of seed 0 (:mod:`.lmeval_tasks`), the world of every
-shipped config; for a checkpoint of another world the CLI generates that world's data into a temporary directory.
+The built-in language's tasks (:data:`~analysis.evaluation.lmeval_tasks.TASKS_DIR`, lm-eval's YAML format, found through
+``include_path``): ``fixedid_ioi``, ``fixedid_agreement``, ``fixedid_facts`` (two-way multiple choice: the answer
+against the task's wrong answer after the clean prompt, metric ``acc``) and ``fixedid_lastword`` (in the style of
+LAMBADA: the last word of a document, which already occurred in the document; ``acc`` is greedy decoding of the whole
+word, ``perplexity`` its likelihood). Their data is generated from the world of seed 0
+(:mod:`analysis.evaluation.lmeval_tasks`), the world of every shipped config; for a checkpoint of another world the CLI
+generates that world's data into a temporary directory.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from tqdm.auto import tqdm
 from analysis.errors import AnalysisError
 from analysis.evaluation.lmeval_tasks import BUILTIN_TASKS, TASKS_DIR, task_docs, write_task_data
 
-#: The study's benchmarks (0-shot) and its canonical variant's figures (docs/study.md), for side-by-side reports.
+#: The study's benchmarks (0-shot) and its canonical variant's figures (docs/paper.md), for side-by-side reports.
 STUDY_FIGURES = {"hellaswag": ("acc_norm", 52.40), "piqa": ("acc", 70.51), "lambada_openai": ("acc", 42.75)}
 
 
@@ -61,9 +63,9 @@ class FixedIdEvalLM(_lm_base()):
     one forward (default 16,384), so a batch of long windows is split into fewer rows.
 
     Memory: a forward keeps one layer's temporaries for ``rows x width`` tokens (bounded by ``max_batch_tokens``)
-    and unembeds only the positions a request scores (``generate_until``: the last one), :data:`SCORE_CHUNK` of them at
-    a time, never the full ``rows x width x vocab`` logits (at the study's 1.7B shape, 32 windows of 2,048 tokens would
-    be 12.9 GB of them)."""
+    and unembeds only the positions a request scores (``generate_until``: the last one),
+    :data:`~analysis.evaluation.lmeval.SCORE_CHUNK` of them at a time, never the full ``rows x width x vocab`` logits
+    (at the study's 1.7B shape, 32 windows of 2,048 tokens would be 12.9 GB of them)."""
 
     def __init__(self, pretrained=None, batch_size=32, device="cpu", max_length=None, max_gen_toks=256,
                  model=None, max_batch_size=None, max_batch_tokens=16384, **unused):
@@ -103,17 +105,24 @@ class FixedIdEvalLM(_lm_base()):
     # ------------------------------------------------------------------------------------------ lm-eval's API
     @property
     def eot_token_id(self) -> int:
+        """The tokenizer's end-of-text id (:func:`fixedid.data.tokenizer.eot_id`): lm-eval's context for an empty
+        context and its default stop token."""
         return self._eot
 
     @property
     def tokenizer_name(self) -> str:
+        """The name lm-eval records for the tokenizer: the checkpoint path given as ``pretrained`` (else the
+        model's checkpoint directory, or ``"fixedid"``)."""
         return self._name
 
     @property
     def device(self):
+        """The device of the model's parameters, where inputs are put."""
         return next(self.model.parameters()).device
 
     def tok_encode(self, string: str, add_special_tokens=None, **kwargs) -> list[int]:
+        """The token ids of ``string`` under the checkpoint's tokenizer, never with special tokens (lm-eval's
+        ``add_special_tokens`` and other arguments are ignored)."""
         return self.tokenizer.encode(string, add_special_tokens=False).ids
 
     def _encode_many(self, strings: list[str]) -> list[list[int]]:
@@ -152,6 +161,7 @@ class FixedIdEvalLM(_lm_base()):
         return self._loglikelihood_tokens(reqs, disable_tqdm=disable_tqdm)
 
     def tok_decode(self, tokens) -> str:
+        """The text of token ids ``tokens``, special tokens kept."""
         return self.tokenizer.decode(list(tokens), skip_special_tokens=False)
 
     @torch.no_grad()
@@ -284,8 +294,9 @@ class FixedIdEvalLM(_lm_base()):
 
 def register() -> None:
     """Register the model ``fixedid`` with lm-eval (lazily: the class is imported when first asked for); idempotent.
-    Runs when the adapter is first used (:func:`task_manager`, :func:`evaluate_table`), never on import. lm-eval's own
-    models are registered first, since its registry imports them only while it is empty."""
+    Runs when the adapter is first used (:func:`~analysis.evaluation.lmeval.task_manager`,
+    :func:`~analysis.evaluation.lmeval.evaluate_table`), never on import. lm-eval's own models are registered first,
+    since its registry imports them only while it is empty."""
     importlib.import_module("lm_eval.models")
     from lm_eval.api.registry import model_registry
 
@@ -336,9 +347,9 @@ def _quiet_loggers(*names):
 @contextlib.contextmanager
 def _without_env_report():
     """lm-eval's ``simple_evaluate`` ends by collecting an environment report (torch's ``collect_env``: pip, conda,
-    lscpu and GPU-tool subprocesses, ~1.5 s per call, whatever the model) into its results; :func:`evaluate_table`
-    keeps none of it, so inside this block the report is not collected. lm-eval's own function is restored on exit;
-    where a later lm-eval moves it, nothing is changed."""
+    lscpu and GPU-tool subprocesses, ~1.5 s per call, whatever the model) into its results;
+    :func:`~analysis.evaluation.lmeval.evaluate_table` keeps none of it, so inside this block the report is not
+    collected. lm-eval's own function is restored on exit; where a later lm-eval moves it, nothing is changed."""
     import lm_eval.evaluator as evaluator
 
     original = getattr(evaluator, "add_env_info", None)
@@ -398,11 +409,11 @@ def tidy_results(results: dict, n_samples: dict | None = None):
 
 def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_fewshot: int = 0,
                    batch_size: int = 32, include_path=None, device: str | None = None, progress: bool = False):
-    """Run lm-eval ``tasks`` on one checkpoint (a directory or a loaded model) and return :func:`tidy_results`,
-    with lm-eval's raw ``results``, ``n-samples`` and task ``configs`` in ``attrs["lm_eval"]``. The built-in tasks
-    are found without an include path; for a checkpoint of another world of the built-in language (``synthetic:N``)
-    they are regenerated for that world in a temporary directory. lm-eval's own notices and bars are silenced;
-    ``progress`` shows the adapter's bar over the requests."""
+    """Run lm-eval ``tasks`` on one checkpoint (a directory or a loaded model) and return
+    :func:`~analysis.evaluation.lmeval.tidy_results`, with lm-eval's raw ``results``, ``n-samples`` and task ``configs``
+    in ``attrs["lm_eval"]``. The built-in tasks are found without an include path; for a checkpoint of another world of
+    the built-in language (``synthetic:N``) they are regenerated for that world in a temporary directory. lm-eval's own
+    notices and bars are silenced; ``progress`` shows the adapter's bar over the requests."""
     import contextlib
     import io
     import sys

@@ -1,6 +1,7 @@
 """The built-in language's lm-eval tasks: their documents (deterministic in the world seed) and the include path
-lm-eval reads them from (:data:`TASKS_DIR`: the tasks' YAML, their loader and the JSONL of the world of seed 0,
-written by :func:`write_task_data`). :mod:`analysis.evaluation.lmeval` runs them."""
+lm-eval reads them from (:data:`~analysis.evaluation.lmeval_tasks.TASKS_DIR`: the tasks' YAML, their loader and the
+JSONL of the world of seed 0, written by :func:`~analysis.evaluation.lmeval_tasks.write_task_data`).
+:mod:`analysis.evaluation.lmeval` runs them."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 
 from analysis.errors import AnalysisError
 
+#: The directory of the built-in tasks' YAML, loader and data (lm-eval's ``include_path``), inside the package.
 TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
 #: The built-in tasks shipped as lm-eval tasks.
 BUILTIN_TASKS = ("fixedid_ioi", "fixedid_agreement", "fixedid_facts", "fixedid_lastword")
+#: Documents per built-in task (the last-word task may find fewer).
 N_TASK_DOCS = 200
 
 
