@@ -1,15 +1,15 @@
 """Activations of chosen hook points over a corpus, with what is known about each token, in memory or on disk.
 
-:func:`collect` runs a model over token windows (:func:`analysis.corpus.corpus_tokens`: the checkpoint's own
-validation data, a text/JSONL file, or token ids) and keeps, for every token, the activation of each hook point
-(default: ``hook_embed``, the residual stream entering every block, and ``ln_final.hook_normalized``) and a table
-``tokens`` with ``seq``, ``pos``, ``id``, ``prev_id`` (-1 at a window's first position) and ``freq_bucket`` (the
-token's frequency in this data, in five quantile buckets from rare, 0, to frequent, 4).
+:func:`~analysis.readouts.activations.collect` runs a model over token windows (:func:`analysis.corpus.corpus_tokens`:
+the checkpoint's own validation data, a text/JSONL file, or token ids) and keeps, for every token, the activation of
+each hook point (default: ``hook_embed``, the residual stream entering every block, and ``ln_final.hook_normalized``)
+and a table ``tokens`` with ``seq``, ``pos``, ``id``, ``prev_id`` (-1 at a window's first position) and ``freq_bucket``
+(the token's frequency in this data, in five quantile buckets from rare, 0, to frequent, 4).
 
 With ``out`` the activations go to float16 or float32 ``.npy`` memmaps in a directory with a JSON index
 (``index.json``) and ``tokens.csv``, written in bounded memory (one batch at a time) and renamed into place when
-complete; :func:`load_activations` opens such a store without reading it into memory. Probes
-(:mod:`analysis.readouts.probes`) and similarity read the result.
+complete; :func:`~analysis.readouts.activations.load_activations` opens such a store without reading it into memory.
+Probes (:mod:`analysis.readouts.probes`) and similarity read the result.
 
 On the checkpoint's own validation data (``data=None``, the built-in language) the table also holds each token's
 latent labels (:mod:`analysis.labels`): ``pos_tag``, ``number``, ``entity``, ``depth`` and ``ioi_role``.
@@ -39,6 +39,9 @@ N_FREQ_BUCKETS = 5
 
 
 def default_hooks(model) -> list[str]:
+    """The hook points :func:`~analysis.readouts.activations.collect` keeps by default, in depth order:
+    ``hook_embed``, ``blocks.{i}.hook_resid_pre`` of every block but the first (which equals ``hook_embed``) and
+    ``ln_final.hook_normalized``."""
     return ["hook_embed"] + [f"blocks.{i}.hook_resid_pre" for i in range(1, model.cfg.n_layers)] + \
         ["ln_final.hook_normalized"]
 
@@ -54,6 +57,7 @@ class Activations:
 
     @property
     def hooks(self) -> list[str]:
+        """The hook points held, in the order they were collected (the keys of ``acts``)."""
         return list(self.acts)
 
     def __len__(self) -> int:
@@ -164,7 +168,8 @@ def _stop(model, hooks):
 
 
 def load_activations(path) -> Activations:
-    """Open an activation store written by :func:`collect` (memmaps: nothing is read until used)."""
+    """Open an activation store written by :func:`~analysis.readouts.activations.collect` (memmaps: nothing is read
+    until used)."""
     path = Path(path)
     try:
         index = json.loads((path / "index.json").read_text())

@@ -1,13 +1,13 @@
 """Attention patterns: where every head of every layer looks, for one prompt, as a tidy table.
 
-:func:`attention_patterns` runs one prompt (text, token ids, or a built-in task's clean prompt) through the model
-with its ``blocks.{l}.attn.hook_pattern`` hook points attached (the model then computes attention explicitly,
-``softmax(q k^T / sqrt(d_head))`` with the causal mask, instead of through SDPA: the same numbers to float
-rounding) and returns one row per ``layer, head, dest, src`` with the attention weight ``value`` (``src <= dest``
-only: the causal mask's zeros are left out), and ``dest_token`` / ``src_token``; ``attrs``: ``str_tokens``,
-``tokens`` and ``layers``. :func:`pattern_array` rebuilds the ``[layers, heads, dest, src]`` array from the table,
-which the views read (:mod:`analysis.figures.attention` draws it, :mod:`analysis.interop.circuitsvis_view` exports
-the CircuitsVis view).
+:func:`~analysis.readouts.attention.attention_patterns` runs one prompt (text, token ids, or a built-in task's clean
+prompt) through the model with its ``blocks.{l}.attn.hook_pattern`` hook points attached (the model then computes
+attention explicitly, ``softmax(q k^T / sqrt(d_head))`` with the causal mask, instead of through SDPA: the same numbers
+to float rounding) and returns one row per ``layer, head, dest, src`` with the attention weight ``value``
+(``src <= dest`` only: the causal mask's zeros are left out), and ``dest_token`` / ``src_token``; ``attrs``:
+``str_tokens``, ``tokens`` and ``layers``. :func:`~analysis.readouts.attention.pattern_array` rebuilds the
+``[layers, heads, dest, src]`` array from the table, which the views read (:mod:`analysis.figures.attention` draws it,
+:mod:`analysis.interop.circuitsvis_view` exports the CircuitsVis view).
 
 What a pattern does NOT establish: where a head looks is not what it moves (its values and output matrix decide
 that; patching and path patching measure the effect), and a head that attends to the first position may be resting
@@ -84,8 +84,8 @@ def attention_patterns(model, prompt=None, *, task: str | None = None, pair: int
 
 
 def pattern_array(df: pd.DataFrame) -> np.ndarray:
-    """``[layers, heads, dest, src]`` attention weights of an :func:`attention_patterns` table (zeros above the
-    diagonal), layers in ``df.attrs["layers"]`` order."""
+    """``[layers, heads, dest, src]`` attention weights of an :func:`~analysis.readouts.attention.attention_patterns`
+    table (zeros above the diagonal), layers in ``df.attrs["layers"]`` order."""
     need = {"layer", "head", "dest", "src", "value"}
     if need - set(df.columns) or "layers" not in df.attrs:
         raise AnalysisError("pattern_array reads a table of attention_patterns (layer, head, dest, src, value)")

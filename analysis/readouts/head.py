@@ -111,7 +111,7 @@ def binned_permutation(bins: np.ndarray, rng: np.random.Generator) -> np.ndarray
 
 
 def frequency_null(bins: np.ndarray, draws: int, seed: int) -> list[np.ndarray]:
-    """The null's ``draws`` within-bin permutations: :func:`binned_permutation` in sequence from
+    """The null's ``draws`` within-bin permutations: :func:`~analysis.readouts.head.binned_permutation` in sequence from
     ``np.random.default_rng(seed)``."""
     rng = np.random.default_rng(seed)
     return [binned_permutation(bins, rng) for _ in range(draws)]

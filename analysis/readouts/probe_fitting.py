@@ -13,9 +13,12 @@ import numpy as np
 from analysis.errors import AnalysisError
 from analysis.readouts.logistic import fit_logistic
 
+#: The inverse L2 strengths the cross-validation chooses ``C`` from (``Cs``).
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+#: Folds of the grouped cross-validation that chooses ``C`` (``folds``).
 CV_FOLDS = 3
-CV_GTOL = 1e-3  # the cross-validation fits' tolerance (10x the final fits': they only rank the grid)
+#: The cross-validation fits' gradient tolerance: 10x the final fits' (they only rank the grid).
+CV_GTOL = 1e-3
 
 
 def split_by_sequence(seq: np.ndarray, test_fraction: float = 0.2, seed: int = 0) -> np.ndarray:

@@ -23,7 +23,7 @@ or one class in every fold) C falls back to the grid's middle value. A number fo
 ridge). The control task and the shuffled labels reuse the target's chosen C (the same probe); the random-init
 probes choose their own.
 
-Targets (:func:`targets`):
+Targets (:func:`~analysis.readouts.probes.targets`):
 
 - ``code_bit:j``: column ``j`` of the model's own code (configured bit order) - fixed-code variants only;
 - ``canonical_bit:i``: bit ``i`` (LSB first) of the token id; ``xor:i,k``: canonical bits ``i`` XOR ``k``;
@@ -60,8 +60,8 @@ Controls beside every probe:
   Liang, 2019) - for ``type`` targets only (NaN for ``context`` ones, where a type-keyed control means nothing;
   ``control`` is still reported there);
 - ``shuffled``: the labels permuted across training tokens;
-- ``random_init`` (through ``baseline=``, e.g. :func:`baseline_activations`): the same probes on a randomly
-  initialised model of the same interface on the same tokens.
+- ``random_init`` (through ``baseline=``, e.g. :func:`~analysis.readouts.probes.baseline_activations`): the same probes
+  on a randomly initialised model of the same interface on the same tokens.
 
 ``C`` is the inverse L2 strength used for the row's probe (logistic ``C``; ``1 / alpha`` for ridge) and
 ``converged`` whether every fit behind the row's numbers (probe, control, shuffled, random-init; not the
@@ -97,15 +97,22 @@ from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.readouts.probe_fitting import (C_GRID, CV_FOLDS, _fit, _r2, fit_probes, split_by_sequence,
                                              split_by_type)
 
+#: The target families :func:`~analysis.readouts.probes.targets` knows (see the module docstring).
 TARGET_FAMILIES = ("code_bits", "canonical_bits", "xor", "perm_bits", "token", "prev_token", "position",
                    "freq_bucket", "pos_tag", "number", "depth", "ioi_role", "fact_entity")
 #: Latent-label targets (the built-in language's own validation data only) and the label values left out.
 LABEL_TARGETS = {"pos_tag": ("EOT",), "number": ("none",), "depth": (-1,), "ioi_role": ("none",)}
+#: The train/test splits: whole sequences, or held-out token types (see the module docstring).
 SPLITS = ("sequence", "type")
 
 
 @dataclass
 class Target:
+    """One probe target: its ``name`` (``code_bit:3``, ``pos_tag``...), one label per token row ``labels``
+    (int64 class ids, rows below 0 left out; or floats for a scalar), ``kind`` (``"class"`` or ``"scalar"``),
+    ``gf2_weight`` (bit targets; see the module docstring), ``type_key`` (the token column the control task keys on),
+    ``level`` (``"type"`` or ``"context"``) and ``by_type`` (whether the held-out-types split applies)."""
+
     name: str
     labels: np.ndarray  # int64 class ids, or float for scalars; rows with label < 0 (class) are left out
     kind: str  # "class" or "scalar"
@@ -296,7 +303,7 @@ def _majority(t: Target, test: np.ndarray) -> tuple[float, float]:
 def baseline_activations(model, acts, seed: int | None = None):
     """The activations of ``model``'s random-init twin (:func:`analysis.readouts.similarity.random_init_twin`: the
     same architecture and interface from the checkpoint's own initial seed, or ``seed``) on the same tokens and hook
-    points as ``acts``: the ``baseline=`` of :func:`probe_table`."""
+    points as ``acts``: the ``baseline=`` of :func:`~analysis.readouts.probes.probe_table`."""
     import torch
 
     from analysis.readouts.activations import collect
@@ -313,10 +320,10 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
     """One row per hook point x target x split: ``hook, depth, target, kind, level, split, n_test`` (held-out rows
     with a label), ``gf2_weight, status, score, majority, balance, lexical, control, selectivity, shuffled,
     random_init, C, converged`` (see the module docstring). ``baseline``: the activations of a randomly initialised
-    model on the same tokens (:func:`baseline_activations`), else ``random_init`` is NaN. ``splits``: ``sequence``
-    and/or ``type`` (the held-out-types split, for the ``by_type`` targets). ``C``: ``"cv"`` (chosen on the
-    training rows over ``Cs`` by ``folds``-fold grouped cross-validation) or a number. ``controls=False`` skips the
-    control task and the shuffled labels, ``shuffled=False`` the shuffled labels only (NaN columns)."""
+    model on the same tokens (:func:`~analysis.readouts.probes.baseline_activations`), else ``random_init`` is NaN.
+    ``splits``: ``sequence`` and/or ``type`` (the held-out-types split, for the ``by_type`` targets). ``C``: ``"cv"``
+    (chosen on the training rows over ``Cs`` by ``folds``-fold grouped cross-validation) or a number. ``controls=False``
+    skips the control task and the shuffled labels, ``shuffled=False`` the shuffled labels only (NaN columns)."""
     if method not in ("fast", "sklearn"):
         raise AnalysisError(f"method must be 'fast' or 'sklearn', got {method!r}")
     if isinstance(C, str) and C != "cv" or not isinstance(C, str) and not C > 0:

@@ -3,11 +3,11 @@ one variant, the level of variants that share no initialisation, each model agai
 null, with a bootstrap interval over windows for every value.
 
 Canonical and gf2 of one seed start from bit-identical backbones and read the same data in the same order, so their
-similarity is inflated by what they share before training. :func:`similarity_references` takes models keyed by
-``(variant, seed)`` (the seed: ``[train] seed``, i.e. the model's ``cfg.seed``) and compares, at every hook point
-(the same hook point on both sides), every pair of them on the same token windows, each pair under one kind
-(column ``reference``, :data:`KINDS`; the "interface" of a kind's name is the variant name as given, so ``gf2-r1``
-or ``canonical-matched`` is one of its own):
+similarity is inflated by what they share before training. :func:`~analysis.readouts.references.similarity_references`
+takes models keyed by ``(variant, seed)`` (the seed: ``[train] seed``, i.e. the model's ``cfg.seed``) and compares, at
+every hook point (the same hook point on both sides), every pair of them on the same token windows, each pair under one
+kind (column ``reference``, :data:`~analysis.readouts.references.KINDS`; the "interface" of a kind's name is the variant
+name as given, so ``gf2-r1`` or ``canonical-matched`` is one of its own):
 
 - ``same_interface_cross_seed``: one variant, two seeds - the ceiling, how similar two runs of one interface are;
 - ``cross_interface_cross_seed``: two variants, two seeds - the cross-variant level a shared initialisation does not
@@ -34,12 +34,12 @@ input (``hook_embed``) nothing depends on position, so leaving one token in ``T`
 count.
 
 The bootstrap (``boot`` draws, seeded by ``seed``) resamples windows with replacement; every comparison uses the
-same draws, so a mean over pairs and a difference of kinds have intervals too (:func:`read_references`). Debiased
-CKA is computed on each draw with the copies of one token counted once (:mod:`analysis.readouts.resampling`), so its
-draws centre on the estimate (``boot_bias`` ~ 0). Linear CKA and Procrustes are biased upwards by few tokens, and a
-resample with ties holds fewer distinct tokens (about 63% of the windows), so their raw draws sit above the estimate
-by ``boot_bias``; their draws are shifted back by it before the percentile interval is read (an interval for the
-statistic at this sample size, centred on the estimate).
+same draws, so a mean over pairs and a difference of kinds have intervals too
+(:func:`~analysis.readouts.references.read_references`). Debiased CKA is computed on each draw with the copies of one
+token counted once (:mod:`analysis.readouts.resampling`), so its draws centre on the estimate (``boot_bias`` ~ 0).
+Linear CKA and Procrustes are biased upwards by few tokens, and a resample with ties holds fewer distinct tokens (about
+63% of the windows), so their raw draws sit above the estimate by ``boot_bias``; their draws are shifted back by it
+before the percentile interval is read (an interval for the statistic at this sample size, centred on the estimate).
 
 Cost on one core, the ``tiny`` config's shape (72 wide, 4 hook points, 42 windows of 96 tokens), 1,000 draws and
 20 permutations, three variants x three seeds (45 pairs with the initialisations): 37 s for CKA alone
@@ -71,6 +71,7 @@ from analysis.errors import AnalysisError
 from analysis.readouts import resampling
 from analysis.readouts.similarity import layer_activations, random_init_twin
 
+#: The reference kinds (column ``reference``) and what each pair of models is.
 KINDS = {
     "same_interface_cross_seed": "one variant, two seeds: the ceiling",
     "cross_interface_cross_seed": "two variants, two seeds: no shared initialisation",
@@ -78,6 +79,7 @@ KINDS = {
     "own_initialisation": "a model against its untrained initialisation",
     "permutation_null": "one side's token rows permuted: unrelated representations",
 }
+#: The similarity measures (column ``measure``): debiased and linear CKA, and Procrustes similarity.
 MEASURES = ("debiased_cka", "linear_cka", "procrustes")
 #: Measures whose bootstrap draws are shifted onto the estimate before the interval is read (see the docstring).
 SHIFTED = ("linear_cka", "procrustes")
@@ -87,13 +89,14 @@ LEVEL = 0.95
 @dataclass
 class SimilarityReferences:
     """``table``: the tidy table (module docstring); ``draws``: ``[len(table), boot]``, each row's bootstrap draws
-    (shifted for :data:`SHIFTED` measures; NaN for null rows and without a bootstrap)."""
+    (shifted for :data:`~analysis.readouts.references.SHIFTED` measures; NaN for null rows and without a bootstrap)."""
 
     table: pd.DataFrame
     draws: np.ndarray
 
     def reading(self) -> pd.DataFrame:
-        """Each cross-variant value against its ceiling and null (:func:`read_references`)."""
+        """Each cross-variant value against its ceiling and null
+        (:func:`~analysis.readouts.references.read_references`)."""
         return read_references(self)
 
 

@@ -2,10 +2,10 @@
 row-permutation null, each draw computed from per-window sums instead of from the tokens again.
 
 A bootstrap over windows (sequences) redraws the ``n`` windows with replacement; draw ``b`` gives window ``s`` a
-multiplicity ``c[s, b]`` (how often it is in the resample, ``sum_s c[s, b] = n``; :func:`window_counts`). Windows,
-not tokens, are the unit: the tokens of one window share their context and are not independent. For
-representations ``X`` ``[n, T, p]`` and ``Y`` ``[n, T, q]`` of the windows (centred over all tokens),
-:meth:`Pair.evaluate` returns for each draw:
+multiplicity ``c[s, b]`` (how often it is in the resample, ``sum_s c[s, b] = n``;
+:func:`~analysis.readouts.resampling.window_counts`). Windows, not tokens, are the unit: the tokens of one window share
+their context and are not independent. For representations ``X`` ``[n, T, p]`` and ``Y`` ``[n, T, q]`` of the windows
+(centred over all tokens), :meth:`Pair.evaluate <analysis.readouts.resampling.Pair.evaluate>` returns for each draw:
 
 - ``cross = ||X~^T C Y~||_F^2``, with ``X~``, ``Y~`` centred by the resample's own mean and ``C`` the tokens'
   multiplicities: the numerator of linear CKA (with ``Y = X``, its denominators);
@@ -23,11 +23,12 @@ With ``c = 1`` each is the statistic of the data itself (the tests hold them to 
 resample to the same formulas on its duplicated rows). The sums that make a draw cheap: per-window cross products
 ``M_s = X_s^T Y_s`` and their Gram matrix ``<M_s, M_t>``, window sums, and the kernels' diagonals; a draw then costs
 ``O(n^2 + n T (p + q))`` (plus a ``p x q`` SVD for Procrustes) rather than ``O(n T p q)``. ``M`` takes ``n p q``
-floats; a pair whose ``M`` would pass :data:`MAX_BYTES` is refused with the way out.
+floats; a pair whose ``M`` would pass :data:`~analysis.readouts.resampling.MAX_BYTES` is refused with the way out.
 
-:func:`permuted` computes the same statistics after a random permutation of one side's rows across all tokens (the
-token correspondence broken): what the measures give for representations with the same marginal structure and no
-relation. The unbiased HSIC has mean exactly zero over permutations; linear CKA and Procrustes do not.
+:func:`~analysis.readouts.resampling.permuted` computes the same statistics after a random permutation of one side's
+rows across all tokens (the token correspondence broken): what the measures give for representations with the same
+marginal structure and no relation. The unbiased HSIC has mean exactly zero over permutations; linear CKA and Procrustes
+do not.
 
 What a bootstrap interval does NOT cover: other seeds (another training run) and other corpora; it is the
 uncertainty from which windows were measured, for these two models.
@@ -71,6 +72,7 @@ class Side:
 
     @property
     def shape(self):
+        """``(n, T, p)``: windows, tokens per window, width."""
         return self.x.shape
 
     def point(self, other: "Side", perm=None, *, nuclear: bool = True) -> dict:
