@@ -7,19 +7,20 @@ analysis and writes CSV and figures.
 The package is laid out by role; a module imports only from its own layer or the layers below it (imports inside
 functions included; ``tests/analysis/test_layers.py`` holds it), and nothing imports ``analysis`` from ``fixedid``:
 
-1. the foundation, at the root: :mod:`.errors`, :mod:`.stats` (every interval and test), :mod:`.outputs` (atomic CSV
-   and JSON), :mod:`.corpus`, :mod:`.labels`, :mod:`.pairs`, :mod:`.tasks`;
-2. :mod:`.interop`: TransformerLens, nnsight and Hugging Face - every reach into a third party's internals;
-3. the model, at the root: :mod:`.model` (:class:`HookedFixedIdLM`), :mod:`.loading` (:func:`load`), :mod:`.variants`
-   (the checkpoints a notebook studies);
-4. :mod:`.engine`: sites, batched staged forwards, the effect of an edit, metrics;
-5. :mod:`.readouts` (activations, probes, similarity, the logit lens, head geometry) and :mod:`.evaluation`
-   (behaviours on the built-in tasks, the lm-eval adapter and its tasks);
-6. :mod:`.causal`: patching, information flow, ablations, input-code interventions, bit x layer maps, GF(2)
+1. the foundation, at the root: :mod:`analysis.errors`, :mod:`analysis.stats` (every interval and test),
+   :mod:`analysis.outputs` (atomic CSV and JSON), :mod:`analysis.corpus`, :mod:`analysis.labels`, :mod:`analysis.pairs`,
+   :mod:`analysis.tasks`;
+2. :mod:`analysis.interop`: TransformerLens, nnsight and Hugging Face - every reach into a third party's internals;
+3. the model, at the root: :mod:`analysis.model` (:class:`~analysis.model.HookedFixedIdLM`), :mod:`analysis.loading`
+   (:func:`~analysis.loading.load`), :mod:`analysis.variants` (the checkpoints a notebook studies);
+4. :mod:`analysis.engine`: sites, batched staged forwards, the effect of an edit, metrics;
+5. :mod:`analysis.readouts` (activations, probes, similarity, the logit lens, head geometry) and
+   :mod:`analysis.evaluation` (behaviours on the built-in tasks, the lm-eval adapter and its tasks);
+6. :mod:`analysis.causal`: patching, information flow, ablations, input-code interventions, bit x layer maps, GF(2)
    recodings, erasure, context use;
-7. :mod:`.figures`: the only package that draws (one style, one module per family of figures);
-8. :mod:`.study` (the pipeline over seeds and its report) and :mod:`.demo` (the main job);
-9. :mod:`.cli`: the ``fixedid-analyze`` router and one module per verb.
+7. :mod:`analysis.figures`: the only package that draws (one style, one module per family of figures);
+8. :mod:`analysis.study` (the pipeline over seeds and its report) and :mod:`analysis.demo` (the main job);
+9. :mod:`analysis.cli`: the ``fixedid-analyze`` router and one module per verb.
 
 Measurement functions return tidy DataFrames and never draw. Importing a module changes no global state: the lm-eval
 model ``fixedid`` is registered when the adapter is first used (:func:`analysis.evaluation.lmeval.register`).

@@ -1,6 +1,6 @@
 """The token data of corpus-level measurements (loss under a recoding or an intervention, activations, probes).
 
-:func:`corpus_tokens` returns an int64 tensor ``[n_sequences, seq_len]`` from one of:
+:func:`~analysis.corpus.corpus_tokens` returns an int64 tensor ``[n_sequences, seq_len]`` from one of:
 
 - nothing (``data=None``): the checkpoint's own validation stream, when its training config names the built-in
   language (the documents the trainer held out, regenerated from the world and stream seeds);
@@ -10,7 +10,7 @@
   (``tokens`` ignored).
 
 Windows are ``seq_len`` tokens (default: the model's context) and there are ``tokens // seq_len`` of them; ids
-beyond the vocabulary or sequences longer than the context are refused with :class:`AnalysisError`.
+beyond the vocabulary or sequences longer than the context are refused with :class:`~analysis.errors.AnalysisError`.
 """
 
 from __future__ import annotations

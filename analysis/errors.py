@@ -1,4 +1,4 @@
-"""The analysis package's exception type (a :class:`fixedid.FixedIdError`, so one ``except`` catches both)."""
+"""The analysis package's exception type (a :class:`fixedid.errors.FixedIdError`, so one ``except`` catches both)."""
 
 from fixedid.errors import FixedIdError, FixedIdWarning
 

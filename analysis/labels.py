@@ -4,8 +4,8 @@ The shards and windows hold token ids only. For a checkpoint trained on the buil
 validation stream are regenerated with their word labels (:class:`fixedid.data.synthetic.WordLabel`: part of
 speech, grammatical number, entity, clause depth, IOI role) from the world and stream seeds, tokenised exactly as
 :func:`analysis.corpus.corpus_tokens` does, and each token gets the labels of the word its last character belongs
-to (the end-of-text token gets ``pos = "EOT"``). :func:`validation_labels` returns them for the first ``n`` tokens
-of the stream, the tokens of ``corpus_tokens(model, None, ...)``.
+to (the end-of-text token gets ``pos = "EOT"``). :func:`~analysis.labels.validation_labels` returns them for the first
+``n`` tokens of the stream, the tokens of ``corpus_tokens(model, None, ...)``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from analysis.corpus import validation_source
 from analysis.errors import AnalysisError
 from analysis.tasks import language_seed
 
+#: The label columns of :func:`~analysis.labels.validation_labels`, one per token (the end-of-text token: ``EOT``,
+#: ``none``, -1, -1, ``none``).
 LABEL_COLUMNS = ("pos_tag", "number", "entity", "depth", "ioi_role")
 
 

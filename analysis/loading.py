@@ -1,5 +1,6 @@
-"""``analysis.load``: a fixedid checkpoint or a Hugging Face Llama directory as a :class:`HookedFixedIdLM`, on a device
-and in a dtype; :func:`load_options` sets both for every load in a block (the CLI's ``--device`` and ``--dtype``)."""
+"""``analysis.load``: a fixedid checkpoint or a Hugging Face Llama directory as a
+:class:`~analysis.model.HookedFixedIdLM`, on a device and in a dtype; :func:`~analysis.loading.load_options` sets both
+for every load in a block (the CLI's ``--device`` and ``--dtype``)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ _OPTIONS: dict = {}
 
 @contextlib.contextmanager
 def load_options(*, device=None, dtype=None):
-    """Within the block, :func:`load` puts models on ``device`` and casts them to ``dtype`` unless it is told
-    otherwise (None: its own defaults, the CPU and float32). Both are checked on entry."""
+    """Within the block, :func:`~analysis.loading.load` puts models on ``device`` and casts them to ``dtype`` unless it
+    is told otherwise (None: its own defaults, the CPU and float32). Both are checked on entry."""
     new = {k: v for k, v in dict(device=device, dtype=dtype).items() if v is not None}
     if "device" in new:
         resolve_device(new["device"])

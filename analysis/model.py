@@ -1,9 +1,9 @@
 """The analysis model: the checkpoint's own FixedIdLM, with the conveniences a notebook expects.
 
-``analysis.load(path)`` (:mod:`analysis.loading`) returns a :class:`HookedFixedIdLM` - a :class:`fixedid.FixedIdLM` subclass that adds
-methods, never parameters - in eval mode, so ``run_with_cache`` / ``run_with_hooks`` act on the very weights that
-were trained. Text goes through the tokenizer stored in the checkpoint. Exports to TransformerLens
-(``to_transformer_lens``) and nnsight (``to_nnsight``) are views of the same weights.
+``analysis.load(path)`` (:mod:`analysis.loading`) returns a :class:`~analysis.model.HookedFixedIdLM` - a
+:class:`fixedid.model.FixedIdLM` subclass that adds methods, never parameters - in eval mode, so ``run_with_cache`` /
+``run_with_hooks`` act on the very weights that were trained. Text goes through the tokenizer stored in the checkpoint.
+Exports to TransformerLens (``to_transformer_lens``) and nnsight (``to_nnsight``) are views of the same weights.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class HookedFixedIdLM(FixedIdLM):
 
     @property
     def device(self) -> torch.device:
+        """The device of the model's parameters, where ``to_tokens`` puts its ids."""
         return next(self.parameters()).device
 
     def to_tokens(self, text: str | list[str]) -> torch.Tensor:
@@ -56,6 +57,7 @@ class HookedFixedIdLM(FixedIdLM):
         return ids[0]
 
     def to_string(self, tokens) -> str:
+        """The text token ids decode to (any shape, read in row-major order; special tokens kept)."""
         return self._tok().decode(torch.as_tensor(tokens).reshape(-1).tolist(), skip_special_tokens=False)
 
     @torch.no_grad()
@@ -84,8 +86,8 @@ class HookedFixedIdLM(FixedIdLM):
 
     def to_nnsight(self):
         """An nnsight wrapper over this model that accepts several invokes in one trace (see
-        :mod:`analysis.interop.nnsight_view`). Raises :class:`AnalysisError` on an nnsight version it is not tested
-        with, since the wrapper reads nnsight internals."""
+        :mod:`analysis.interop.nnsight_view`). Raises :class:`~analysis.errors.AnalysisError` on an nnsight version it
+        is not tested with, since the wrapper reads nnsight internals."""
         check_nnsight_version()
         from analysis.interop.nnsight_view import FixedIdNNsight
 
@@ -97,7 +99,7 @@ NNSIGHT_SUPPORTED = ((0, 8), (0, 9))
 
 
 def check_nnsight_version(version: str | None = None) -> None:
-    """Refuse, with one clear line, an nnsight version outside :data:`NNSIGHT_SUPPORTED`."""
+    """Refuse, with one clear line, an nnsight version outside :data:`~analysis.model.NNSIGHT_SUPPORTED`."""
     from importlib import metadata
 
     try:

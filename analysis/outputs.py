@@ -11,6 +11,7 @@ from fixedid.atomic import atomic_path, write_text_atomic
 
 
 def write_csv(df: pd.DataFrame, path) -> Path:
+    """``df`` as CSV at ``path``, without the index (temp file, then rename). Returns ``path`` as a ``Path``."""
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
     return Path(path)

@@ -1,11 +1,11 @@
 """Clean/corrupt prompt pairs for patching: text or token ids in, validated tensors out.
 
 A pair is any object or dict with ``clean``, ``corrupt``, ``answer`` and ``wrong`` (the built-in language's
-:class:`fixedid.data.PromptPair`, a JSONL line, or your own). Prompts are text; the answer and the wrong token are
-words that continue the prompt - written without the leading space, which is added (``"Mary"`` -> ``" Mary"``),
-unless the word already starts with whitespace. Each must be exactly one token. Clean and corrupt prompts must have
-the same token length, and every pair in one call the same length too, since patching compares them position by
-position; errors name the offending pair.
+:class:`fixedid.data.task_pairs.PromptPair`, a JSONL line, or your own). Prompts are text; the answer and the wrong
+token are words that continue the prompt - written without the leading space, which is added (``"Mary"`` ->
+``" Mary"``), unless the word already starts with whitespace. Each must be exactly one token. Clean and corrupt prompts
+must have the same token length, and every pair in one call the same length too, since patching compares them position
+by position; errors name the offending pair.
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ class PairBatch:
 
     @property
     def n_pos(self) -> int:
+        """The token length ``pos`` shared by every clean and corrupt prompt."""
         return self.clean.shape[1]
 
     def to(self, device) -> "PairBatch":
+        """The same pairs with their four tensors on ``device`` (``texts`` shared)."""
         return PairBatch(self.clean.to(device), self.corrupt.to(device), self.answer.to(device),
                          self.wrong.to(device), self.texts)
 
@@ -68,7 +70,7 @@ def _answer_token(model, word: str, what: str, i: int) -> int:
 
 
 def make_pairs(model, pairs) -> PairBatch:
-    """Tokenize and validate one pair or a list of pairs (a :class:`PairBatch` passes through)."""
+    """Tokenize and validate one pair or a list of pairs (a :class:`~analysis.pairs.PairBatch` passes through)."""
     if isinstance(pairs, PairBatch):
         return pairs
     if isinstance(pairs, dict) or hasattr(pairs, "clean"):

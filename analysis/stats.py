@@ -1,20 +1,20 @@
 """Every interval and test the analyses report, in one place.
 
-- :func:`t_interval` / :func:`t_intervals`: the mean of the finite values and its Student-t interval (NaN bounds
-  for fewer than two values);
-- :func:`wilson`: the Wilson score interval of a proportion (scipy's ``binomtest``);
-- :func:`paired_difference`: the mean of paired differences ``a - b`` (e.g. per seed) with its t interval (mean
-  +- t x the *standard error* of the differences), the paired t test's p-value, the exact sign-flip permutation
-  p-value (:func:`sign_flip_p`), and whether the interval excludes zero; differences that are identical on every
-  pair (no variance) are never said to exclude zero;
-- :func:`sign_flip_p`: the exact two-sided sign-flip permutation p-value of a mean of paired differences. It needs
-  no normality, and it shows what a number of pairs can show at all: with ``n`` pairs the smallest attainable
-  p-value is ``2 / 2**n`` (0.25 with 3 seeds, 0.0625 with 5);
-- :func:`holm` / :func:`bh`: Holm (family-wise error) and Benjamini-Hochberg (false discovery rate) adjusted
-  p-values for a declared family of comparisons;
-- :func:`crossed_bootstrap`: a percentile interval of a mean over a ``[units, items]`` table that resamples both
-  factors (seeds and prompts, or seeds and trained recodings), so the interval covers the variance of each; with
-  ``nested=True`` items are resampled within each unit instead (items that differ between units).
+- :func:`~analysis.stats.t_interval` / :func:`~analysis.stats.t_intervals`: the mean of the finite values and its
+  Student-t interval (NaN bounds for fewer than two values);
+- :func:`~analysis.stats.wilson`: the Wilson score interval of a proportion (scipy's ``binomtest``);
+- :func:`~analysis.stats.paired_difference`: the mean of paired differences ``a - b`` (e.g. per seed) with its t
+  interval (mean +- t x the *standard error* of the differences), the paired t test's p-value, the exact sign-flip
+  permutation p-value (:func:`~analysis.stats.sign_flip_p`), and whether the interval excludes zero; differences that
+  are identical on every pair (no variance) are never said to exclude zero;
+- :func:`~analysis.stats.sign_flip_p`: the exact two-sided sign-flip permutation p-value of a mean of paired
+  differences. It needs no normality, and it shows what a number of pairs can show at all: with ``n`` pairs the smallest
+  attainable p-value is ``2 / 2**n`` (0.25 with 3 seeds, 0.0625 with 5);
+- :func:`~analysis.stats.holm` / :func:`~analysis.stats.bh`: Holm (family-wise error) and Benjamini-Hochberg (false
+  discovery rate) adjusted p-values for a declared family of comparisons;
+- :func:`~analysis.stats.crossed_bootstrap`: a percentile interval of a mean over a ``[units, items]`` table that
+  resamples both factors (seeds and prompts, or seeds and trained recodings), so the interval covers the variance of
+  each; with ``nested=True`` items are resampled within each unit instead (items that differ between units).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import numpy as np
 
 from analysis.errors import AnalysisError
 
-#: Up to this many pairs :func:`sign_flip_p` enumerates every sign vector; beyond, it draws ``draws`` of them.
+#: Up to this many pairs :func:`~analysis.stats.sign_flip_p` enumerates every sign vector; beyond, it draws ``draws`` of
+#: them.
 EXACT_SIGN_FLIPS = 16
 
 
@@ -57,7 +58,7 @@ def t_intervals(values, level: float = 0.95):
 
 
 def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
-    """``(mean, low, high)`` of the finite ``values``: :func:`t_intervals` of one row."""
+    """``(mean, low, high)`` of the finite ``values``: :func:`~analysis.stats.t_intervals` of one row."""
     m, lo, hi = t_intervals(np.asarray(values, dtype=float).reshape(1, -1), level)
     return float(m[0]), float(lo[0]), float(hi[0])
 
@@ -80,8 +81,8 @@ def _identical(d: np.ndarray) -> bool:
 def sign_flip_p(d, *, draws: int = 20_000, seed: int = 0) -> float:
     """Exact two-sided sign-flip p-value of the mean of the finite paired differences ``d``: the share of the
     ``2**n`` sign vectors whose flipped mean is at least as far from 0 as the observed one (the observed signs
-    included, so the smallest value is ``2 / 2**n``). Beyond :data:`EXACT_SIGN_FLIPS` pairs, ``draws`` seeded random
-    sign vectors plus the observed one. NaN with no pairs; 1 when every difference is 0."""
+    included, so the smallest value is ``2 / 2**n``). Beyond :data:`~analysis.stats.EXACT_SIGN_FLIPS` pairs, ``draws``
+    seeded random sign vectors plus the observed one. NaN with no pairs; 1 when every difference is 0."""
     d = np.asarray(d, dtype=float)
     d = d[np.isfinite(d)]
     n = len(d)
@@ -110,8 +111,8 @@ def t_test_p(d: np.ndarray) -> float:
 def paired_difference(a, b, level: float = 0.95) -> dict:
     """Paired differences ``a - b`` (pairs with a NaN on either side dropped): ``n``, ``diff`` (their mean), ``lo``,
     ``hi`` (its t interval: mean +- t x standard error), ``p`` (the paired t test's two-sided p-value), ``p_sign``
-    (:func:`sign_flip_p`), ``identical`` (every difference the same: no spread, so no test) and ``exceeds`` (two
-    or more pairs, not identical, and an interval that excludes zero)."""
+    (:func:`~analysis.stats.sign_flip_p`), ``identical`` (every difference the same: no spread, so no test) and
+    ``exceeds`` (two or more pairs, not identical, and an interval that excludes zero)."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     d = d[np.isfinite(d)]
     m, lo, hi = t_interval(d, level) if len(d) else (np.nan, np.nan, np.nan)

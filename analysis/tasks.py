@@ -1,6 +1,6 @@
 """Patching pairs from the built-in synthetic language, fitted to a model's tokenizer.
 
-The language (:class:`fixedid.data.SyntheticLanguage`) writes clean/corrupt pairs of equal *word* length; here
+The language (:class:`fixedid.data.synthetic.SyntheticLanguage`) writes clean/corrupt pairs of equal *word* length; here
 they are tokenized, pairs whose prompts differ in token length or whose answer is not one token are dropped, and
 the most common token length is kept (patching compares prompts position by position).
 """
@@ -28,8 +28,8 @@ def language_seed(model) -> int:
 
 
 def check_task(lang: SyntheticLanguage, task: str) -> None:
-    """Refuse, with one :class:`AnalysisError` naming the choices, a task ``lang`` does not write (its ``TASKS``
-    and the held-out ``CONTROLS``)."""
+    """Refuse, with one :class:`~analysis.errors.AnalysisError` naming the choices, a task ``lang`` does not write (its
+    ``TASKS`` and the held-out ``CONTROLS``)."""
     if task not in lang.TASKS + lang.CONTROLS:
         raise AnalysisError(f"unknown task {task!r}; use one of {list(lang.TASKS)} or a control "
                             f"{list(lang.CONTROLS)}")
@@ -37,7 +37,7 @@ def check_task(lang: SyntheticLanguage, task: str) -> None:
 
 def task_pairs(model, task: str, n: int = 16, *, seed: int = 0) -> PairBatch:
     """``n`` pairs of a built-in task (``ioi``, ``agreement``, ``facts``, ``induction``, or the control
-    ``induction_unlisted``) as a :class:`PairBatch`.
+    ``induction_unlisted``) as a :class:`~analysis.pairs.PairBatch`.
 
     The pairs of one batch share a token length, so candidates are drawn (4, then 16, then 64 times ``n``) until one
     length has ``n``; where none does, the largest group is returned with a warning that names how many."""
