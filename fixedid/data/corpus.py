@@ -18,6 +18,7 @@ a local path
     * ``*.json`` - either JSON Lines as above, or one JSON array of objects.
     * ``*.parquet`` - the string column ``text_field``, read in record batches with pyarrow.
     * a directory - every file above in it and in its sub-directories, in sorted path order.
+
     ``split``, ``streaming`` and ``seed`` are ignored for local paths: the order is the files' order.
 anything else
     A Hugging Face hub dataset, ``"name"`` or ``"name:config"``, loaded with
