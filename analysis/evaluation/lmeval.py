@@ -63,9 +63,9 @@ class FixedIdEvalLM(_lm_base()):
     one forward (default 16,384), so a batch of long windows is split into fewer rows.
 
     Memory: a forward keeps one layer's temporaries for ``rows x width`` tokens (bounded by ``max_batch_tokens``)
-    and unembeds only the positions a request scores (``generate_until``: the last one),
-    :data:`~analysis.evaluation.lmeval.SCORE_CHUNK` of them at a time, never the full ``rows x width x vocab`` logits
-    (at the study's 1.7B shape, 32 windows of 2,048 tokens would be 12.9 GB of them)."""
+    and unembeds only the positions a request scores (``generate_until``: the last one), ``SCORE_CHUNK`` of them at
+    a time, never the full ``rows x width x vocab`` logits (at the study's 1.7B shape, 32 windows of 2,048 tokens
+    would be 12.9 GB of them)."""
 
     def __init__(self, pretrained=None, batch_size=32, device="cpu", max_length=None, max_gen_toks=256,
                  model=None, max_batch_size=None, max_batch_tokens=16384, **unused):
