@@ -89,7 +89,7 @@ LEVEL = 0.95
 @dataclass
 class SimilarityReferences:
     """``table``: the tidy table (module docstring); ``draws``: ``[len(table), boot]``, each row's bootstrap draws
-    (shifted for :data:`~analysis.readouts.references.SHIFTED` measures; NaN for null rows and without a bootstrap)."""
+    (shifted for ``SHIFTED`` measures; NaN for null rows and without a bootstrap)."""
 
     table: pd.DataFrame
     draws: np.ndarray
