@@ -49,6 +49,7 @@ def _named(value: str) -> dict[str, Path]:
 
 
 def cache_root(arg: str | None) -> Path:
+    """Where trained variants are cached: ``arg``, else ``$FIXEDID_CACHE``, else ``~/.cache/fixedid``."""
     return Path(arg or os.environ.get("FIXEDID_CACHE") or Path.home() / ".cache" / "fixedid").expanduser()
 
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from analysis.errors import AnalysisError
+from analysis.outputs import check_out
 
 #: The metric every causal verb (``patching``, ``paths``, ``edges``, ``circuit``) uses unless ``--metric`` names
 #: another: the logit difference rescaled so that the corrupted run reads 0 and the clean run 1, so effects are
@@ -108,18 +109,6 @@ def output_dir(args, verb: str, checkpoints: dict[str, Path] | None = None) -> P
         out = OUT_ROOT / f"{verb}-{label}-{tag}"
     check_out(out, overwrite=getattr(args, "overwrite", False))
     return out
-
-
-def check_out(path, *, overwrite: bool = True) -> None:
-    """Refuse an ``--out`` that is a file, or (unless ``overwrite``) a directory with something in it, before
-    anything is computed or written."""
-    if path is None:
-        return
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise AnalysisError(f"--out {path} is a file, not a directory; give a directory (it is created if missing)")
-    if not overwrite and path.is_dir() and any(path.iterdir()):
-        raise AnalysisError(f"--out {path} already holds results; pass --overwrite to replace them, or another --out")
 
 
 def int_list(text, what):

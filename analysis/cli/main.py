@@ -20,7 +20,7 @@ from fixedid.version import __version__
 
 from analysis.cli import (attention, circuit, context, das, demo, dla, edges, erasure, evaluation, export_hf, figures,
                           import_hf, interventions, lens, paths, patching, probes, recoding, similarity, unembed)
-from analysis.cli.args import check_out
+from analysis.outputs import check_out
 
 #: The verbs by family, in the order ``--help`` lists them; each module holds ``HELP``, ``EXAMPLES``,
 #: ``add_args(parser)`` and ``run(args) -> exit status``.

@@ -27,6 +27,8 @@ def _where(hook: str) -> str:
 
 
 def probe_tables(models: dict) -> pd.DataFrame:
+    """The demo's probes across depth for every variant (id bits, part of speech, IOI role, with the control task), as
+    one table with a ``variant`` column."""
     frames = []
     for v, m in models.items():
         df = probe_table(collect(m, tokens=TOKENS), FAMILIES, shuffled=False, splits=("sequence", "type"))

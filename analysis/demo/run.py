@@ -40,7 +40,7 @@ from analysis.demo.recoding import recoding_reading, recoding_table
 from analysis.figures.recoding import disturbance_plot, recoding_plot
 from analysis.figures.style import save_figure, variant_colours
 from analysis.figures.patching import side_by_side
-from analysis.outputs import write_csv
+from analysis.outputs import check_out, write_csv
 from analysis.figures.interventions import bit_layer_figure, effect_plot, flip_split_plot, noise_decode_plot
 from analysis.figures.probes import probe_figure
 from analysis.causal.flow import information_flow
@@ -61,6 +61,7 @@ def task_columns(table: pd.DataFrame) -> list[str]:
 
 
 def behaviour_figure(table: pd.DataFrame):
+    """Held-out accuracy per task and variant with 95% intervals, chance marked and the controls set apart."""
     tasks = task_columns(table)
     controls = [k for k in tasks if k in CONTROLS]
     fig, ax = plt.subplots(figsize=(6.5, 3.0))
@@ -118,6 +119,8 @@ def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
 
 def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, pairs,
                  recoding: pd.DataFrame, bitflips: list[str], probes: list[str], circuits: list[str]) -> Path:
+    """Write ``out/report.md``: the behaviours, the IOI patching study, recoding, bit flips, probes and circuits, each
+    with a reading generated from its numbers. Returns its path."""
     toks = next(iter(results.values())).attrs["str_tokens"]
     columns = task_columns(table)
     ex = pairs.texts[0]
@@ -170,8 +173,8 @@ def write_report(out: Path, run_dir: Path, table: pd.DataFrame, results: dict, p
               "construction (white columns). One seed and one tiny scale per variant: differences between the "
               "variants are not tested over seeds here (`fixedid-study` measures every analysis over "
               "seeds with intervals and paired tests; `python experiments/benchmarks/behaviours.py` the behaviours "
-              "over seeds 0-2 and trained recodings), and the fixed-code variants have fewer trainable parameters than the learned one "
-              "(no capacity reallocation). Patching one site at a time misses redundant routes; "
+              "over seeds 0-2 and trained recodings), and the fixed-code variants have fewer trainable parameters "
+              "than the learned one (no capacity reallocation). Patching one site at a time misses redundant routes; "
               "`fixedid-analyze patching --mode noise` probes necessity rather than sufficiency.", ""]
     return write_text_atomic(out / "report.md", "\n".join(lines))
 
@@ -205,8 +208,6 @@ def _circuits_section(models: dict, pairs, out: Path) -> list[str]:
 def check_demo_out(out: Path, overwrite: bool = False) -> None:
     """Refuse an ``--out`` that holds something other than an earlier demo's output (its ``report.md`` and
     ``behaviours.csv``), unless ``overwrite``: rerunning the demo replaces its own results, never another run's."""
-    from analysis.cli.args import check_out
-
     earlier = (out / "report.md").is_file() and (out / "behaviours.csv").is_file()
     check_out(out, overwrite=overwrite or earlier)
 

@@ -26,6 +26,7 @@ EXAMPLES = """
 
 
 def format_summary(s: dict) -> str:
+    """One line of the run summary for a variant (steps, parameters, losses against the unigram baseline, speed)."""
     if not s["trained_steps"]:
         return f"{s['variant']}: already trained to step {s['steps']}"
     mfu = f", MFU {100 * s['mfu']:.1f}%" if "mfu" in s else ""
@@ -35,6 +36,7 @@ def format_summary(s: dict) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    """The parsed command line (usage errors exit 2 with one line)."""
     p = build_parser()
     return p.parse_args(argv)
 
@@ -42,7 +44,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def build_parser() -> ArgumentParser:
     """``fixedid-train``'s arguments (the CLI reference is generated from them)."""
     p = ArgumentParser(prog="fixedid-train", description="Train backbone-matched fixed-code LM variants.",
-                       epilog="examples:\n" + EXAMPLES.strip("\n"), formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog="examples:\n" + EXAMPLES.strip("\n"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--config", required=True, help="TOML training config (see experiments/configs/), a packaged "
                    "config's name, or a run directory's run.json")
@@ -58,13 +61,14 @@ def build_parser() -> ArgumentParser:
                    "each rank takes the GPU of its LOCAL_RANK)")
     p.add_argument("--jobs", default="1", help="train up to N variants at once on the CPU, each in a process of its "
                    "own with an equal share of the cores (the same weights; on 2 cores no faster for the tiny "
-                   "recipe, see the training guide); 'auto': all of them on a CPU with >= 2 cores, else 1 (default 1: one "
-                   "after another)")
+                   "recipe, see the training guide); 'auto': all of them on a CPU with >= 2 cores, else 1 "
+                   "(default 1: one after another)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
 
 def parse_jobs(value: str, n_variants: int, device: str) -> int:
+    """The number of variants trained at once from ``--jobs`` (an integer or ``auto``), checked against the device."""
     from .parallel import default_jobs
 
     if value == "auto":
@@ -79,6 +83,7 @@ def parse_jobs(value: str, n_variants: int, device: str) -> int:
 
 
 def load_run_config(args) -> tuple[TrainConfig, list[str]]:
+    """The training config of ``--config`` with the command line's overrides, and the variants of ``--variants``."""
     cfg = TrainConfig.load(args.config)
     overrides = {k: v for k, v in (("steps", args.steps), ("save_every", args.save_every), ("seed", args.seed))
                  if v is not None}
@@ -92,6 +97,7 @@ def load_run_config(args) -> tuple[TrainConfig, list[str]]:
 
 
 def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
+    """Print the parameter accounting of each variant and the token budget, without training."""
     try:
         vocab = vocab_size_of(cfg.data)
     except DataError as e:
@@ -119,6 +125,7 @@ def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
 
 
 def run(args) -> int:
+    """Train (or with ``--dry-run`` account for) the variants; returns the exit status."""
     cfg, variants = load_run_config(args)
     jobs = parse_jobs(args.jobs, len(variants), args.device)
     if args.dry_run:
@@ -133,6 +140,7 @@ def run(args) -> int:
 
 
 def main(argv=None) -> None:
+    """The ``fixedid-train`` entry point (also ``torchrun -m fixedid.train``)."""
     args = parse_args(argv)
     run_main("fixedid-train", lambda: run(args),
              cleanup=lambda: dist.destroy_process_group() if dist.is_initialized() else None)
