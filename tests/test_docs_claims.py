@@ -1,0 +1,63 @@
+"""What the documentation pages state that the code can check: the small config's parameter counts, where snapshots
+go, the demo's training budget, and the behaviours tables, which must be the ones experiments/benchmarks/behaviours.py
+rendered from its committed results. (The notebook list is checked beside docs/notebooks.md.)"""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = (ROOT / "docs" / "recipes.md").read_text()
+TRAINING = (ROOT / "docs" / "howto" / "training.md").read_text()
+
+
+def flat(text: str) -> str:
+    """The page's text with every run of whitespace one space, so a claim may wrap across lines."""
+    return " ".join(text.split())
+
+
+def test_the_small_configs_parameter_counts():
+    from fixedid.config import trainable_params
+    from fixedid.train import TrainConfig
+
+    cfg = TrainConfig.load("small")
+    vocab = cfg.data.vocab_size  # the tokenizer it trains has this many ids
+    learned, fixed = (round(trainable_params(cfg.model_config(v, vocab)) / 1e6) for v in ("learned", "canonical"))
+    claim = re.search(r"`small` \(~(\d+)M trainable parameters as the learned variant, ~(\d+)M fixed-code\)",
+                      flat(TRAINING))
+    assert (int(claim.group(1)), int(claim.group(2))) == (learned, fixed)
+    claim = re.search(r"`small` has ~(\d+)M trainable parameters as the learned variant and ~(\d+)M as a fixed-code "
+                      "one", flat(RECIPES))
+    assert (int(claim.group(1)), int(claim.group(2))) == (learned, fixed)
+
+
+def test_the_snapshot_directory_it_names():
+    from fixedid.train import TrainConfig, kept_dir
+
+    t = TrainConfig.load("tiny").train
+    assert f"`steps/{kept_dir(Path('v'), t.kept_steps[0]).name}/` for tiny's {t.steps:,} steps" in flat(TRAINING)
+
+
+@pytest.mark.parametrize("config", ["tiny", "tiny-bpe"])
+def test_the_behaviours_table_is_the_benchmarks_output(config):
+    spec = importlib.util.spec_from_file_location("behaviours", ROOT / "experiments/benchmarks/behaviours.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    results, begin, end = bench.places(config)
+    assert bench.PAGE == ROOT / "docs" / "recipes.md"
+    block = RECIPES[RECIPES.index(begin):RECIPES.index(end) + len(end)]
+    assert block == bench.table_block(pd.read_csv(results), config)
+
+
+def test_the_demos_training_budget():
+    from fixedid.train import TrainConfig
+
+    cfg = TrainConfig.load("tiny")
+    t = cfg.train
+    per_variant = t.steps * t.batch_size * cfg.model_config("canonical", 2).context
+    assert f"training 3 x {per_variant:,} tokens: about {3 * per_variant / 1e6:.1f}M" in flat(RECIPES)
+    assert (f"{t.steps:,} steps x {t.batch_size} sequences x {cfg.model_config('canonical', 2).context} tokens = "
+            f"{per_variant:,} tokens per variant") in flat(TRAINING)
