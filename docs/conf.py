@@ -46,6 +46,8 @@ autodoc_typehints = "signature"
 autodoc_preserve_defaults = True
 
 nitpicky = True
+# MyST tries every domain for a link it cannot place; sphinx-argparse's domain cannot answer that question
+suppress_warnings = ["myst.domains"]
 # Cross-references are checked for this project's own objects; third-party ones (torch, pandas, numpy, typing,
 # transformer_lens...) have no inventory offline and are left as text.
 nitpick_ignore_regex = [(r"py:.*", r"^(?!(fixedid|analysis)(\.|$)).*"),

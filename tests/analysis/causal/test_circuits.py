@@ -124,7 +124,7 @@ def test_command_line(tmp_path, capsys):
     pairs.write_text("".join(json.dumps(p) + "\n" for p in PAIRS))
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as e:
-        main(["circuit", *ckpts, "--pairs", str(pairs), "--k", "6", "--out", str(out)])
+        main(["circuit", *ckpts, "--pairs", str(pairs), "--k", "6", "--metric", "logit_diff", "--out", str(out)])
     assert e.value.code == 0
     circuit = pd.read_csv(out / "circuit.csv")
     assert sorted(circuit.variant.unique()) == ["canonical", "gf2"] and (circuit.groupby("variant").size() == 6).all()
