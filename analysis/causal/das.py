@@ -93,6 +93,7 @@ class Subspace(nn.Module):
 
     @property
     def basis(self) -> torch.Tensor:
+        """The subspace basis as rows, ``[rank, d_model]`` (orthonormal by the parametrisation)."""
         return self.map.weight
 
 

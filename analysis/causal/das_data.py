@@ -168,6 +168,7 @@ class DasData:
         return len(self.base)
 
     def positions(self, position: str) -> torch.Tensor:
+        """The intervened position per example: ``"diff"`` (where base and source differ) or ``"last"``."""
         if position == "diff":
             return self.diff
         if position == "last":

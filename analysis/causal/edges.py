@@ -75,6 +75,7 @@ class GraphNode(Node):
 
     @property
     def label(self) -> str:
+        """The node's name in tables and figures; a grouped key/value input is ``L<layer>KV<group>.<k|v>``."""
         if self.grouped:
             return f"L{self.layer}KV{self.head}.{self.kind}"
         return super().label

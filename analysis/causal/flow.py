@@ -36,6 +36,7 @@ class Flow:
     moved_at: int | None
 
     def to_frame(self) -> pd.DataFrame:
+        """One row per layer: ``layer``, ``source``, ``final`` and ``elsewhere`` shares of the patching effect."""
         return pd.DataFrame({"layer": np.arange(len(self.source)), "source": self.source, "final": self.final,
                              "elsewhere": self.elsewhere})
 

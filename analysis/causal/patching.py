@@ -72,6 +72,8 @@ MIN_GAP = 0.25
 
 
 def hook_name(site: str, layer: int) -> str:
+    """The hook point a patching ``site`` reads at ``layer``, e.g. ``hook_name("z", 1)`` is
+    ``"blocks.1.attn.hook_z"``."""
     return engine.site(site).hook_name(layer)
 
 

@@ -88,6 +88,8 @@ class Node:
 
     @property
     def label(self) -> str:
+        """The node's name in tables and figures: ``embed``, ``logits``, ``L<layer>H<head>[.q|.k|.v]`` or
+        ``L<layer>.mlp``."""
         if self.kind in ("embed", "logits"):
             return self.kind
         if self.kind in ("mlp", "mlp_in"):

@@ -133,6 +133,7 @@ def transvection_walk(n_bits: int, k: int, rng: np.random.Generator) -> GF2Code:
 
 
 def bit_permutation(n_bits: int, rng: np.random.Generator) -> GF2Code:
+    """A uniformly drawn permutation of the ``n_bits`` code bits as a linear recoding (offset 0)."""
     return GF2Code(np.eye(n_bits, dtype=np.uint8)[rng.permutation(n_bits)], np.zeros(n_bits, dtype=np.uint8))
 
 

@@ -26,6 +26,8 @@ MEASURE_LABELS = {"delta_loss": "loss change (nats/token)", "kl": "KL(unedited |
 
 
 def effect_measure(summary: pd.DataFrame) -> str:
+    """The column a summary of edits measures: ``delta_loss`` for corpus edits, ``delta_logit_diff`` for task
+    prompts."""
     return "delta_loss" if "delta_loss" in summary.columns else "delta_logit_diff"
 
 

@@ -17,6 +17,7 @@ def _depth_axis(ax, hooks, title):
 
 
 def target_group(name: str) -> str:
+    """The family of a probe target (``"xor:3^5"`` -> ``"xor"``), which the figures group targets by."""
     return name.split(":")[0]
 
 

@@ -115,6 +115,7 @@ class Claim:
 
     @property
     def path(self) -> Path:
+        """The claim file of this task in the claims directory."""
         return self.root / f"{self.task}.claim"
 
     def held(self) -> bool:
@@ -136,6 +137,7 @@ class Claim:
         return True
 
     def start(self) -> "Claim":
+        """Start the heartbeat thread that keeps the claim fresh while the task runs; returns the claim."""
         def run():
             while not self._stop.wait(self.beat_every):
                 if not self.beat():

@@ -320,6 +320,8 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None, re
 def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.DataFrame, figures: list[str],
                  meta: dict, controls: pd.DataFrame | None = None, reading: pd.DataFrame | None = None,
                  circuits: pd.DataFrame | None = None) -> Path:
+    """Write ``out/report.md``: the primary comparisons, every analysis with its means and 95% intervals over seeds, the
+    paired comparisons, the controls and the reading. Returns its path."""
     from analysis.study.controls import control_lines, seeds_statement
 
     controls = pd.DataFrame() if controls is None else controls

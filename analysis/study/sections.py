@@ -39,6 +39,8 @@ def study_pairs(comp: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_lines(summary: pd.DataFrame, analysis: str, metric: str, step, pct=False) -> list[str]:
+    """A Markdown table of one analysis and metric at ``step``: one row per key, one column per variant, each cell the
+    mean [95% interval] over seeds (``pct``: as percentages)."""
     d = summary[(summary.analysis == analysis) & (summary.metric == metric) & (summary.step == step)]
     if d.empty:
         return []
@@ -55,6 +57,8 @@ def table_lines(summary: pd.DataFrame, analysis: str, metric: str, step, pct=Fal
 
 
 def comparison_lines(comp: pd.DataFrame, analysis: str, metric: str, step) -> list[str]:
+    """One Markdown bullet per paired comparison of one analysis and metric at ``step``: the difference, its interval
+    and p values, or why there is none."""
     d = study_pairs(comp[(comp.analysis == analysis) & (comp.metric == metric) & (comp.step == step)])
     out = []
     for r in d.itertuples():
