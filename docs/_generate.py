@@ -88,7 +88,8 @@ def module_page(name: str) -> str:
             lines += ["## Exports", ""]
             for n in exported:
                 text = summary(getattr(mod, n))
-                lines.append(f"- {{py:obj}}`{n} <{home(name, n)}>`" + (f": {text}" if text else ""))
+                ref = f"`{n}`" if n.startswith("__") else f"{{py:obj}}`{n} <{home(name, n)}>`"  # dunders: no page
+                lines.append(f"- {ref}" + (f": {text}" if text else ""))
             lines.append("")
         children = [m for m in modules() if m.rsplit(".", 1)[0] == name and m != name]
         if children:
@@ -113,28 +114,24 @@ def copy_if_changed(src: Path, dst: Path) -> None:
 
 
 def cli_reference() -> str:
-    """The three commands' reference (sphinx-argparse, from the parsers), each verb followed by its examples."""
+    """The three commands' reference (sphinx-argparse, from the parsers), then each verb's examples."""
     from analysis.cli import study
     from analysis.cli.main import VERBS
     from fixedid.train import cli as train
 
-    def block(title, module, prog, examples):
-        lines = [f"## {title}", "", "```{eval-rst}", ".. argparse::", f"   :module: {module}", "   :func: build_parser",
-                 f"   :prog: {prog}", "   :noepilog:", ""]
-        for name, text in examples.items():
-            lines += [f"   {name} : @after" if name else "", "      Examples:", "",
-                      "      .. code-block:: bash", ""]
-            lines += [f"         {line.strip()}" if not line.startswith("      ") else f"            {line.strip()}"
-                      for line in text.strip("\n").splitlines()]
-            lines.append("")
-        return lines + ["```", ""]
+    def block(prog, module, examples):
+        lines = [f"## {prog}", "", "```{eval-rst}", ".. argparse::", f"   :module: {module}", "   :func: build_parser",
+                 f"   :prog: {prog}", "   :noepilog:", "```", ""]
+        for title, text in examples.items():
+            lines += [f"### Examples: {title}", "", "```bash"]
+            lines += [line[2:] if line.startswith("  ") else line for line in text.strip("\n").splitlines()]
+            lines += ["```", ""]
+        return lines
 
-    lines = block("fixedid-analyze", "analysis.cli.main", "fixedid-analyze",
-                  {name: verb.EXAMPLES for name, verb in VERBS.items()})
-    lines += block("fixedid-train", "fixedid.train.cli", "fixedid-train", {})
-    lines += ["Examples:", "", "```bash", *[line.strip() for line in train.EXAMPLES.strip("\n").splitlines()], "```", ""]
-    lines += block("fixedid-study", "analysis.cli.study", "fixedid-study", {})
-    lines += ["Examples:", "", "```bash", *[line.strip() for line in study.EXAMPLES.strip("\n").splitlines()], "```", ""]
+    lines = block("fixedid-analyze", "analysis.cli.main",
+                  {f"fixedid-analyze {name}": verb.EXAMPLES for name, verb in VERBS.items()})
+    lines += block("fixedid-train", "fixedid.train.cli", {"fixedid-train": train.EXAMPLES})
+    lines += block("fixedid-study", "analysis.cli.study", {"fixedid-study": study.EXAMPLES})
     return "\n".join(lines)
 
 
@@ -161,22 +158,34 @@ def undocumented(app, what, name, obj, options, lines) -> None:
         logging.getLogger("fixedid.docs").warning(f"undocumented public name {name}: give it a docstring")
 
 
+def skip_foreign(app, what, name, obj, skip, options):
+    """autodoc hook: leave out what a module imported from a third party (``matplotlib.colors.TwoSlopeNorm``)."""
+    module = getattr(obj, "__module__", None)
+    if (inspect.isclass(obj) or inspect.isfunction(obj)) and module and not module.startswith(PACKAGES):
+        return True
+    return None
+
+
 def resolve_reexport(app, env, node, contnode):
-    """Resolve a reference to an exported name (``analysis.load``) to where it is documented
-    (``analysis.loading.load``)."""
+    """Resolve a reference through an exported name (``analysis.load``, ``fixedid.train.TrainConfig.trained_key``)
+    to where it is documented (``analysis.loading.load``, ``fixedid.train.config.TrainConfig.trained_key``)."""
     if node.get("refdomain") != "py":
         return None
     target = node.get("reftarget", "")
-    package, _, name = target.rpartition(".")
-    if not package.startswith(PACKAGES) or not name:
+    parts = target.split(".")
+    if parts[0] not in PACKAGES:
         return None
-    try:
-        mod = importlib.import_module(package)
-    except ImportError:
+    for cut in range(len(parts) - 1, 0, -1):  # the longest importable module, then the exported name in it
+        try:
+            mod = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        if hasattr(mod, parts[cut]):
+            break
         return None
-    if not hasattr(mod, name):
+    else:
         return None
-    where = home(package, name)
+    where = ".".join([home(".".join(parts[:cut]), parts[cut])] + parts[cut + 1:])
     if where == target:
         return None
     domain = env.get_domain("py")

@@ -56,4 +56,5 @@ nitpick_ignore_regex = [(r"py:.*", r"^(?!(fixedid|analysis)(\.|$)).*"),
 
 def setup(app):
     app.connect("autodoc-process-docstring", _generate.undocumented)
+    app.connect("autodoc-skip-member", _generate.skip_foreign)
     app.connect("missing-reference", _generate.resolve_reexport)

@@ -9,18 +9,18 @@ run (is it *necessary*?). Attribution patching estimates the same numbers to fir
 
 Sites (hook names are TransformerLens's legacy ones):
 
-=============  =============================  ==================================================
-site           hook                           patched unit; tensor view shape
-=============  =============================  ==================================================
-``embed``      ``hook_embed`` (the input code) one position;           ``[1, pos]``
-``resid_pre``  ``blocks.{l}.hook_resid_pre``  one position;           ``[n_layers, pos]``
-``resid_mid``  ``blocks.{l}.hook_resid_mid``  one position;           ``[n_layers, pos]``
-``resid_post`` ``blocks.{l}.hook_resid_post`` one position;           ``[n_layers, pos]``
-``attn_out``   ``blocks.{l}.hook_attn_out``   one position;           ``[n_layers, pos]``
-``mlp_out``    ``blocks.{l}.hook_mlp_out``    one position;           ``[n_layers, pos]``
-``z``          ``blocks.{l}.attn.hook_z``     one head at one position; ``[n_layers, pos, n_heads]``
-``z_all_pos``  ``blocks.{l}.attn.hook_z``     one head at every position; ``[n_layers, n_heads]``
-=============  =============================  ==================================================
+==============  ===============================  ======================================================
+site            hook                             patched unit; tensor view shape
+==============  ===============================  ======================================================
+``embed``       ``hook_embed`` (the input code)  one position; ``[1, pos]``
+``resid_pre``   ``blocks.{l}.hook_resid_pre``    one position; ``[n_layers, pos]``
+``resid_mid``   ``blocks.{l}.hook_resid_mid``    one position; ``[n_layers, pos]``
+``resid_post``  ``blocks.{l}.hook_resid_post``   one position; ``[n_layers, pos]``
+``attn_out``    ``blocks.{l}.hook_attn_out``     one position; ``[n_layers, pos]``
+``mlp_out``     ``blocks.{l}.hook_mlp_out``      one position; ``[n_layers, pos]``
+``z``           ``blocks.{l}.attn.hook_z``       one head at one position; ``[n_layers, pos, n_heads]``
+``z_all_pos``   ``blocks.{l}.attn.hook_z``       one head at every position; ``[n_layers, n_heads]``
+==============  ===============================  ======================================================
 
 The result is a tidy DataFrame, one row per patch: ``site, layer, pos, head, value`` (``head`` is NA where the
 site is not per head, ``pos`` NA for ``z_all_pos``), or one row per patch and pair with a ``pair`` column when

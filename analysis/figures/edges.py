@@ -46,8 +46,9 @@ def _ticks(ax, axis, labels, info, side, most: int = 32):
 
 
 def edges_figure(df: pd.DataFrame, exact: pd.DataFrame | None = None, *, title: str | None = None):
-    """The map of edge scores (one cell per writer x reader); with ``exact`` (:func:`~analysis.causal.edges.
-    exact_edge_effects`) a second panel of each edge's score against its exact patching effect."""
+    """The map of edge scores (one cell per writer x reader); with ``exact``
+    (:func:`~analysis.causal.edges.exact_edge_effects`) a second panel of each edge's score against its exact
+    patching effect."""
     if "position" in df.columns:
         raise ValueError("plot scores summed over positions (per_position=False)")
     a = df.attrs

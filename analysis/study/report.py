@@ -370,7 +370,7 @@ def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.Dat
     """``measurements.csv``, ``summary.csv``, ``comparisons.csv``, ``controls.csv`` (when controls were trained),
     ``figures/`` and ``report.md`` in ``out``; ``items``: per-item values (the behaviours' per-prompt scores) for
     the bootstrap over seeds and prompts; ``similarity``: ``(references, reading)`` of
-    :func:`analysis.study.pipeline.load_similarity`; ``circuits``: the circuit overlap's reading
+    :func:`analysis.study.report.load_similarity`; ``circuits``: the circuit overlap's reading
     (:func:`load_circuits`)."""
     from analysis.outputs import write_csv
 
