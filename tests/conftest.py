@@ -9,6 +9,16 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["MPLBACKEND"] = "Agg"
 os.environ.setdefault("FIXEDID_CACHE", tempfile.mkdtemp(prefix="fixedid-test-cache-"))
 
+# Under pytest-xdist (-n N) each worker gets an equal share of the cores, and so do the processes it starts (notebook
+# kernels, torchrun ranks, study workers): torch would otherwise start one thread per core in every one of them, and
+# oversubscribed cores run torch many times slower.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = _share
+    import torch
+
+    torch.set_num_threads(int(_share))
+
 
 # ---- test-sized checkpoints of the built-in language, shared by the analysis tests (a module may set SEED)
 import pytest  # noqa: E402
