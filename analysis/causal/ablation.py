@@ -30,7 +30,11 @@ from analysis.engine.effects import (InterventionResult, Measurer, check_eval, c
                       target)
 from analysis.errors import AnalysisError
 
+#: The components :func:`~analysis.causal.ablation.ablation` replaces, each with the engine site it writes (``head``:
+#: one head's ``hook_z``; ``block``: the block's whole write, ``resid_post - resid_pre``).
 COMPONENTS = {"head": "z_all_pos", "attn": "attn_out", "mlp": "mlp_out", "block": "block"}
+#: What :func:`~analysis.causal.ablation.ablation` writes in place of a component: zeros, the mean over the reference
+#: sample, or another sequence's activation.
 ABLATIONS = ("zero", "mean", "resample")
 
 
@@ -139,7 +143,7 @@ def _reference_activations(model, site, layers, ref, how, per_position: bool, ro
 
 
 def _value(how, act, unit, site, per_position, start, order):
-    """The value written into ``unit`` (see :func:`engine.run_stages`), positions from ``start``."""
+    """The value written into ``unit`` (see :func:`~analysis.engine.staged.run_stages`), positions from ``start``."""
     if how == "zero":
         return 0.0
     if how == "mean":

@@ -11,12 +11,13 @@ The result is a tidy DataFrame, one row per (bit, layer, pos): ``value`` (the me
 items), ``flipped`` (the metric of the bit-flipped run, unpatched) and ``restored``, the fraction of the flip's
 effect the patch removes: ``1 - value / flipped`` for ``kl`` (KL(clean || run) at the final position, nats; the
 default, defined for any token windows), ``(value - flipped) / (clean - flipped)`` for ``logit_diff`` (task prompts
-only). ``restored`` is NaN for a bit whose flip barely moves the metric (below :data:`MIN_FLIP_KL` nats or
-:data:`analysis.causal.patching.MIN_GAP` logits): there is nothing to restore; such bits are reported in a warning.
-``bit_constant`` names the columns no token differs in (a flip there is the same for every token and never gives a
-token's code: leave them out of means over bits, or report them apart); ``on_support`` is the share of the items
-whose flipped code at ``p`` is another token's code (:mod:`analysis.causal.support`; there the map follows a token
-swap, elsewhere a row the model never saw), ``hamming`` is 1 (one bit moved).
+only). ``restored`` is NaN for a bit whose flip barely moves the metric (below
+:data:`~analysis.causal.bitmap.MIN_FLIP_KL` nats or :data:`analysis.causal.patching.MIN_GAP` logits): there is nothing
+to restore; such bits are reported in a warning. ``bit_constant`` names the columns no token differs in (a flip there is
+the same for every token and never gives a token's code: leave them out of means over bits, or report them apart);
+``on_support`` is the share of the items whose flipped code at ``p`` is another token's code
+(:mod:`analysis.causal.support`; there the map follows a token swap, elsewhere a row the model never saw), ``hamming``
+is 1 (one bit moved).
 
 Speed: positions before ``p`` are exact no-ops (the flip cannot reach them) and are not run; a patch at (layer
 ``l``, position ``q``) runs layers ``>= l`` at positions ``>= q`` only, from the flipped run's cached keys and
@@ -46,7 +47,11 @@ from analysis.pairs import PairBatch
 from analysis.causal.patching import MIN_GAP
 from analysis.tasks import task_pairs
 
+#: The sites a bit x layer map patches, one layer and position at a time: the residual stream and the attention and
+#: MLP outputs.
 MAP_SITES = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
+#: What a map measures: ``kl`` (KL(clean || run) at the final position, any token windows) or ``logit_diff`` (task
+#: prompts only).
 MAP_METRICS = ("kl", "logit_diff")
 #: A flip that moves the final distribution by less than this KL (nats) leaves nothing to restore.
 MIN_FLIP_KL = 1e-3
@@ -161,8 +166,8 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
                   n_pairs: int = 16, seed: int = 0, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
     """Patch the clean activation of ``site`` at every (layer, position) into the run with bit ``k`` flipped at
     ``pos``, for every bit of ``bits`` (default all); see the module docstring. ``data``: a built-in task name
-    (``n_pairs`` prompts, ``seed``), a :class:`PairBatch` (clean prompts) or token ids ``[n, pos]``. ``pos``
-    defaults to the first position where a task's clean and corrupt prompts differ (required for token ids);
+    (``n_pairs`` prompts, ``seed``), a :class:`~analysis.pairs.PairBatch` (clean prompts) or token ids ``[n, pos]``.
+    ``pos`` defaults to the first position where a task's clean and corrupt prompts differ (required for token ids);
     negative positions count from the end."""
     _check_map_args(model, site, metric)
     tokens, answer, wrong, batch = _data(model, data, n_pairs, seed)

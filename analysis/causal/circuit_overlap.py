@@ -8,10 +8,10 @@ For every pair of checkpoints (``{(variant, seed): model}``, scored on the same 
 the seed alone), ``cross_interface_same_seed`` and ``cross_interface_cross_seed``. ``null`` is the expected Jaccard
 overlap of two independent uniformly random k-edge sets of the graph (exact, from the hypergeometric law).
 
-:func:`overlap_reading` reads each pair of variants: their overlap across seeds (and within a seed) beside each
-variant's own across-seed overlap and the null. If the interfaces differ no more than seeds do, the cross-variant
-overlap is as high as the within-variant one; what it does NOT show is that shared edges do the same thing (scores
-can share an edge and differ in sign or size), nor anything beyond the prompts scored.
+:func:`~analysis.causal.circuit_overlap.overlap_reading` reads each pair of variants: their overlap across seeds (and
+within a seed) beside each variant's own across-seed overlap and the null. If the interfaces differ no more than seeds
+do, the cross-variant overlap is as high as the within-variant one; what it does NOT show is that shared edges do the
+same thing (scores can share an edge and differ in sign or size), nor anything beyond the prompts scored.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def circuit_overlap(scores: dict, k: int = 32) -> pd.DataFrame:
 
 def circuit_overlap_of_models(models: dict, pairs_of, k: int = 32, *, method: str = "eap",
                               progress: bool = False) -> pd.DataFrame:
-    """:func:`circuit_overlap` of ``models`` (``{(variant, seed): model}``), each scored on ``pairs_of(model)``."""
+    """:func:`~analysis.causal.circuit_overlap.circuit_overlap` of ``models`` (``{(variant, seed): model}``), each
+    scored on ``pairs_of(model)``."""
     scores = {key: edge_attribution(m, pairs_of(m), method=method)
               for key, m in tqdm(models.items(), desc="edge scores", unit="model", disable=not progress)}
     return circuit_overlap(scores, k)

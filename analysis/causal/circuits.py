@@ -36,7 +36,10 @@ from analysis.engine.metrics import resolve
 from analysis.errors import AnalysisError
 from analysis.pairs import make_pairs
 
+#: What replaces the write of an ablated edge: the pair's own corrupted write (the default), another pair's, the mean
+#: corrupted write per position, or zero (see the module docstring).
 ABLATIONS = ("corrupt", "resample", "mean", "zero")
+#: What the top ``k`` of a circuit counts: ``edges``, or ``nodes`` (writers, each kept with all its outgoing edges).
 UNITS = ("edges", "nodes")
 
 
@@ -211,9 +214,9 @@ def faithfulness_curve(model, pairs, scores: pd.DataFrame, ks=None, *, unit: str
                        progress: bool = False) -> pd.DataFrame:
     """Recovered share when keeping the top ``k`` edges (``unit="nodes"``: writers, with all their outgoing
     edges) by ``|score|`` (``scores`` from :func:`analysis.causal.edges.edge_attribution`) for each ``k`` of ``ks``
-    (None: :func:`default_ks`). Columns ``k``, ``fraction`` (of edges or writers kept), ``n_edges`` (edges kept),
-    ``recovered``; ``attrs``: ``area`` (trapezoid over ``fraction``), ``clean``, ``corrupt``, ``ablation``, ``unit``,
-    ``metric``, ``method`` (of the scores)."""
+    (None: :func:`~analysis.causal.circuits.default_ks`). Columns ``k``, ``fraction`` (of edges or writers kept),
+    ``n_edges`` (edges kept), ``recovered``; ``attrs``: ``area`` (trapezoid over ``fraction``), ``clean``, ``corrupt``,
+    ``ablation``, ``unit``, ``metric``, ``method`` (of the scores)."""
     if unit not in UNITS:
         raise AnalysisError(f"unknown unit {unit!r}; use 'edges' or 'nodes'")
     runner = _Runner(model, pairs, metric, ablation, seed, max_batch)

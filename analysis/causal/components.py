@@ -1,7 +1,7 @@
 """Attention and MLP effects on the next-token loss, with the reference taken from other windows.
 
-:func:`component_effects` replaces attention outputs (``blocks.{i}.hook_attn_out``) or MLP outputs
-(``blocks.{i}.hook_mlp_out``) of the measured windows, at every position, and measures the increase of the
+:func:`~analysis.causal.components.component_effects` replaces attention outputs (``blocks.{i}.hook_attn_out``) or MLP
+outputs (``blocks.{i}.hook_mlp_out``) of the measured windows, at every position, and measures the increase of the
 next-token loss (nats, mean over a window's predictions, then over windows with a Student-t 95% interval):
 
 - ``how = "resample"`` (default): each window receives, at each position, the output of the same component at the
@@ -54,7 +54,10 @@ from analysis.engine.effects import LOGIT_BUDGET, check_eval
 from analysis.errors import AnalysisError
 from analysis.stats import t_intervals
 
+#: How :func:`~analysis.causal.components.component_effects` replaces an output: by another window's at the same
+#: position (``resample``) or by its mean at that position over a disjoint reference set (``mean``).
 HOWS = ("resample", "mean")
+#: The hook point, under ``blocks.{i}``, of each component's output.
 COMPONENT_HOOKS = {"attn": "hook_attn_out", "mlp": "hook_mlp_out"}
 
 
@@ -214,10 +217,10 @@ def _table(conds, delta: np.ndarray, ablated: np.ndarray, L: int, how: str, attr
 
 def component_shares(model, data=None, *, tokens: int = 8192, how: str = "resample", reference=None, seed: int = 0,
                      progress: bool = False) -> pd.DataFrame:
-    """The single-layer rows of :func:`component_effects`: one row per (component, layer) with ``delta_loss`` and
-    its interval, ``share`` (of that component's joint effect over all layers, unclipped; NaN where that effect's
-    interval includes zero) and ``share_of``. The joint effects and the interaction terms are in
-    :func:`component_effects` only: read them before reading shares."""
+    """The single-layer rows of :func:`~analysis.causal.components.component_effects`: one row per (component, layer)
+    with ``delta_loss`` and its interval, ``share`` (of that component's joint effect over all layers, unclipped; NaN
+    where that effect's interval includes zero) and ``share_of``. The joint effects and the interaction terms are in
+    :func:`~analysis.causal.components.component_effects` only: read them before reading shares."""
     df = component_effects(model, data, how=how, reference=reference, seed=seed, tokens=tokens, progress=progress)
     out = df[df.kind == "single"].reset_index(drop=True)
     out["layer"] = out.layer.astype(int)

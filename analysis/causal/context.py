@@ -3,15 +3,15 @@
 The study's explanation of the fixed-code gap is that a frozen table cannot smooth over how text is split into
 tokens, so attention must do more of the disambiguation. Three measurements per checkpoint:
 
-- :func:`context_curve`: next-token loss and accuracy at the same positions (the last ``positions`` predictions of
-  each validation window) with the context restricted to ``k`` tokens, for each ``k`` (``k = NaN``, ``mask =
-  "none"``: the whole window, the model as used). Two restrictions, both on the full window at the tokens' true
-  positions:
+- :func:`~analysis.causal.context.context_curve`: next-token loss and accuracy at the same positions (the last
+  ``positions`` predictions of each validation window) with the context restricted to ``k`` tokens, for each ``k``
+  (``k = NaN``, ``mask = "none"``: the whole window, the model as used). Two restrictions, both on the full window at
+  the tokens' true positions:
 
   - ``mask = "window"`` (the default): a sliding-window attention mask in every layer - each query attends only to
-    the last ``k`` positions, itself included (:func:`window_hooks`, which sets the other scores to -inf at
-    ``blocks.{i}.attn.hook_attn_scores``). No kept token is turned into a window's first token: every key a
-    query reads was computed at its own position under the same mask, with its own context (the only context-free
+    the last ``k`` positions, itself included (:func:`~analysis.causal.context.window_hooks`, which sets the other
+    scores to -inf at ``blocks.{i}.attn.hook_attn_scores``). No kept token is turned into a window's first token: every
+    key a query reads was computed at its own position under the same mask, with its own context (the only context-free
     token is the window's position 0, as in the unmasked model), so the cut adds no attention sink. What it
     limits is each attention *read*: information from further back still arrives through the intermediate
     positions, up to ``reach = n_layers * (k - 1) + 1`` tokens in all (``k = 1``: no context at all, each position
@@ -27,14 +27,15 @@ tokens, so attention must do more of the disambiguation. Three measurements per 
 
   Means over windows with Student-t 95% intervals. Columns: ``mask``, ``k``, ``reach`` (the most tokens one
   measured prediction can depend on; NaN for the whole window), ``loss``, ``accuracy`` and their ``_lo``/``_hi``.
-- :func:`component_effects` (:mod:`analysis.causal.components`): the loss increase, in nats with 95% intervals over
-  windows, when attention or MLP outputs are replaced by those of *other* windows (resample ablation, or a
-  per-position mean over a disjoint reference set), one layer at a time and jointly, with the interaction terms
-  that say how far the effects fail to add; :func:`component_shares` is its single-layer rows.
-- :func:`segmentation_cost`: the loss of the same text under an alternative segmentation - words the tokenizer
-  writes as one token written instead as two smaller pieces of the same tokenizer - in nats per split word, beside
-  the loss of those words under the default segmentation. A tokenizer without smaller pieces of its words (the
-  word-level tokenizer of the tiny recipe) has no alternative segmentation: refused.
+- :func:`~analysis.causal.components.component_effects` (:mod:`analysis.causal.components`): the loss increase, in nats
+  with 95% intervals over windows, when attention or MLP outputs are replaced by those of *other* windows (resample
+  ablation, or a per-position mean over a disjoint reference set), one layer at a time and jointly, with the interaction
+  terms that say how far the effects fail to add; :func:`~analysis.causal.components.component_shares` is its
+  single-layer rows.
+- :func:`~analysis.causal.context.segmentation_cost`: the loss of the same text under an alternative segmentation -
+  words the tokenizer writes as one token written instead as two smaller pieces of the same tokenizer - in nats per
+  split word, beside the loss of those words under the default segmentation. A tokenizer without smaller pieces of its
+  words (the word-level tokenizer of the tiny recipe) has no alternative segmentation: refused.
 
 What these do NOT establish: a steeper context curve shows a variant's predictions depend more on context, not that
 the input table is the reason; the window curve measures dependence on *direct* attention reads within ``k``
@@ -57,7 +58,10 @@ from analysis.engine.effects import check_eval
 from analysis.errors import AnalysisError
 from analysis.stats import t_intervals
 
+#: The context lengths ``k`` (tokens) :func:`~analysis.causal.context.context_curve` measures by default.
 DEFAULT_KS = (1, 2, 4, 8, 16, 32)
+#: The context restrictions of :func:`~analysis.causal.context.context_curve`: a sliding-window attention mask in every
+#: layer, or the last ``k`` tokens run alone (see the module docstring).
 MASKS = ("window", "crop")
 #: Attention scores materialised per forward under a window mask (batch x heads x T x T floats).
 SCORE_BUDGET = 1 << 25
@@ -66,8 +70,8 @@ SCORE_BUDGET = 1 << 25
 def window_hooks(model, k: int) -> dict:
     """``{hook name: function}`` for every layer's ``attn.hook_attn_scores``: the scores of keys ``k`` or more
     positions before the query set to -inf, so each query attends to its last ``k`` positions, itself included, at
-    their true positions (the causal mask already hides later keys). Attach with :func:`hooked`; hooking the
-    scores makes the model take its explicit attention path."""
+    their true positions (the causal mask already hides later keys). Attach with
+    :func:`~analysis.causal.components.hooked`; hooking the scores makes the model take its explicit attention path."""
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise AnalysisError(f"a window of k tokens needs an integer k >= 1, got {k!r}")
 

@@ -8,7 +8,7 @@ set to the source's:
 
     h' = h_base + ((h_source - h_base) @ B) @ B.T
 
-which is :class:`transformer_lens.tools.analysis.interchange.SubspaceInterchange` at strength 1 (its intervened logits
+which is ``transformer_lens.tools.analysis.interchange.SubspaceInterchange`` at strength 1 (its intervened logits
 are tested equal). The variables, prompts and examples are :mod:`analysis.causal.das_data`'s: two candidate tokens per
 example, the target being the value the source has.
 
@@ -16,11 +16,11 @@ example, the target being the value the source has.
 is the target's, on the held-out pairs (``split="test"``) and on the ones the basis was fitted to (``"train"``).
 ``logit_diff`` is the mean target-minus-other logit.
 
-**Fitting** (:func:`fit_subspace`): ``B`` is the orthogonal parametrisation of a ``[d_model, rank]`` matrix
-(``torch.nn.utils.parametrizations.orthogonal``), trained with Adam on the cross-entropy of the two candidate logits
-against the targets, the model's weights frozen. As in TransformerLens's ``fit_das`` (the same loss, optimiser,
-epochs, batch size and learning rate). Unlike it, each step runs only blocks ``L..``: the stream entering ``L`` is
-computed once for every prompt, and only the final position is unembedded.
+**Fitting** (:func:`~analysis.causal.das.fit_subspace`): ``B`` is the orthogonal parametrisation of a
+``[d_model, rank]`` matrix (``torch.nn.utils.parametrizations.orthogonal``), trained with Adam on the cross-entropy of
+the two candidate logits against the targets, the model's weights frozen. As in TransformerLens's ``fit_das`` (the same
+loss, optimiser, epochs, batch size and learning rate). Unlike it, each step runs only blocks ``L..``: the stream
+entering ``L`` is computed once for every prompt, and only the final position is unembedded.
 
 **Rows** (``method``), per layer and rank:
 
@@ -99,7 +99,7 @@ class Subspace(nn.Module):
 
 @dataclass
 class FittedSubspace:
-    """A basis fitted by :func:`fit_subspace`, with its mean training loss per epoch."""
+    """A basis fitted by :func:`~analysis.causal.das.fit_subspace`, with its mean training loss per epoch."""
 
     basis: torch.Tensor
     losses: tuple
@@ -108,7 +108,8 @@ class FittedSubspace:
 
 
 class Streams:
-    """The residual stream entering the chosen layers for every prompt of a :class:`DasData`, computed once."""
+    """The residual stream entering the chosen layers for every prompt of a :class:`~analysis.causal.das_data.DasData`,
+    computed once."""
 
     def __init__(self, model, data: DasData, layers, max_batch: int = 64):
         names = {L: hook_name(model, L) for L in layers}

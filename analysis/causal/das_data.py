@@ -5,7 +5,7 @@ corrupted prompts of a :class:`~analysis.pairs.PairBatch`); the pair's two candi
 value the clean prompt has) and the wrong token (the corrupted prompt's value):
 
 - ``ioi``: which name is the indirect object. The pairs differ in the second subject mention; the clean prompt's
-  answer is one name, the corrupted prompt's the other (:meth:`fixedid.data.SyntheticLanguage.task_pairs`).
+  answer is one name, the corrupted prompt's the other (:meth:`fixedid.data.synthetic.SyntheticLanguage.task_pairs`).
 - ``agreement``: the subject's grammatical number. The pairs differ in the subject noun's number; the candidates are
   the two forms of the verb.
 - ``bit``: the value of one code bit ``k`` of one token, a variable only this toolkit's interfaces expose. The
@@ -39,7 +39,11 @@ from analysis.errors import AnalysisError
 from analysis.pairs import PairBatch
 from analysis.tasks import task_pairs
 
+#: The causal variables :func:`~analysis.causal.das_data.das_data` builds examples for (see the module docstring);
+#: ``bit`` needs the code bit.
 VARIABLES = ("ioi", "agreement", "bit")
+#: The target of an example: the high-level model's value (``variable``), or the class the model itself predicts on the
+#: source prompt (``source_output``).
 TARGETS = ("variable", "source_output")
 
 
@@ -83,7 +87,8 @@ def _allowed(model, twins: str) -> set[int]:
 
 
 def bits_with_twins(model, twins: str = "list", share: float = 0.5) -> list[int]:
-    """The code bits for which at least ``share`` of the list words have a twin (see :func:`bit_pairs`)."""
+    """The code bits for which at least ``share`` of the list words have a twin (see
+    :func:`~analysis.causal.das_data.bit_pairs`)."""
     words = sorted(list_words(model))
     allowed = _allowed(model, twins)
     out = []
@@ -128,7 +133,8 @@ def bit_pairs(model, bit: int, n: int = 64, *, seed: int = 0, twins: str = "list
 
 def variable_pairs(model, variable: str, n: int = 64, *, bit: int | None = None, seed: int = 0,
                    twins: str = "list") -> PairBatch:
-    """The prompt pairs that carry ``variable`` (one of :data:`VARIABLES`; ``bit`` needs ``bit=k``)."""
+    """The prompt pairs that carry ``variable`` (one of :data:`~analysis.causal.das_data.VARIABLES`; ``bit`` needs
+    ``bit=k``)."""
     if variable not in VARIABLES:
         raise AnalysisError(f"unknown DAS variable {variable!r}; use one of {list(VARIABLES)}")
     if (variable == "bit") != (bit is not None):
@@ -146,7 +152,7 @@ class DasData:
     position ``diff[e]`` (where the pair's prompts differ) or the final position. ``candidates`` ``[m, 2]`` are the
     tokens of the two values (answer, wrong); ``target`` the value the high-level model predicts (the source's);
     ``pair`` the pair each example comes from; ``train``/``test`` example indices (whole pairs per split);
-    ``target_rule`` and ``solved_only`` how they were chosen (see :func:`das_data`)."""
+    ``target_rule`` and ``solved_only`` how they were chosen (see :func:`~analysis.causal.das_data.das_data`)."""
 
     variable: str
     bit: int | None

@@ -25,13 +25,13 @@ Rows (one per component; ``per_pair=True``: one per component and pair, with ``p
 
 Columns: ``component, label, layer, head, pos`` (nullable integers, NA where they do not apply), ``value`` (logits,
 the mean over pairs), ``value_lo``/``value_hi`` (its Student-t 95% interval over pairs) and ``n``. Two partitions
-sum to the model's own logit difference, pair by pair (to float32 rounding): :data:`PARTITIONS` ``"layer"``
-(embed, attn, mlp, ln_final_bias) and ``"head"`` (embed, head rows with ``pos`` NA, attn_bias, mlp, ln_final_bias).
-``attrs``: ``logit_diff`` (mean of the model's own), ``logit_diff_lo``/``_hi``, ``max_sum_error`` (the largest
-per-pair gap between a partition's sum and the model's logit difference), ``prompt`` (``clean``/``corrupt``),
+sum to the model's own logit difference, pair by pair (to float32 rounding): :data:`~analysis.causal.dla.PARTITIONS`
+``"layer"`` (embed, attn, mlp, ln_final_bias) and ``"head"`` (embed, head rows with ``pos`` NA, attn_bias, mlp,
+ln_final_bias). ``attrs``: ``logit_diff`` (mean of the model's own), ``logit_diff_lo``/``_hi``, ``max_sum_error`` (the
+largest per-pair gap between a partition's sum and the model's logit difference), ``prompt`` (``clean``/``corrupt``),
 ``n_pairs``, ``n_layers``, ``n_heads``, ``n_pos``, ``str_tokens`` (of the first prompt), ``interface``,
 ``by_position``. With ``by_position`` the pattern is materialised (explicit attention), one layer at a time, and the
-rows per forward shrink to keep it within :data:`PATTERN_BUDGET`.
+rows per forward shrink to keep it within ``PATTERN_BUDGET``.
 
 Against TransformerLens 4.3's ``direct_logit_attribution``: the same frozen final-norm scale (it reads the cached
 ``ln_final.hook_scale``) and the same decomposition (its ``unit="component"`` rows are our ``embed``/``attn``/``mlp``,
@@ -66,6 +66,7 @@ from analysis.stats import t_intervals
 #: The components whose values sum to the logit difference (head rows: those with ``pos`` NA).
 PARTITIONS = {"layer": ("embed", "attn", "mlp", "ln_final_bias"),
               "head": ("embed", "head", "attn_bias", "mlp", "ln_final_bias")}
+#: The prompt of each pair :func:`~analysis.causal.dla.direct_logit_attribution` attributes.
 PROMPTS = ("clean", "corrupt")
 #: Elements of one layer's attention pattern ``[rows, heads, T, T]`` that a ``by_position`` forward may hold (fp32:
 #: 1 GiB); the rows per forward shrink below ``max_batch`` to stay within it (at least one row).
@@ -73,9 +74,9 @@ PATTERN_BUDGET = 1 << 28
 
 
 def prompt_batch(model, data) -> PairBatch:
-    """A :class:`PairBatch` of what :func:`direct_logit_attribution` takes: pairs (anything
-    :func:`analysis.pairs.make_pairs` takes) or prompts - dicts ``{"prompt", "answer", "wrong"}`` (a prompt is then
-    both the clean and the corrupt prompt of its pair)."""
+    """A :class:`~analysis.pairs.PairBatch` of what :func:`~analysis.causal.dla.direct_logit_attribution` takes: pairs
+    (anything :func:`analysis.pairs.make_pairs` takes) or prompts - dicts ``{"prompt", "answer", "wrong"}`` (a prompt is
+    then both the clean and the corrupt prompt of its pair)."""
     if isinstance(data, PairBatch):
         return data
     items = [data] if isinstance(data, dict) else data
@@ -199,8 +200,8 @@ def _attribute(model, tokens, answer, wrong, by_position):
 
 
 def partition(df: pd.DataFrame, unit: str = "head") -> pd.DataFrame:
-    """The rows of a result whose values sum to the logit difference: :data:`PARTITIONS` ``[unit]``, head rows
-    without a position."""
+    """The rows of a result whose values sum to the logit difference: :data:`~analysis.causal.dla.PARTITIONS`
+    ``[unit]``, head rows without a position."""
     if unit not in PARTITIONS:
         raise AnalysisError(f"unit must be one of {list(PARTITIONS)}, got {unit!r}")
     return df[df.component.isin(PARTITIONS[unit]) & df["pos"].isna()]

@@ -16,26 +16,27 @@ clean one (``"noise"``: the other way round), and the score of the edge ``u -> v
     score(u -> v) = sum over positions of (write_u(source) - write_u(base)) . g_v
 
 the first-order estimate of ``m(base with u's source write added into v's input only) - m(base)``: the effect of
-patching that one edge, which :func:`exact_edge_effects` measures (path patching, norm recomputed). A positive score
-moves the metric up (for ``logit_diff``: towards the answer). ``method="eap"`` takes ``g_v`` at the base run
-(TransformerLens's ``attribution_patch`` at edge granularity, whose denoising convention this is); ``"eap-ig"``
-averages ``g_v`` over ``steps`` points ``alpha = (k - 1/2) / steps`` (the midpoint rule) on the straight path from the
-base run to the source, ``interpolate="inputs"`` moving the input code rows (Hanna et al.'s EAP-IG: the embed
-writer's total score then converges to ``m(source) - m(base)``, integrated gradients' completeness), or
-``"activations"`` moving every writer's output (each reader's input is then the same mix of the two runs' streams,
+patching that one edge, which :func:`~analysis.causal.edges.exact_edge_effects` measures (path patching, norm
+recomputed). A positive score moves the metric up (for ``logit_diff``: towards the answer). ``method="eap"`` takes
+``g_v`` at the base run (TransformerLens's ``attribution_patch`` at edge granularity, whose denoising convention this
+is); ``"eap-ig"`` averages ``g_v`` over ``steps`` points ``alpha = (k - 1/2) / steps`` (the midpoint rule) on the
+straight path from the base run to the source, ``interpolate="inputs"`` moving the input code rows (Hanna et al.'s
+EAP-IG: the embed writer's total score then converges to ``m(source) - m(base)``, integrated gradients' completeness),
+or ``"activations"`` moving every writer's output (each reader's input is then the same mix of the two runs' streams,
 the derivative still taken through each component at the mixed point). Scores are the mean over pairs, with a
 Student-t 95% interval; with ``normalized_logit_diff`` they are divided by the clean-minus-corrupted gap.
 
 Cost: one forward of the source and base prompts, then one forward and backward per step (EAP: one) per chunk of
 ``max_batch`` pairs, whatever the number of edges; the scores are one contraction per reader layer. Memory: the
 writers' deltas, ``pairs x positions x writers x d_model`` floats per chunk, the readers' input gradients and the
-backward's activations, estimated per pair by :func:`pair_bytes`; a chunk holds at most ``max_batch`` pairs and
-fewer where they would exceed :data:`EDGE_BUDGET` (at least one pair: at the study's 1.7B shape about 50 MB per
+backward's activations, estimated per pair by ``pair_bytes``; a chunk holds at most ``max_batch`` pairs and
+fewer where they would exceed ``EDGE_BUDGET`` (at least one pair: at the study's 1.7B shape about 50 MB per
 prompt token). ``per_position=True`` also keeps ``pairs x positions x writers x readers`` scores.
 
 What a score does NOT establish: it is a linearisation, good where the patch is small; rank edges by it, then check
-the ones you keep by patching them (:func:`exact_edge_effects`, and :func:`exact_agreement` for the rank
-correlation). Scores of different edges do not add up to the effect of patching them together.
+the ones you keep by patching them (:func:`~analysis.causal.edges.exact_edge_effects`, and
+:func:`~analysis.causal.edges.exact_agreement` for the rank correlation). Scores of different edges do not add up to the
+effect of patching them together.
 """
 
 from __future__ import annotations
@@ -56,11 +57,15 @@ from analysis.errors import AnalysisError
 from analysis.pairs import make_pairs
 from analysis.stats import t_intervals
 
+#: The edge scores: ``eap`` (the gradient at the base run) or ``eap-ig`` (averaged along the path from the base run to
+#: the source; see the module docstring).
 METHODS = ("eap", "eap-ig")
-#: bytes of one chunk's deltas, gradients and activations (:func:`pair_bytes`); the pairs per chunk shrink below
+#: bytes of one chunk's deltas, gradients and activations (``pair_bytes``); the pairs per chunk shrink below
 #: ``max_batch`` to stay within it
 EDGE_BUDGET = 2 << 30
+#: What ``eap-ig`` moves along its path: the input code rows (``inputs``) or every writer's output (``activations``).
 INTERPOLATIONS = ("inputs", "activations")
+#: The sign convention of a score, in words; a result's ``attrs["convention"]``.
 CONVENTION = ("score(u -> v) = sum over positions of (write_u(source) - write_u(base)) . d metric / d (input of v); "
               "denoise: base = corrupted, source = clean; the first-order estimate of patching that edge alone")
 
@@ -104,7 +109,7 @@ def _write_names(n_layers: int) -> list[str]:
 
 
 def _writes(model, cache) -> torch.Tensor:
-    """Every writer's write ``[rows, pos, writers, d_model]`` from a cache of :func:`_write_names`."""
+    """Every writer's write ``[rows, pos, writers, d_model]`` from a cache of ``_write_names``."""
     parts = [cache["hook_embed"][:, :, None]]
     for i, block in enumerate(model.blocks):
         attn = block.attn
@@ -361,9 +366,9 @@ def exact_edge_effects(model, pairs, mode: str = "denoise", metric="logit_diff",
 
 
 def exact_agreement(scores: pd.DataFrame, exact: pd.DataFrame) -> dict:
-    """How well the estimated scores rank the edges that :func:`exact_edge_effects` measured: Spearman's rank
-    correlation of score and exact effect (signed, and of their magnitudes), Pearson's r, and the share of the
-    exact top decile (by magnitude) that the estimate also puts in its top decile."""
+    """How well the estimated scores rank the edges that :func:`~analysis.causal.edges.exact_edge_effects` measured:
+    Spearman's rank correlation of score and exact effect (signed, and of their magnitudes), Pearson's r, and the share
+    of the exact top decile (by magnitude) that the estimate also puts in its top decile."""
     if "position" in scores:
         raise AnalysisError("give scores summed over positions (per_position=False) to compare with exact effects")
     both = scores.merge(exact, on=["sender", "receiver"], how="inner")

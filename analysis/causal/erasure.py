@@ -1,10 +1,11 @@
 """Causal erasure: remove a concept from hook points with LEACE, and measure what the model loses beyond a placebo.
 
 A probe says a concept is linearly *readable* at a hook point; erasure asks whether the model *uses* it there.
-:func:`erasure` collects the hook points' activations over corpus windows, splits the windows into a fit half and a
-held-out half (whole sequences, seeded: :func:`analysis.readouts.probes.split_by_sequence`), fits a LEACE eraser
-(Belrose et al., 2023; the ``concept-erasure`` package) for the concept on the fit sequences, installs it as a
-forward hook and measures, on the held-out sequences only:
+:func:`~analysis.causal.erasure.erasure` collects the hook points' activations over corpus windows, splits the windows
+into a fit half and a held-out half (whole sequences, seeded:
+:func:`analysis.readouts.probe_fitting.split_by_sequence`), fits a LEACE eraser (Belrose et al., 2023; the
+``concept-erasure`` package) for the concept on the fit sequences, installs it as a forward hook and measures, on the
+held-out sequences only:
 
 - the concept's linear probe, refitted on edited activations of the fit sequences and scored on the held-out ones
   (LEACE guarantees no linear probe beats the constant predictor: expect the majority baseline);
@@ -17,17 +18,18 @@ Liang, 2019). A draw of labels per type rather than a permutation of the concept
 draw matches the concept's *token-level* label shares (what LEACE's covariances see) in expectation whatever the
 concept's relation to frequency; a permutation keeps the number of types per class but gives a frequent type's label
 to a rare one, which for a frequency-related concept (``freq_bucket``, a high id bit of frequency-ranked ids)
-changes the token shares. Draws with fewer classes than the concept are redrawn (:func:`control_concept`;
-``placebo_seed`` records the seed used). The placebo is thus an edit of the same kind (oblique, affine, of the same
-label structure) that removes a concept the model has no reason to use as such; ``edit_norm`` says whether the two
-edits are the same size. For ``token`` and ``prev_token`` (one class per type) every type-level control is a
-coarsening of the concept itself, usually with fewer classes (``n_classes``, ``rank``): there the placebo is nested
-in the concept, not independent of it.
+changes the token shares. Draws with fewer classes than the concept are redrawn
+(:func:`~analysis.causal.erasure.control_concept`; ``placebo_seed`` records the seed used). The placebo is thus an edit
+of the same kind (oblique, affine, of the same label structure) that removes a concept the model has no reason to use as
+such; ``edit_norm`` says whether the two edits are the same size. For ``token`` and ``prev_token`` (one class per type)
+every type-level control is a coarsening of the concept itself, usually with fewer classes (``n_classes``, ``rank``):
+there the placebo is nested in the concept, not independent of it.
 
 Concepts are the probe targets of :mod:`analysis.readouts.probes` (``canonical_bit:3``, the model's own code bits
 ``code_bit:5`` - built by the probes' own ``_bit_targets`` -, ``xor:0,1``, ``token``, ``prev_token``,
 ``freq_bucket``). Canonical bits exist for every variant (the learned one included); code bits for coded variants.
-:func:`erasure_by_depth` runs every hook point of the residual stream (:func:`resid_hooks`) in one call.
+:func:`~analysis.causal.erasure.erasure_by_depth` runs every hook point of the residual stream
+(:func:`~analysis.causal.erasure.resid_hooks`) in one call.
 
 Columns of the table (one row per concept x hook x condition; ``none`` the model as is, ``leace`` and one
 ``placebo`` row per draw):
@@ -52,8 +54,9 @@ Columns of the table (one row per concept x hook x condition; ``none`` the model
 - ``n_fit_sequences``, ``n_test_sequences``, ``test_fraction``, ``split_seed``: the recorded split;
 - ``acc_<task>``, ``logit_diff_<task>`` on the tasks' prompts.
 
-:func:`erasure_tables` also returns the per-sequence table behind the intervals (``concept``, ``hook``, ``depth``,
-``condition``, ``draw``, ``seq`` (the window's index in the corpus), ``base_loss``, ``loss``, ``delta_loss``).
+:func:`~analysis.causal.erasure.erasure_tables` also returns the per-sequence table behind the intervals (``concept``,
+``hook``, ``depth``, ``condition``, ``draw``, ``seq`` (the window's index in the corpus), ``base_loss``, ``loss``,
+``delta_loss``).
 
 What a result does NOT establish: a loss increase beyond the placebo shows that the model reads the concept's
 linear subspace at this hook point more than that of a random type-level concept of the same label distribution;
@@ -78,9 +81,13 @@ from analysis.readouts.activations import collect
 from analysis.readouts.probes import Target, _bit_targets, control_labels, fit_probes, split_by_sequence, targets
 from analysis.stats import t_interval
 
+#: The probe-target family (:mod:`analysis.readouts.probes`) of each concept prefix erasure accepts.
 FAMILY_OF = {"code_bit": "code_bits", "canonical_bit": "canonical_bits", "xor": "xor", "token": "token",
              "prev_token": "prev_token", "freq_bucket": "freq_bucket"}
-RANK_RTOL = 1e-10  # singular values of I - P below this share of the largest are rounding, not a direction
+#: Singular values of ``I - P`` below this share of the largest are rounding, not a direction erased.
+RANK_RTOL = 1e-10
+#: Seeded draws :func:`~analysis.causal.erasure.control_concept` tries for a placebo with as many classes as the
+#: concept.
 PLACEBO_ATTEMPTS = 10
 
 
@@ -115,7 +122,7 @@ def _concept(acts, concept: str, seed: int) -> Target:
 
 def control_concept(t: Target, type_ids: np.ndarray, fit_rows: np.ndarray, seed: int) -> tuple[np.ndarray, int]:
     """The placebo's labels for concept ``t``: the probes' control task (one random label per token type, drawn from
-    ``t``'s token-level label distribution). Of up to :data:`PLACEBO_ATTEMPTS` seeded draws, the first whose fit
+    ``t``'s token-level label distribution). Of up to ``PLACEBO_ATTEMPTS`` seeded draws, the first whose fit
     rows hold as many classes as ``t``'s, else the first with the most classes (a concept with one class per type,
     ``token``, can rarely keep them all). ``(labels, seed used)``."""
     want = len(np.unique(t.labels[fit_rows]))
@@ -221,7 +228,8 @@ def _interval(values, prefix: str) -> dict[str, float]:
 def erasure_tables(model, concept, hook="blocks.1.hook_resid_pre", data=None, *, tokens: int = DEFAULT_TOKENS,
                    placebo_draws: int = 3, tasks=("ioi", "agreement"), n_pairs: int = 32, seed: int = 0,
                    test_fraction: float = 0.5, progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`erasure`'s table and the per-sequence table behind its intervals (see the module docstring)."""
+    """:func:`~analysis.causal.erasure.erasure`'s table and the per-sequence table behind its intervals (see the module
+    docstring)."""
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() (analysis.load returns it in eval mode)")
     concepts = [concept] if isinstance(concept, str) else list(concept)
@@ -329,7 +337,8 @@ def erasure(model, concept, hook="blocks.1.hook_resid_pre", data=None, *, tokens
 
 
 def erasure_by_depth(model, concept, data=None, **kwargs) -> pd.DataFrame:
-    """:func:`erasure` at every hook point of the residual stream (:func:`resid_hooks`): the table by depth."""
+    """:func:`~analysis.causal.erasure.erasure` at every hook point of the residual stream
+    (:func:`~analysis.causal.erasure.resid_hooks`): the table by depth."""
     return erasure(model, concept, resid_hooks(model), data, **kwargs)
 
 

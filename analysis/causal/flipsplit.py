@@ -6,8 +6,8 @@ is a token swap ``t -> u``, and its effect is the effect of reading ``u`` instea
 code, the model reads a row it never saw in training. In the canonical code of frequency-ranked ids a low bit's
 flip lands on a token for almost every occurrence; a gf2 code of a full-ish vocabulary lands on one for some;
 flipping a column no token differs in never does. A per-bit comparison of variants therefore mixes two different
-edits in variant-dependent proportions. :func:`flip_split` separates them; for each bit of ``bits`` it runs
-(``kind`` of the result's rows):
+edits in variant-dependent proportions. :func:`~analysis.causal.flipsplit.flip_split` separates them; for each bit of
+``bits`` it runs (``kind`` of the result's rows):
 
 - ``bitflip``: the flip at every position (as :func:`analysis.causal.interventions.input_intervention`);
 - ``flip-on-support``: the flip only at the positions where it lands on a token's code;
@@ -19,8 +19,9 @@ edits in variant-dependent proportions. :func:`flip_split` separates them; for e
   seed, bit, sequence and position): the cost of being shown *some* other token there.
 
 Every row carries the columns of an input edit (``edited``: the share of the measured input rows the edit acts on;
-``on_support``; ``hamming``; ``bit_constant``). :func:`split_table` puts one bit's parts side by side, with
-``interaction = bitflip - (on + off)`` (the parts are not additive: each is measured with the other part unedited).
+``on_support``; ``hamming``; ``bit_constant``). :func:`~analysis.causal.flipsplit.split_table` puts one bit's parts side
+by side, with ``interaction = bitflip - (on + off)`` (the parts are not additive: each is measured with the other part
+unedited).
 
 What this shows: the on-support part of a flip measures how much the model is hurt by reading the token one bit
 away instead of its own, which depends on the code's neighbourhoods (in the canonical code, tokens of adjacent
@@ -44,7 +45,10 @@ from analysis.corpus import DEFAULT_TOKENS
 from analysis.engine.effects import InterventionResult, check_eval, nonempty, position, result, target
 from analysis.errors import AnalysisError
 
+#: The edits of one bit in :func:`~analysis.causal.flipsplit.flip_split` (a result's ``kind``), in the order of the
+#: module docstring.
 PARTS = ("bitflip", "flip-on-support", "flip-off-support", "swap-landing", "swap-random")
+#: The column of each part in :func:`~analysis.causal.flipsplit.split_table`.
 SPLIT_COLUMNS = {"bitflip": "flip", "flip-on-support": "on", "flip-off-support": "off", "swap-landing": "landing",
                  "swap-random": "random"}
 
@@ -120,10 +124,10 @@ def flip_split(model, data=None, *, task: str | None = None, bits=None, pos=None
 
 
 def split_table(summary: pd.DataFrame, measure: str | None = None) -> pd.DataFrame:
-    """One row per bit (and per ``variant`` if present) of a :func:`flip_split` summary: the ``measure`` (default
-    ``delta_loss``, or ``delta_logit_diff`` on prompts) of each part as ``flip``, ``on``, ``off``, ``landing``,
-    ``random``; ``interaction`` (``flip - on - off``); ``on_support`` (of the whole flip), ``hamming_random`` (bits
-    between a token and its random substitute) and ``bit_constant``."""
+    """One row per bit (and per ``variant`` if present) of a :func:`~analysis.causal.flipsplit.flip_split` summary: the
+    ``measure`` (default ``delta_loss``, or ``delta_logit_diff`` on prompts) of each part as ``flip``, ``on``, ``off``,
+    ``landing``, ``random``; ``interaction`` (``flip - on - off``); ``on_support`` (of the whole flip),
+    ``hamming_random`` (bits between a token and its random substitute) and ``bit_constant``."""
     measure = measure or ("delta_loss" if "delta_loss" in summary.columns else "delta_logit_diff")
     missing = {"kind", "bit", "bit_constant", "on_support", "hamming", measure} - set(summary.columns)
     parts = set(summary.get("kind", pd.Series(dtype=str)))

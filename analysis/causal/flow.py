@@ -42,7 +42,8 @@ class Flow:
 
 
 def information_flow(df: pd.DataFrame) -> Flow:
-    """The :class:`Flow` of an aggregated ``resid_pre`` ``denoise`` result (normalised metric recommended)."""
+    """The :class:`~analysis.causal.flow.Flow` of an aggregated ``resid_pre`` ``denoise`` result (normalised metric
+    recommended)."""
     a = df.attrs
     if a.get("site") != "resid_pre" or a.get("mode") != "denoise" or "pair" in df.columns:
         raise AnalysisError("information_flow reads an aggregated resid_pre map in denoise mode")

@@ -40,13 +40,14 @@ the edited positions):
   table over the vocabulary (Euclidean, in the space the noise is drawn in) is the token's own row. Compare
   variants at equal ``decode_acc`` (the same share of rows the nearest-row reader still recovers), not at equal
   ``scale``: code rows and learned rows are not spaced alike, so one relative scale is not one disturbance
-  (:func:`matched_decoding` interpolates each variant's noise curve at common decoding accuracies).
+  (:func:`~analysis.causal.interventions.matched_decoding` interpolates each variant's noise curve at common decoding
+  accuracies).
 
 For the variants without an n-bit code (``learned``, ``frozen_random``) ``on_support`` and ``hamming`` are NaN (no
 bits to count). ``bit_constant`` (bit edits) names the code columns no token differs in: a flip there is never on
 support and is the same edit for every token, so means and maxima over bits are taken over the varying columns,
-with the constant ones apart (:func:`bit_groups`). A flip split into its on- and off-support parts, compared with
-swaps to the tokens it lands on, is :func:`analysis.causal.flipsplit.flip_split`.
+with the constant ones apart (:func:`~analysis.causal.interventions.bit_groups`). A flip split into its on- and
+off-support parts, compared with swaps to the tokens it lands on, is :func:`analysis.causal.flipsplit.flip_split`.
 
 What a result does NOT establish: a large effect of an edit shows the model's output depends on what was edited,
 *off its training distribution*; a bit flip makes a code row that may belong to another token (or to none), so it
@@ -68,7 +69,9 @@ from analysis.corpus import DEFAULT_TOKENS
 from analysis.engine.effects import InterventionResult, Measurer, check_eval, chunks, nonempty, position, result, rows_per_forward, target
 from analysis.errors import AnalysisError
 
+#: The input edits of :func:`~analysis.causal.interventions.input_intervention` (see the module docstring).
 KINDS = ("bitflip", "midpoint", "swap", "noise")
+#: The default ``noise`` scales, relative to the RMS of the model's input rows over the vocabulary.
 DEFAULT_SCALES = (0.1, 0.25, 0.5, 1.0)
 
 
@@ -194,7 +197,7 @@ def _noise_edit(model, scale, draw, pos, seed, sup):
 
 def input_edits(model, kind: str, *, bits=None, pos=None, positions=None, token=None, scales=DEFAULT_SCALES,
                 draws: int = 1, seed: int = 0, n_pos: int):
-    """The edits of one input sweep (see :func:`input_intervention`)."""
+    """The edits of one input sweep (see :func:`~analysis.causal.interventions.input_intervention`)."""
     sup = CodeSupport.of(model)
     if kind in ("bitflip", "midpoint"):
         _fixed(model, kind)
@@ -213,6 +216,7 @@ def input_edits(model, kind: str, *, bits=None, pos=None, positions=None, token=
 
 
 # ------------------------------------------------------------------------------------------------ input sweeps
+#: How far an edit moves the input, one value per edit (see the module docstring); ``noise`` adds ``decode_acc``.
 SUPPORT_COLUMNS = ("edited", "on_support", "hamming")
 
 
@@ -267,7 +271,8 @@ def input_intervention(model, kind: str, data=None, *, task: str | None = None, 
     default every position), ``swap`` (one edit per position of ``positions``, default each; the row of ``token``,
     default a random other token per sequence), ``noise`` (one edit per scale and draw, at ``pos``). Data: corpus
     windows (``data``: None, a file, or token ids; ``tokens``) or the prompts of ``task`` (``n_pairs``, ``seed``) or
-    a :class:`PairBatch` as ``data``. Negative positions count from the end. ``max_batch``: rows per forward.
+    a :class:`~analysis.pairs.PairBatch` as ``data``. Negative positions count from the end. ``max_batch``: rows per
+    forward.
     """
     check_eval(model)
     tgt = target(model, data, task, tokens, n_pairs, seed)

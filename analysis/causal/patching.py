@@ -26,12 +26,12 @@ The result is a tidy DataFrame, one row per patch: ``site, layer, pos, head, val
 site is not per head, ``pos`` NA for ``z_all_pos``), or one row per patch and pair with a ``pair`` column when
 ``per_pair=True``. ``value`` is the metric of the patched run, averaged over pairs (for
 ``normalized_logit_diff``: the average, normalised by the average clean and corrupted logit differences; a
-per-pair value is normalised by that pair's own gap, and is NaN where the gap is below :data:`MIN_GAP` logits).
-``df.attrs`` holds the baselines in the units of ``value`` (``clean``, ``corrupt``, and ``baseline``: the
-unpatched run being patched, i.e. ``corrupt`` in ``denoise`` mode and ``clean`` in ``noise`` mode, so a patch's
-effect is ``value - baseline``), the raw metric means (``raw_clean``, ``raw_corrupt``: logit differences for
-``normalized_logit_diff``), the prompt's tokens and the settings; :func:`to_tensor` gives the
-TransformerLens-shaped tensor view.
+per-pair value is normalised by that pair's own gap, and is NaN where the gap is below
+:data:`~analysis.causal.patching.MIN_GAP` logits). ``df.attrs`` holds the baselines in the units of ``value``
+(``clean``, ``corrupt``, and ``baseline``: the unpatched run being patched, i.e. ``corrupt`` in ``denoise`` mode and
+``clean`` in ``noise`` mode, so a patch's effect is ``value - baseline``), the raw metric means (``raw_clean``,
+``raw_corrupt``: logit differences for ``normalized_logit_diff``), the prompt's tokens and the settings;
+:func:`~analysis.causal.patching.to_tensor` gives the TransformerLens-shaped tensor view.
 
 Speed (on :mod:`analysis.engine.staged`). Every patch at layer ``l`` starts from the base run's cached residual stream
 entering block ``l`` (nothing before the patched layer is recomputed); patches of every layer, position, head and
@@ -64,10 +64,13 @@ from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.engine.metrics import normalize, resolve
 from analysis.pairs import make_pairs
 
+#: The sites :func:`~analysis.causal.patching.activation_patching` patches (see the module docstring's table); ``z`` per
+#: head and position, ``z_all_pos`` per head at every position at once.
 SITES = ("embed", "resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "z", "z_all_pos")
+#: ``denoise``: clean activations into the corrupted run; ``noise``: corrupted ones into the clean run.
 MODES = ("denoise", "noise")
 #: Below this clean-corrupt logit-difference gap (logits) a normalised value divides by noise: a pair's normalised
-#: values become NaN, and a mean gap this small raises an :class:`AnalysisWarning`.
+#: values become NaN, and a mean gap this small raises an :class:`~analysis.errors.AnalysisWarning`.
 MIN_GAP = 0.25
 
 
@@ -231,9 +234,9 @@ def _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, 
 
 def attribution_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric="logit_diff", *,
                          per_pair: bool = False, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
-    """First-order estimate of :func:`activation_patching`: one forward and one backward per chunk of at most
-    ``max_batch`` pairs. Gradients are taken with respect to the activations only (``torch.autograd.grad``), so
-    the model's parameters are left without ``.grad``."""
+    """First-order estimate of :func:`~analysis.causal.patching.activation_patching`: one forward and one backward per
+    chunk of at most ``max_batch`` pairs. Gradients are taken with respect to the activations only
+    (``torch.autograd.grad``), so the model's parameters are left without ``.grad``."""
     _check(model, site, mode)
     metric_name, fn, norm = resolve(metric)
     batch = make_pairs(model, pairs)

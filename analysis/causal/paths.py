@@ -71,7 +71,11 @@ from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.pairs import make_pairs
 from analysis.stats import t_intervals
 
+#: How a receiver's norm treats the patched stream: its scale recomputed (``recompute``, the default) or kept from the
+#: unpatched input (``frozen``; see the module docstring).
 NORMS = ("recompute", "frozen")
+#: The sender sets :func:`~analysis.causal.paths.parse_senders` accepts besides labels: every writer (``embed``
+#: included), the heads, or the MLPs.
 SENDER_SETS = ("all", "heads", "mlps")
 _HEAD = re.compile(r"L(\d+)H(\d+|\*)")
 _HEAD_IN = re.compile(r"L(\d+)H(\d+|\*)\.([qkv]+)")

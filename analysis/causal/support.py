@@ -21,7 +21,8 @@ has ``on_support`` near 1, as it should for what the model is shown. A recoding 
 weights are the token counts of all the measured windows.
 
 Code bits are read from the rendered code table (a column's value above the midpoint of its two values is a 1);
-the integer keys of :func:`code_keys` (column ``j`` as bit ``j``) only identify codes, they are not token ids.
+the integer keys of :func:`~analysis.causal.support.code_keys` (column ``j`` as bit ``j``) only identify codes, they are
+not token ids.
 
 What these measures do NOT establish: equal ``hamming`` is equal distance in the code, not equal distance in
 whatever the trained model computes from it; ``decode_acc`` says whether the nearest-row reader recovers the token,
