@@ -1,4 +1,5 @@
-"""Every figure the toolkit draws, in one style (:mod:`.style`: palette, paper sizes, PNG beside PDF), one module per family; only the study, the demo and the CLI import it."""
+"""Every figure the toolkit draws, in one style (:mod:`analysis.figures.style`: palette, paper sizes, PNG beside PDF),
+one module per family; only the study, the demo and the CLI import it."""
 
 from analysis.figures.style import save_figure, short_hook, subplots, variant_colours
 

@@ -1,5 +1,5 @@
 """Attention patterns drawn: a static figure for papers (chosen heads, or all, of each variant side by side) and the
-views of the interactive CircuitsVis page (:func:`views_from`).
+views of the interactive CircuitsVis page (:func:`~analysis.figures.attention.views_from`).
 
 Rows are heads (``L<layer>H<head>``), columns variants; each panel is the head's ``dest x src`` pattern on one
 prompt (0 to 1, the causal mask's upper triangle blank), with the prompt's tokens on the axes when there are few
@@ -14,7 +14,8 @@ from analysis.errors import AnalysisError
 from analysis.interop.circuitsvis_view import View
 from analysis.readouts.attention import pattern_array
 
-MAX_LABELLED = 24  # tokens beyond which the axes carry positions instead of token strings
+#: Tokens beyond which the axes carry positions instead of token strings.
+MAX_LABELLED = 24
 
 
 def _heads(df, heads):

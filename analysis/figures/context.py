@@ -8,8 +8,11 @@ import pandas as pd
 
 from analysis.figures.style import subplots, variant_colours
 
+#: Line style, marker and legend label of each context mask.
 MASK_STYLES = {"window": ("-", "o", "window mask (each read spans k)"), "crop": ("--", "s", "crop (last k tokens)")}
+#: The joint and interaction effects of a component-effects panel, in the order drawn.
 JOINT_ORDER = ["all attn", "all mlp", "all attn + all mlp", "attn x mlp", "attn across layers", "mlp across layers"]
+#: The axis label of each joint or interaction effect.
 JOINT_LABELS = {"all attn": "all attn", "all mlp": "all MLP", "all attn + all mlp": "attn + MLP",
                 "attn x mlp": "attn x MLP", "attn across layers": "attn layers", "mlp across layers": "MLP layers"}
 

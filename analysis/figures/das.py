@@ -18,6 +18,7 @@ LINES = {
     "code_direction": ("the input code's bit direction (rank 1)", "#8C564B", (0, (3, 1, 1, 1)), "test"),
 }
 
+#: The title's words for each intervened position.
 POSITIONS = {"diff": "token where base and source differ", "last": "final token"}
 
 

@@ -11,7 +11,8 @@ from analysis.figures.style import TWO_COLUMNS, short_hook, subplots, variant_co
 
 
 def _label(hook: str) -> str:
-    """``L1 in``, ``L1 mid``, ``L1 out`` for the residual stream; :func:`short_hook` otherwise."""
+    """``L1 in``, ``L1 mid``, ``L1 out`` for the residual stream; :func:`~analysis.figures.style.short_hook`
+    otherwise."""
     parts = hook.split(".")
     if len(parts) == 3 and parts[0] == "blocks":
         name = {"hook_resid_pre": "in", "hook_resid_mid": "mid", "hook_resid_post": "out"}.get(parts[2])

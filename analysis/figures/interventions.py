@@ -4,9 +4,9 @@ Every figure compares variants side by side (a dict ``variant -> result``); effe
 undergoes (``delta_loss`` on corpus windows, ``delta_logit_diff`` on task prompts) with the 95% interval of the
 mean over sequences or pairs as error bars. Per-bit bars of code columns that are constant over the vocabulary are
 hatched (such a flip is the same for every token and never gives a token's code). At matched disturbance:
-:func:`noise_decode_plot` draws input noise against the nearest-row decoding accuracy of the noised rows instead of
-the noise scale, :func:`flip_split_plot` a bit flip's on- and off-support parts beside a random swap at the same
-positions (:mod:`analysis.causal.flipsplit`).
+:func:`~analysis.figures.interventions.noise_decode_plot` draws input noise against the nearest-row decoding accuracy of
+the noised rows instead of the noise scale, :func:`~analysis.figures.interventions.flip_split_plot` a bit flip's on- and
+off-support parts beside a random swap at the same positions (:mod:`analysis.causal.flipsplit`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from matplotlib.patches import Patch
 from analysis.figures.style import variant_colours
 
 
+#: The axis label of each measure of an input-edit result.
 MEASURE_LABELS = {"delta_loss": "loss change (nats/token)", "kl": "KL(unedited || edited) (nats)",
                   "delta_logit_diff": "logit-difference change (answer - wrong)", "correct": "accuracy",
                   "loss": "loss (nats/token)", "logit_diff": "logit difference (answer - wrong)"}
@@ -183,6 +184,7 @@ def noise_decode_plot(summaries: dict, *, measure: str | None = None, title: str
     return fig
 
 
+#: The bars of a flip split, in order: (column of the split table, legend label).
 SPLIT_BARS = (("flip", "whole flip"), ("on", "on-support part (= swap to the landing token)"),
               ("off", "off-support part"), ("random", "random swap at the on-support positions"))
 

@@ -15,9 +15,11 @@ from matplotlib.colors import TwoSlopeNorm
 
 from analysis.causal.patching import to_tensor
 
+#: The colour-bar label of each patching metric.
 METRIC_LABELS = {"logit_diff": "logit difference (answer - wrong)",
                  "normalized_logit_diff": "normalised logit difference (corrupt = 0, clean = 1)",
                  "answer_prob": "p(answer)", "answer_loss": "-log p(answer) (nats)"}
+#: The title's words for each patching site.
 SITE_LABELS = {"embed": "input code (hook_embed)", "resid_pre": "residual stream before block",
                "resid_mid": "residual stream after attention", "resid_post": "residual stream after block",
                "attn_out": "attention output", "mlp_out": "MLP output", "z": "head output z (by position)",

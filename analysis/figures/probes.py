@@ -21,6 +21,7 @@ def target_group(name: str) -> str:
     return name.split(":")[0]
 
 
+#: The legend label of each probe-target family.
 GROUP_LABELS = {"code_bit": "code bits", "canonical_bit": "canonical id bits", "xor": "XOR of two id bits",
                 "perm_bit": "bits of a random relabelling", "token": "token identity (top K)",
                 "prev_token": "previous token (top K)", "position": "position (R^2)",

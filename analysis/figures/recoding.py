@@ -1,6 +1,7 @@
 """The loss change of a recoding family per variant (:mod:`analysis.causal.recoding`): against ``k``
-(:func:`recoding_plot`), and against the disturbance itself, the frequency-weighted Hamming distance from each
-token's own code, with the share of token rows that land on another token's code (:func:`disturbance_plot`)."""
+(:func:`~analysis.figures.recoding.recoding_plot`), and against the disturbance itself, the frequency-weighted Hamming
+distance from each token's own code, with the share of token rows that land on another token's code
+(:func:`~analysis.figures.recoding.disturbance_plot`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pandas as pd
 
 from analysis.figures.style import variant_colours
 
-#: Marker of each family in :func:`disturbance_plot`.
+#: Marker of each family in :func:`~analysis.figures.recoding.disturbance_plot`.
 FAMILY_MARKERS = {"transvection": "o", "uniform": "D", "permutation": "P", "offset": "s", "other-variant": "*",
                   "token-permutation": "^"}
+#: The legend label of each recoding family.
 FAMILY_LABELS = {"transvection": "transvection walk (mean over draws per k)", "uniform": "uniform draw from GL(n, 2)",
                  "permutation": "bit permutation", "offset": "one column flipped (hollow: a constant column)",
                  "other-variant": "the other variant's code", "token-permutation": "token rows cycled"}

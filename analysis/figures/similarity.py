@@ -36,13 +36,14 @@ def cka_figure(frames: dict, *, title: str | None = None):
     return fig
 
 
+#: The axis label of each similarity measure.
 MEASURE_LABELS = {"debiased_cka": "debiased linear CKA", "linear_cka": "linear CKA",
                   "procrustes": "Procrustes similarity"}
 
 
 def _panels(table):
-    """The panels of :func:`references_figure`: one per pair of variants compared across interfaces, or, with one
-    variant, one per variant (its ceiling and initialisation alone)."""
+    """The panels of :func:`~analysis.figures.similarity.references_figure`: one per pair of variants compared across
+    interfaces, or, with one variant, one per variant (its ceiling and initialisation alone)."""
     variants = list(dict.fromkeys(list(table.variant_a) + list(table.variant_b)))
     cross = table[table.reference.str.startswith("cross_interface")]
     met = {frozenset(p) for p in zip(cross.variant_a, cross.variant_b)}

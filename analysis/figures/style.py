@@ -7,7 +7,7 @@ toolkit trains, the same in every figure: ``learned`` blue, ``canonical`` orange
 recodings ``gf2-r1``, ``gf2-r2``... are shades of ``gf2``'s green (darker, lighter, in turn), so a figure of all
 of them still tells them apart and groups them. Any other name takes a colour outside that palette, in order of
 appearance. Sizes: one paper column is 3.4 in wide, two columns 7.0 in (the usual two-column conference layout).
-:func:`save` writes PNG (200 dpi) and vector PDF through a temp file and a rename.
+:func:`~analysis.figures.style.save_figure` writes PNG (200 dpi) and vector PDF through a temp file and a rename.
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ import matplotlib.pyplot as plt
 
 from fixedid.atomic import atomic_path
 
+#: The fixed colour (Okabe-Ito) of each variant and control the toolkit trains.
 VARIANT_COLOURS = {"learned": "#0072B2", "canonical": "#E69F00", "gf2": "#009E73", "canonical-matched": "#D55E00",
                    "gf2-matched": "#56B4E9", "permuted": "#CC79A7", "frozen_random": "#000000",
                    "learned-randomhead": "#999999", "canonical-randomhead": "#F0E442"}
 #: Colours for names none of the above fixes, in order of appearance (matplotlib's tab10 hues the palette lacks).
 EXTRA_COLOURS = ("#8C564B", "#9467BD", "#BCBD22", "#17BECF")
-ONE_COLUMN = 3.4  # inches
+#: Width of a one-column figure (inches).
+ONE_COLUMN = 3.4
+#: Width of a two-column figure (inches).
 TWO_COLUMNS = 7.0
 
 
@@ -48,7 +51,7 @@ def _recoding(name: str) -> int | None:
 def variant_colour(name: str, others: list | None = None) -> str:
     """The colour of a variant: fixed for the variants the toolkit trains (see the module docstring), a shade of
     ``gf2``'s for ``gf2-r<N>``; for another name its place among ``others`` (the figure's variants, in order) picks
-    one of :data:`EXTRA_COLOURS`."""
+    one of :data:`~analysis.figures.style.EXTRA_COLOURS`."""
     if name in VARIANT_COLOURS:
         return VARIANT_COLOURS[name]
     if _recoding(name):
