@@ -7,10 +7,11 @@ with ``items`` ``(metric, key, value)`` triples) and register it with its name a
     def _my_analysis(model, reference=None) -> pd.DataFrame:
         ...
 
-That one entry in :data:`ANALYSES` is all: :func:`measure` looks it up and
-:func:`analysis.study.pipeline.measure_all` runs it. ``register(..., reference=True)`` passes the learned variant of
-another seed as ``reference``. Keep heavy imports inside the function. The sample sizes (:data:`TOKENS`,
-:data:`N_PAIRS`, ...) are module attributes, read at call time.
+That one entry in :data:`~analysis.study.analyses.ANALYSES` is all: :func:`~analysis.study.analyses.measure` looks it up
+and :func:`analysis.study.pipeline.measure_all` runs it. ``register(..., reference=True)`` passes the learned variant of
+another seed as ``reference``. Keep heavy imports inside the function. The sample sizes
+(:data:`~analysis.study.analyses.TOKENS`, :data:`~analysis.study.analyses.N_PAIRS`, ...) are module attributes, read at
+call time.
 """
 
 from __future__ import annotations
@@ -24,20 +25,25 @@ import torch
 
 from analysis.errors import AnalysisError
 
-TOKENS = 4096  # validation tokens per corpus-level measurement
-N_PAIRS = 32  # task pairs per pair-level measurement
-EVAL_LIMIT = 100  # lm-eval documents per built-in task
-BOOT = 500  # bootstrap draws over windows of the similarity references
-PROBE_C = "cv"  # the probes' regularisation: chosen per target by cross-validation on the training sequences
+#: Validation tokens per corpus-level measurement.
+TOKENS = 4096
+#: Task pairs per pair-level measurement.
+N_PAIRS = 32
+#: lm-eval documents per built-in task.
+EVAL_LIMIT = 100
+#: Bootstrap draws over windows of the similarity references.
+BOOT = 500
+#: The probes' regularisation: chosen per target by cross-validation on the training sequences.
+PROBE_C = "cv"
 
 
 # ------------------------------------------------------------------------------------------------ measurements
 @dataclass(frozen=True)
 class Analysis:
-    """One entry of :data:`ANALYSES`: ``fn(model, reference)`` measures one checkpoint as long-format rows;
-    ``when``: "all" (every kept snapshot and the final checkpoint) or "final"; ``reference``: whether ``fn`` is
-    given the learned variant of another seed (otherwise ``reference`` is None); ``controls``: whether it also runs
-    on the control variants (the report's control checks read behaviours and loss)."""
+    """One entry of :data:`~analysis.study.analyses.ANALYSES`: ``fn(model, reference)`` measures one checkpoint as
+    long-format rows; ``when``: "all" (every kept snapshot and the final checkpoint) or "final"; ``reference``: whether
+    ``fn`` is given the learned variant of another seed (otherwise ``reference`` is None); ``controls``: whether it also
+    runs on the control variants (the report's control checks read behaviours and loss)."""
 
     name: str
     when: str
@@ -46,12 +52,13 @@ class Analysis:
     controls: bool = True
 
 
-#: The study's analyses by name, in the order they run; filled by :func:`register`.
+#: The study's analyses by name, in the order they run; filled by :func:`~analysis.study.analyses.register`.
 ANALYSES: dict[str, Analysis] = {}
 
 
 def register(name: str, when: str, *, reference: bool = False, controls: bool = True):
-    """Decorator: ``@register("loss", when="all")`` adds ``fn(model, reference) -> rows`` to :data:`ANALYSES`."""
+    """Decorator: ``@register("loss", when="all")`` adds ``fn(model, reference) -> rows`` to
+    :data:`~analysis.study.analyses.ANALYSES`."""
     if when not in ("all", "final"):
         raise AnalysisError(f"analysis {name!r}: when={when!r} must be 'all' or 'final'")
     if name in ANALYSES:

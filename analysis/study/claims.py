@@ -20,11 +20,12 @@ that ever leaves ``T.claim`` goes to that one name - a take-over, and an owner t
 SIGTERM) - so two workers that both judged one claim stale cannot both move it, and neither can move a fresh claim
 made in between (its old token's name is taken: the rename fails). That is the compare-and-swap a plain
 unlink-and-create lacks. An owner whose claim was taken over (its heartbeat was late: a suspended process, a hung
-mount) finds that at its next beat, and :attr:`Claim.lost` is set and ``on_lost`` called.
+mount) finds that at its next beat, and :attr:`~analysis.study.claims.Claim.lost` is set and ``on_lost`` called.
 
 What this does not give: exclusion while an owner still runs but beats later than ``stale_after`` (set it well
 above the longest stall of the file system: the default is 10 minutes), and it assumes the hosts' clocks agree to
-well within ``stale_after``. A task directory is ``OUT/tasks``; :func:`claim_records` reads it as a table.
+well within ``stale_after``. A task directory is ``OUT/tasks``; :func:`~analysis.study.claims.claim_records` reads it as
+a table.
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ def _taken(e: OSError) -> bool:
 
 @dataclass
 class Claim:
-    """A claim this worker holds on ``task``; :meth:`done` or :meth:`release` ends it."""
+    """A claim this worker holds on ``task``; :meth:`~analysis.study.claims.Claim.done` or
+    :meth:`~analysis.study.claims.Claim.release` ends it."""
     root: Path
     task: str
     token: str
@@ -126,7 +128,8 @@ class Claim:
             return False
 
     def beat(self) -> bool:
-        """Write the heartbeat now; False (and :attr:`lost` set, ``on_lost`` called) when the claim was lost."""
+        """Write the heartbeat now; False (and :attr:`~analysis.study.claims.Claim.lost` set, ``on_lost`` called) when
+        the claim was lost."""
         if not self.held():
             if not self.lost.is_set():
                 self.lost.set()
@@ -177,7 +180,8 @@ def _write(path: Path, text: str) -> None:
 
 
 class Claims:
-    """The claims of one worker in ``root``: :meth:`claim` a task, :meth:`state` of anyone's claim."""
+    """The claims of one worker in ``root``: :meth:`~analysis.study.claims.Claims.claim` a task,
+    :meth:`~analysis.study.claims.Claims.state` of anyone's claim."""
 
     def __init__(self, root, worker: str, *, stale_after: float = STALE_AFTER, beat: float | None = None,
                  on_lost: Callable[[Claim], None] | None = None):

@@ -3,7 +3,7 @@
 Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis, metric, key, variant, seed, step,
 value``) and, optionally, per-item values (``... , item, value``: the behaviours' per-prompt scores).
 
-:func:`compare` gives, per (analysis, metric, key, step) and pair of variants ``a - b``:
+:func:`~analysis.study.comparisons.compare` gives, per (analysis, metric, key, step) and pair of variants ``a - b``:
 
 - ``n``, ``diff``, ``lo``, ``hi``: the mean of the paired per-seed differences and its Student-t 95% interval,
   i.e. mean +- t x the *standard error* of the per-seed differences (not a spread of seeds);
@@ -17,9 +17,10 @@ value``) and, optionally, per-item values (``... , item, value``: the behaviours
   out - and the trained recodings for the pooled gf2 variant (``seeds x recodings x prompts``, or ``seeds x
   recodings`` without per-item values). With 2-5 seeds a percentile bootstrap understates the seed variance:
   read it beside the t interval, not instead of it;
-- ``family``: ``primary`` for the declared headline comparisons (:data:`PRIMARY_PAIRS` x
-  :data:`PRIMARY_METRICS` at the final step), ``exploratory`` otherwise; ``family_size`` and ``p_holm``, the Holm
-  adjusted p-value of ``p`` within the primary family (NaN for exploratory rows: read them as such).
+- ``family``: ``primary`` for the declared headline comparisons (:data:`~analysis.study.comparisons.PRIMARY_PAIRS` x
+  :data:`~analysis.study.comparisons.PRIMARY_METRICS` at the final step), ``exploratory`` otherwise; ``family_size`` and
+  ``p_holm``, the Holm adjusted p-value of ``p`` within the primary family (NaN for exploratory rows: read them as
+  such).
 
 ``gf2 (pooled)`` is the gf2 variant pooled over every trained GF(2) recoding (``gf2``, ``gf2-r1``, ...): its
 per-seed value is the mean over the recodings of that seed. The recodings are crossed with the seeds (``gf2-r1`` is
@@ -35,8 +36,13 @@ import pandas as pd
 
 from analysis.stats import crossed_bootstrap, holm, paired_difference
 
+#: The columns that name one measurement: analysis, metric and key.
 KEYS = ["analysis", "metric", "key"]
+#: The variant name of the pooled gf2 rows: per seed, the mean over the trained recodings
+#: (:func:`~analysis.study.comparisons.with_pooled`).
 POOLED = "gf2 (pooled)"
+#: The variants the report compares with one another (with the pooled gf2 rows;
+#: :func:`~analysis.study.sections.study_pairs`).
 ORDER = ("learned", "canonical", "gf2", "canonical-matched", "gf2-matched")
 #: The controls the study trains by default, in the order tables and figures show them (after ORDER's variants).
 CONTROLS = ("permuted", "frozen_random", "canonical-matched", "learned-randomhead", "canonical-randomhead")
@@ -54,6 +60,7 @@ def variant_order(variants) -> list[str]:
 PRIMARY_PAIRS = (("canonical", "learned"), ("gf2", "canonical"))
 #: The primary family's measurements (analysis, metric), each at every key it has, at the final step.
 PRIMARY_METRICS = (("loss", "val_loss"), ("behaviours", "accuracy"), ("eval", "acc"))
+#: The columns of :func:`~analysis.study.comparisons.compare` (see the module docstring).
 COLUMNS = KEYS + ["step", "a", "b", "n", "diff", "lo", "hi", "p", "p_sign", "identical", "excludes_zero", "exceeds",
                   "boot_lo", "boot_hi", "boot", "family", "family_size", "p_holm"]
 

@@ -13,14 +13,14 @@ removes one explanation, and the difference is measured again, paired over the s
 - ``learned-randomhead`` / ``canonical-randomhead``: both output heads frozen to seeded random rows, so what a
   learned head can absorb for a fixed input is taken away from both sides.
 
-:func:`control_table` gives, per metric and control, the base difference and the controlled one (paired mean
-differences over seeds with Student-t 95% intervals) and each one's *conclusion*: ``a > b`` or ``a < b`` when the
-interval (mean +- t x the standard error over seeds) excludes 0, else ``interval includes 0`` (``identical on
+:func:`~analysis.study.controls.control_table` gives, per metric and control, the base difference and the controlled one
+(paired mean differences over seeds with Student-t 95% intervals) and each one's *conclusion*: ``a > b`` or ``a < b``
+when the interval (mean +- t x the standard error over seeds) excludes 0, else ``interval includes 0`` (``identical on
 every seed`` when the differences have no variance, which is no evidence either way). These checks are exploratory:
 they are not adjusted for multiplicity (the report's primary family is). A difference (an interval that excludes
-0) *survives* a control when the controlled conclusion is the same; :func:`outcome` also names the other cases
-(gone, reversed, a difference that appears only with the control, none either way). :func:`seeds_statement` says
-what ``n`` seeds can and cannot show, from the t quantile itself.
+0) *survives* a control when the controlled conclusion is the same; :func:`~analysis.study.controls.outcome` also names
+the other cases (gone, reversed, a difference that appears only with the control, none either way).
+:func:`~analysis.study.controls.seeds_statement` says what ``n`` seeds can and cannot show, from the t quantile itself.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class ControlCheck:
     removes: str
 
 
+#: The control checks: each control, the base difference it tests, the controlled one and what the control removes.
 CHECKS = (
     ControlCheck("canonical-matched", ("learned", "canonical"), ("learned", "canonical-matched"),
                  "the parameter gap (the fixed variant's backbone gets the learned table's parameters)"),
@@ -60,7 +61,7 @@ METRICS = (("loss", "val_loss"), ("behaviours", "accuracy"))
 
 
 def conclusion(d: dict, a: str, b: str) -> str:
-    """``"a > b"``, ``"a < b"`` or ``"interval includes 0"`` from a :func:`paired_difference` result."""
+    """``"a > b"``, ``"a < b"`` or ``"interval includes 0"`` from a :func:`~analysis.stats.paired_difference` result."""
     if d["n"] < 2 or not np.isfinite(d["lo"]):
         return "too few seeds"
     if d.get("identical") or d["hi"] - d["lo"] <= 1e-12 * max(1.0, abs(d["diff"])):  # no variance to judge by
@@ -73,14 +74,15 @@ def conclusion(d: dict, a: str, b: str) -> str:
 
 
 def _signed(c: str) -> bool:
-    """Whether a :func:`conclusion` names a direction (``a > b`` or ``a < b``)."""
+    """Whether a :func:`~analysis.study.controls.conclusion` names a direction (``a > b`` or ``a < b``)."""
     return " > " in c or " < " in c
 
 
 def outcome(base: str, controlled: str) -> str:
-    """What a control did to a difference, from the two :func:`conclusion` strings: ``survives`` (a difference
-    whose interval excludes 0, and the same with the control), ``gone with the control``, ``reversed``, ``appears
-    with the control`` (no difference before, one after), ``no difference either way``, or ``too few seeds``."""
+    """What a control did to a difference, from the two :func:`~analysis.study.controls.conclusion` strings:
+    ``survives`` (a difference whose interval excludes 0, and the same with the control), ``gone with the control``,
+    ``reversed``, ``appears with the control`` (no difference before, one after), ``no difference either way``, or
+    ``too few seeds``."""
     if "too few seeds" in (base, controlled):
         return "too few seeds"
     if _signed(base):

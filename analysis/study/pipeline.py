@@ -3,16 +3,16 @@
     fixedid-study --config tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study/
 
 For each seed (``[train] seed``: initialisation and data order) the three variants and their controls
-(:data:`DEFAULT_VARIANTS`; :mod:`analysis.study.controls` says what each removes) are trained into
+(``DEFAULT_VARIANTS``; :mod:`analysis.study.controls` says what each removes) are trained into
 ``OUT/runs/seed<S>``, and for each further GF(2) recoding of ``--gf2-seeds`` (``[model] gf2_seed``; the first listed
 is the ``gf2`` variant itself) a ``gf2-r<R>`` variant into ``OUT/runs/seed<S>-gf2r<R>``: several *trained*
 recodings, since "not tied to one binary assignment" is a claim about training. Every checkpoint - the final one and
-the snapshots ``[train] keep`` asks for - is measured (:data:`ANALYSES`: behaviours, loss, probes and the logit
-lens at every kept step; lm-eval, IOI patching flow, bit flips and noise, recoding, erasure, head geometry and context
-use at the end), one CSV per (seed, variant, step, analysis) under ``OUT/measurements``, each written whole or not at
-all. A run is restartable at any point: a finished training or measurement is never redone, an interrupted training
-resumes from its last checkpoint. Then :mod:`analysis.study.report` aggregates over seeds (Student-t 95% intervals;
-paired per-seed differences between variants), draws the figures and writes ``OUT/report.md``.
+the snapshots ``[train] keep`` asks for - is measured (:data:`~analysis.study.analyses.ANALYSES`: behaviours, loss,
+probes and the logit lens at every kept step; lm-eval, IOI patching flow, bit flips and noise, recoding, erasure, head
+geometry and context use at the end), one CSV per (seed, variant, step, analysis) under ``OUT/measurements``, each
+written whole or not at all. A run is restartable at any point: a finished training or measurement is never redone, an
+interrupted training resumes from its last checkpoint. Then :mod:`analysis.study.report` aggregates over seeds
+(Student-t 95% intervals; paired per-seed differences between variants), draws the figures and writes ``OUT/report.md``.
 
 Measurements are long-format rows ``analysis, metric, key, value`` (``key``: a task, a target group at a hook point,
 a layer...); the behaviours' per-prompt scores are kept beside them under ``OUT/items``. The similarity of the
@@ -20,10 +20,10 @@ study's own variants is measured once over every seed, with its references (the 
 seeds, cross-interface levels across and within seeds, the initialisation, a null), under ``OUT/similarity``.
 
 Several processes can share one study (the GPUs of a node, Slurm array tasks on a shared file system): each runs
-the same command with ``--worker`` (or ``--workers N`` starts N here): :func:`study_tasks` cuts the study into
-tasks - a training per seed and variant, a measurement per checkpoint and analysis, the similarity, the report -
-that the workers (:mod:`analysis.study.workers`) claim one at a time, so none runs twice and a killed worker's task
-is taken over. The results are those of one process. Without those options the study runs in this process, one task
+the same command with ``--worker`` (or ``--workers N`` starts N here): :func:`~analysis.study.pipeline.study_tasks` cuts
+the study into tasks - a training per seed and variant, a measurement per checkpoint and analysis, the similarity, the
+report - that the workers (:mod:`analysis.study.workers`) claim one at a time, so none runs twice and a killed worker's
+task is taken over. The results are those of one process. Without those options the study runs in this process, one task
 after another, as it always has.
 
 To add an analysis, write one function ``fn(model, reference=None)`` that returns its rows (``_rows(name, items)``
@@ -33,8 +33,8 @@ with ``items`` ``(metric, key, value)`` triples) and register it with its name a
     def _my_analysis(model, reference=None) -> pd.DataFrame:
         ...
 
-That one entry in :data:`ANALYSES` (:mod:`analysis.study.analyses`) is all: :func:`measure` looks it up and
-:func:`measure_all` runs it and writes
+That one entry in :data:`~analysis.study.analyses.ANALYSES` (:mod:`analysis.study.analyses`) is all:
+:func:`~analysis.study.analyses.measure` looks it up and :func:`~analysis.study.pipeline.measure_all` runs it and writes
 ``OUT/measurements/seed<S>/<variant>/step<N>/my_analysis.csv``. ``register(..., reference=True)`` passes the learned
 variant of another seed (the next one, cyclically) as ``reference``: never the same run, whose variants share an
 initialisation and a data order. Keep heavy imports inside the function.
@@ -56,6 +56,8 @@ from analysis.errors import AnalysisError
 from analysis.study import analyses
 from analysis.study.analyses import ANALYSES, Analysis, measure, register  # noqa: F401 (the registry's home)
 
+#: The study's three variants, what the training helpers train by default. Every analysis measures them and the further
+#: gf2 recodings; the controls, every analysis not registered with ``controls=False``.
 BASE_VARIANTS = ("learned", "canonical", "gf2")
 #: What the study trains by default: the three variants and their controls (analysis.study.controls says which
 #: difference each control tests).
@@ -146,7 +148,7 @@ def _other_seed(seed: int, ckpts: dict) -> int | None:
 
 def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False) -> None:
     """Every analysis of every checkpoint that has no measurement file yet, and the similarity of the study's
-    variants with its references (:func:`measure_similarity`)."""
+    variants with its references (:func:`~analysis.study.pipeline.measure_similarity`)."""
     from tqdm.auto import tqdm
 
     todo = [m for m in measurement_tasks(cfg, out, ckpts) if not m.path.exists()]
@@ -234,8 +236,8 @@ def _similarity_record(cfg: TrainConfig, out: Path, ckpts: dict) -> tuple[Path, 
 
 
 def similarity_done(cfg: TrainConfig, out: Path, ckpts: dict) -> bool:
-    """Whether :func:`measure_similarity` of ``ckpts`` has nothing to do: its tables are written for this set of
-    models (or there are fewer than two)."""
+    """Whether :func:`~analysis.study.pipeline.measure_similarity` of ``ckpts`` has nothing to do: its tables are
+    written for this set of models (or there are fewer than two)."""
     where, names, record = _similarity_record(cfg, out, ckpts)
     if len(names) < 2:
         return True
@@ -275,8 +277,8 @@ def collect_items(out: Path) -> pd.DataFrame | None:
 # ------------------------------------------------------------------------------------------------------- main
 def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, quiet: bool = False) -> Path:
     """Train, measure, aggregate and report (see the module docstring); returns the report's path. ``variants``:
-    the trainer's variant names (default: the three and their controls, :data:`DEFAULT_VARIANTS`). One process,
-    one task after another; :func:`run_study_worker` shares the same work among processes."""
+    the trainer's variant names (default: the three and their controls, ``DEFAULT_VARIANTS``). One process, one
+    task after another; :func:`~analysis.study.pipeline.run_study_worker` shares the same work among processes."""
     cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
     ckpts = train_all(cfg, out, seeds, gf2_seeds, variants=variants, quiet=quiet)
     measure_all(cfg, out, ckpts, quiet=quiet)
@@ -291,11 +293,12 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
     - ``train.<run>.<variant>``: one variant of a run, resumed from its last checkpoint if it has one (needs the
       run's ``prepare``); done when it is trained to the last step with its snapshots; with ``train_cmd``, run as
       that command (:func:`analysis.study.workers.train_outside`);
-    - ``similarity.step<N>``: :func:`measure_similarity` (needs the trainings of the study's own variants);
+    - ``similarity.step<N>``: :func:`~analysis.study.pipeline.measure_similarity` (needs the trainings of the study's
+      own variants);
     - ``measure.seed<S>.<variant>.step<N>.<analysis>``: one measurement (needs the variant's training, and its
       reference's for the analyses that take one); done when its CSV exists;
-    - ``report.<hash>``: :func:`write_report`, once everything else is done (``<hash>`` names the set of tasks: a
-      study grown by more seeds gets a new report).
+    - ``report.<hash>``: :func:`~analysis.study.pipeline.write_report`, once everything else is done (``<hash>`` names
+      the set of tasks: a study grown by more seeds gets a new report).
 
     ``loaded``: the worker's ``{checkpoint dir: model}`` (one kept loaded between measurements; emptied before a
     training)."""
@@ -348,9 +351,10 @@ def run_study_worker(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VAR
                      **options) -> Path:
     """Work on the study in ``out`` as one of several workers (:mod:`analysis.study.workers`: every worker runs this
     with the same arguments) until all of it is done; returns the report's path. The results are those of
-    :func:`run_study`. ``worker``: this worker's name (default ``<host>-<pid>``); ``stale_after``: seconds without
-    a heartbeat after which another host's claim is taken over (default 600); ``train_cmd``: each training as this
-    command (see :mod:`analysis.study.workers`); ``options``: :func:`analysis.study.workers.run_worker`'s."""
+    :func:`~analysis.study.pipeline.run_study`. ``worker``: this worker's name (default ``<host>-<pid>``);
+    ``stale_after``: seconds without a heartbeat after which another host's claim is taken over (default 600);
+    ``train_cmd``: each training as this command (see :mod:`analysis.study.workers`); ``options``:
+    :func:`analysis.study.workers.run_worker`'s."""
     from analysis.study import workers
     from analysis.study.claims import STALE_AFTER
 

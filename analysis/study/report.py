@@ -2,16 +2,17 @@
 
 Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis, metric, key, variant, seed, step, value``).
 
-- :func:`summarise`: per (analysis, metric, key, variant, step) the mean over seeds with a Student-t 95% interval
-  (``lo``/``hi``; NaN with a single seed) and the number of seeds ``n``;
-- :func:`compare` (:mod:`analysis.study.comparisons`): per (analysis, metric, key, step) and pair of variants, the
-  mean of the paired per-seed differences ``a - b`` with its Student-t interval (mean +- t x standard error), the
-  t test's and the exact sign-flip p-values, a bootstrap that also resamples prompts or trained recodings, and the
-  declared primary family with Holm-adjusted p-values; identical differences are never flagged;
-- :func:`draw_figures`: every figure from the tables alone (``fixedid-analyze figures --results DIR`` redraws them
-  from ``measurements.csv`` without touching a model), each with per-seed points beside mean and interval;
-- :func:`write_results`: the CSVs, the figures and ``report.md`` (with :mod:`analysis.study.controls`: which
-  differences survive each control, and what the number of seeds can show).
+- :func:`~analysis.study.report.summarise`: per (analysis, metric, key, variant, step) the mean over seeds with a
+  Student-t 95% interval (``lo``/``hi``; NaN with a single seed) and the number of seeds ``n``;
+- :func:`~analysis.study.comparisons.compare` (:mod:`analysis.study.comparisons`): per (analysis, metric, key, step) and
+  pair of variants, the mean of the paired per-seed differences ``a - b`` with its Student-t interval (mean +- t x
+  standard error), the t test's and the exact sign-flip p-values, a bootstrap that also resamples prompts or trained
+  recodings, and the declared primary family with Holm-adjusted p-values; identical differences are never flagged;
+- :func:`~analysis.study.report.draw_figures`: every figure from the tables alone
+  (``fixedid-analyze figures --results DIR`` redraws them from ``measurements.csv`` without touching a model), each with
+  per-seed points beside mean and interval;
+- :func:`~analysis.study.report.write_results`: the CSVs, the figures and ``report.md`` (with
+  :mod:`analysis.study.controls`: which differences survive each control, and what the number of seeds can show).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from analysis.study.comparisons import compare, family_lines, variant_order, wit
 from analysis.study.sections import (BOUNDED, SECTIONS, _clip, _study_references, comparison_lines, matched_lines,
                                      similarity_lines, study_pairs, table_lines, circuit_lines)
 
+#: The columns that name one measurement: analysis, metric and key.
 KEYS = ["analysis", "metric", "key"]
+#: The columns of a study's long-format measurement table (``measurements.csv``).
 MEASUREMENT_COLUMNS = ["analysis", "metric", "key", "variant", "seed", "step", "value"]
 
 
@@ -298,9 +301,9 @@ def study_figures(df: pd.DataFrame, sim: pd.DataFrame, comp: pd.DataFrame, refer
 
 
 def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None, references=None) -> list[str]:
-    """Every figure of a study (:func:`study_figures`) from its measurement table (and ``references``, the
-    similarity table of :func:`analysis.study.pipeline.measure_similarity`); returns the stems written (PNG + PDF
-    each)."""
+    """Every figure of a study (:func:`~analysis.study.report.study_figures`) from its measurement table (and
+    ``references``, the similarity table of :func:`analysis.study.pipeline.measure_similarity`); returns the stems
+    written (PNG + PDF each)."""
     from analysis.figures.style import save_figure
 
     missing = set(MEASUREMENT_COLUMNS) - set(df.columns)
@@ -371,7 +374,7 @@ def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.Dat
     ``figures/`` and ``report.md`` in ``out``; ``items``: per-item values (the behaviours' per-prompt scores) for
     the bootstrap over seeds and prompts; ``similarity``: ``(references, reading)`` of
     :func:`analysis.study.report.load_similarity`; ``circuits``: the circuit overlap's reading
-    (:func:`load_circuits`)."""
+    (:func:`~analysis.study.report.load_circuits`)."""
     from analysis.outputs import write_csv
 
     from analysis.study.controls import control_table

@@ -1,10 +1,12 @@
 """The study report's text: its tables, its comparison lines and its sections, written from the tables alone.
 
-- :data:`SECTIONS`: one section per measurement the report shows (title, analysis, metric, whether a share, what it
-  is); :func:`table_lines` and :func:`comparison_lines` write a section's table and its paired differences;
-- :func:`similarity_lines`: the study's variants against their similarity references (ceiling, null);
-- :data:`MATCHED` and :func:`matched_lines`: each comparison issue 20 replaced (an unmatched estimand) beside its
-  matched successor, and whether the conclusion changed.
+- :data:`~analysis.study.sections.SECTIONS`: one section per measurement the report shows (title, analysis, metric,
+  whether a share, what it is); :func:`~analysis.study.sections.table_lines` and
+  :func:`~analysis.study.sections.comparison_lines` write a section's table and its paired differences;
+- :func:`~analysis.study.sections.similarity_lines`: the study's variants against their similarity references (ceiling,
+  null);
+- :data:`~analysis.study.sections.MATCHED` and :func:`~analysis.study.sections.matched_lines`: each comparison issue 20
+  replaced (an unmatched estimand) beside its matched successor, and whether the conclusion changed.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def comparison_lines(comp: pd.DataFrame, analysis: str, metric: str, step) -> li
     return out + ([""] if out else [])
 
 
+#: The report's sections, in order: (title, analysis, metric, whether the values are shares, what is measured).
 SECTIONS = [
     ("Behaviours on the built-in tasks", "behaviours", "accuracy", True,
      "Held-out prompts (64 per task); a prompt is correct when the answer's logit beats the wrong answer's."),
@@ -183,8 +186,9 @@ def similarity_lines(reading: pd.DataFrame | None) -> list[str]:
 
 
 def circuit_lines(reading: pd.DataFrame | None) -> list[str]:
-    """The report's section on circuits across seeds and variants (:func:`analysis.causal.circuit_overlap.
-    overlap_reading`): each pair of variants' top-edge overlap beside each variant's own across seeds and chance."""
+    """The report's section on circuits across seeds and variants
+    (:func:`analysis.causal.circuit_overlap.overlap_reading`): each pair of variants' top-edge overlap beside each
+    variant's own across seeds and chance."""
     if reading is None or reading.empty:
         return []
     from analysis.study.analyses import CIRCUIT_K

@@ -7,26 +7,26 @@ list of tasks that each worker claims one at a time.
         --out /shared/study --worker"
 
 Every worker runs the same command (the same arguments; ``--out`` on a file system they all see) and so builds the
-same list of :class:`Task` (the study's: :func:`analysis.study.pipeline.study_tasks`), each with the tasks it needs
-and a test of whether it is done that reads only its output. A worker (:func:`run_worker`) repeatedly takes the
-first task that is not done, whose needs are done and that no live worker holds - in ``order``, and among equals one
-of the ``group`` it has loaded - claims it (:mod:`analysis.study.claims`: atomic, with a heartbeat; a killed
-worker's claim is taken over, by a worker on the same host at once, from another host after ``--stale-after``
-seconds) and runs it; it waits while the remaining tasks are held by others, and exits when all are done. So no
-task runs twice, N workers finish about N times faster while there are at least N tasks ready at once (a last
-task such as the study's report runs alone), and the work is restartable at any point: what is done is never
-redone. ``OUT/tasks/`` holds the claims (one directory per claim, kept as the record of who ran what and when;
-``T.dead-<token>``: a claim taken over or given back) and ``OUT/tasks/log/<worker>.jsonl`` each worker's events
-(``claimed``, ``done`` with its seconds, ``released`` with why). :func:`launch_workers` starts N workers on this
-machine (``--workers N``).
+same list of :class:`~analysis.study.workers.Task` (the study's: :func:`analysis.study.pipeline.study_tasks`), each with
+the tasks it needs and a test of whether it is done that reads only its output. A worker
+(:func:`~analysis.study.workers.run_worker`) repeatedly takes the first task that is not done, whose needs are done and
+that no live worker holds - in ``order``, and among equals one of the ``group`` it has loaded - claims it
+(:mod:`analysis.study.claims`: atomic, with a heartbeat; a killed worker's claim is taken over, by a worker on the same
+host at once, from another host after ``--stale-after`` seconds) and runs it; it waits while the remaining tasks are
+held by others, and exits when all are done. So no task runs twice, N workers finish about N times faster while there
+are at least N tasks ready at once (a last task such as the study's report runs alone), and the work is restartable at
+any point: what is done is never redone. ``OUT/tasks/`` holds the claims (one directory per claim, kept as the record of
+who ran what and when; ``T.dead-<token>``: a claim taken over or given back) and ``OUT/tasks/log/<worker>.jsonl`` each
+worker's events (``claimed``, ``done`` with its seconds, ``released`` with why).
+:func:`~analysis.study.workers.launch_workers` starts N workers on this machine (``--workers N``).
 
 Each training can itself be a distributed job: ``--train-cmd`` is the command a worker runs for a training task
 instead of training in its own process, with ``{python}``, ``{config}`` (the run's ``run.json``), ``{out}`` (the run
 directory) and ``{variant}`` filled in, for example
 ``--train-cmd "torchrun --standalone --nproc_per_node=8 -m fixedid.train --config {config} --out {out}
 --variants {variant} --resume --quiet"`` (one worker per node then; the worker measures in its own process). The
-command ends with its worker (:func:`run_tied`): a worker that is killed takes its training with it, so the worker
-that takes the task over is the only one training it.
+command ends with its worker (:func:`~analysis.study.workers.run_tied`): a worker that is killed takes its training with
+it, so the worker that takes the task over is the only one training it.
 
 What this does not give: a task's own parallelism (a measurement runs in one process), balance when there are
 fewer ready tasks than workers (a worker waits), or exclusion against a worker whose heartbeat is late by more
@@ -106,8 +106,8 @@ TIED = ("import ctypes, os, signal, sys\n"
 
 
 def run_tied(cmd: list[str]) -> int:
-    """Run ``cmd`` as a child that ends with this process (:data:`TIED`); if this process is interrupted
-    (SIGTERM, Ctrl-C) the child is sent SIGTERM and, a minute later, SIGKILL. Returns its exit status."""
+    """Run ``cmd`` as a child that ends with this process (:data:`~analysis.study.workers.TIED`); if this process is
+    interrupted (SIGTERM, Ctrl-C) the child is sent SIGTERM and, a minute later, SIGKILL. Returns its exit status."""
     proc = subprocess.Popen([sys.executable, "-c", TIED, str(os.getpid()), *cmd])
     try:
         return proc.wait()
@@ -243,6 +243,8 @@ def _term_as_exit() -> Callable[[], None]:
 
 
 # ------------------------------------------------------------------------------------------------ local launcher
+#: The ``python`` arguments that run the study's command line (:mod:`analysis.cli.study`) in each worker process
+#: :func:`~analysis.study.workers.launch_workers` starts (its ``program`` replaces them).
 WORKER_PROGRAM = ("-c", "import sys; from analysis.cli.study import main; main(sys.argv[1:])")
 
 
