@@ -64,6 +64,29 @@ def test_loglikelihood_equals_the_models_own_log_softmax(ckpt, monkeypatch):
         lm._loglikelihood_tokens([(None, [1], list(range(25)))], disable_tqdm=True)
 
 
+def test_requests_that_share_a_prefix_share_one_row(ckpt):
+    lm = FixedIdEvalLM(model=ckpt, batch_size=4)
+    g = torch.Generator().manual_seed(1)
+    a = torch.randint(0, ckpt.cfg.vocab_size, (12,), generator=g).tolist()
+    b = torch.randint(0, ckpt.cfg.vocab_size, (9,), generator=g).tolist()
+    reqs = [(None, a[:5], a[5:6]), (None, a[:5], [(a[5] + 1) % 50]),  # two options of one document: one row
+            (None, a[:3], a[3:8]), (None, a[:8], a[8:12]),  # a prefix of a longer request's row, and that request
+            (None, a[:5], a[5:6]),  # a repeat
+            (None, b[:4], b[4:9]), (None, b[:2], [b[2]]),  # another document
+            (None, a[:9] + [b[0]], [b[1]])]  # diverges from a's row after 9 tokens: a row of its own
+    seen = []
+    forward = ckpt.forward
+    try:
+        ckpt.forward = lambda x, **kw: (seen.append(x.shape[0]), forward(x, **kw))[1]
+        got = lm._loglikelihood_tokens(reqs, disable_tqdm=True)
+    finally:
+        del ckpt.forward
+    assert sum(seen) == 3  # rows a[:11], b[:8], a[:9] + b[:1]: every other request is read from one of them
+    for (_, ctx, cont), (score, greedy) in zip(reqs, got):
+        assert abs(score - own_logprob(ckpt, ctx, cont)) < 1e-5
+    assert got[0] == got[4]
+
+
 def test_text_requests_rolling_and_generation(ckpt):
     lm = FixedIdEvalLM(model=ckpt, batch_size=4)
     text = "Mary and John went to the store. John gave a book to Mary."
