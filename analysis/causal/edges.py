@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 
 from analysis import engine
 from analysis.causal.patching import MIN_GAP, MODES
-from analysis.causal.paths import Node, _normed, path_patching
+from analysis.causal.paths import Node, _scale, path_patching
 from analysis.engine.metrics import resolve
 from analysis.errors import AnalysisError
 from analysis.pairs import make_pairs
@@ -133,20 +133,26 @@ def _pair_runs(model, clean, corrupt, names, fn, answer, wrong):
 # ------------------------------------------------------------------------------------------- the gradients
 def _through_norm(norm, x, g):
     """The derivative by the norm's input of ``<g, norm(x)>``, per copy of ``x`` (``g``: ``[..., copies, d]``): each
-    reader's gradient through its own norm."""
-    xe = x.detach()[:, :, None].expand(-1, -1, g.shape[2], -1).clone().requires_grad_(True)
-    with torch.enable_grad():
-        return torch.autograd.grad(_normed(norm, xe), xe, grad_outputs=g)[0]
+    reader's gradient through its own norm, in closed form (fixedid's RMSNorm, or LayerNorm with ``b``): with
+    ``u = g * w``, ``s`` the scale and ``xc`` the (centred) input, ``u / s - xc <u, xc> / (d s^3)``, centred again
+    for LayerNorm."""
+    x = x.detach()
+    scale, xc = _scale(norm, x)
+    scale, xc = scale[:, :, None], xc[:, :, None]  # [rows, pos, 1, 1], [rows, pos, 1, d]
+    u = g * norm.w.detach()
+    out = u / scale - xc * ((u * xc).sum(-1, keepdim=True) / (x.shape[-1] * scale ** 3))
+    return out - out.mean(-1, keepdim=True) if hasattr(norm, "b") else out
 
 
-def _reader_grads(model, base_tokens, fn, answer, wrong, overrides) -> tuple[list, torch.Tensor]:
+def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=()) -> tuple[list, torch.Tensor, dict,
+                                                                                       torch.Tensor]:
     """One forward of ``base_tokens`` (the hook points in ``overrides`` replaced by their given values, the
     derivative still flowing through the component that computed them) and one backward of the summed metric;
-    returns per layer ``(q/k/v input grads [rows, pos, H + 2K, d_model], mlp input grad [rows, pos, d_model])`` and
-    the logits reader's grad."""
+    returns per layer ``(q/k/v input grads [rows, pos, H + 2K, d_model], mlp input grad [rows, pos, d_model])``, the
+    logits reader's grad, the run's activations at the hook points ``record`` (detached) and its metric per row."""
     cfg = model.cfg
     L, H, K, dh = cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_head
-    mods, kept, handles = model.mod_dict, {}, []
+    mods, kept, handles, cache = model.mod_dict, {}, [], {}
 
     def keep(name):
         def hook(mod, inp, out):
@@ -166,6 +172,9 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides) -> tuple[lis
 
     try:
         handles.append(mods["hook_embed"].register_forward_hook(leaf))
+        for name in record:  # registered after the embed's leaf hook, so they see what the run uses
+            handles.append(mods[name].register_forward_hook(
+                lambda mod, inp, out, name=name: cache.__setitem__(name, out.detach())))
         for name, value in overrides.items():
             handles.append(mods[name].register_forward_hook(replace(value)))
         for i in range(L):
@@ -176,26 +185,27 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides) -> tuple[lis
         handles.append(model.ln_final.register_forward_hook(keep("final")))
         with torch.enable_grad():
             logits = model(base_tokens)
-            m = fn(logits, answer, wrong).sum()
+            m = fn(logits, answer, wrong)
             names = [f"{i}.{c}" for i in range(L) for c in "qkv"] + [f"{i}.ln2" for i in range(L)] + ["final"]
-            grads = dict(zip(names, torch.autograd.grad(m, [kept[n][1] for n in names], allow_unused=True)))
+            grads = dict(zip(names, torch.autograd.grad(m.sum(), [kept[n][1] for n in names], allow_unused=True)))
     finally:
         for h in handles:
             h.remove()
 
-    layers = []
-    for i, block in enumerate(model.blocks):
-        attn, per = block.attn, []
-        for c, n in (("q", H), ("k", K), ("v", K)):
-            g = grads[f"{i}.{c}"]
-            W = getattr(attn, f"{c}_proj").weight.view(n, dh, cfg.d_model)
-            per.append(kept[f"{i}.{c}"][1].new_zeros(*kept[f"{i}.{c}"][1].shape[:2], n, cfg.d_model) if g is None
-                       else torch.einsum("bthe,hed->bthd", g, W))
-        qkv = _through_norm(block.ln1, kept[f"{i}.ln1"][0], torch.cat(per, 2))
-        mlp = _through_norm(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
-        layers.append((qkv, mlp))
-    final = _through_norm(model.ln_final, kept["final"][0], grads["final"][:, :, None])[:, :, 0]
-    return layers, final
+    with torch.no_grad():  # the readers' gradients from the stream's: no graph of their own
+        layers = []
+        for i, block in enumerate(model.blocks):
+            attn, per = block.attn, []
+            for c, n in (("q", H), ("k", K), ("v", K)):
+                g = grads[f"{i}.{c}"]
+                W = getattr(attn, f"{c}_proj").weight.view(n, dh, cfg.d_model)
+                per.append(kept[f"{i}.{c}"][1].new_zeros(*kept[f"{i}.{c}"][1].shape[:2], n, cfg.d_model) if g is None
+                           else torch.einsum("bthe,hed->bthd", g, W))
+            qkv = _through_norm(block.ln1, kept[f"{i}.ln1"][0], torch.cat(per, 2))
+            mlp = _through_norm(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
+            layers.append((qkv, mlp))
+        final = _through_norm(model.ln_final, kept["final"][0], grads["final"][:, :, None])[:, :, 0]
+    return layers, final, cache, m.detach().float()
 
 
 # ------------------------------------------------------------------------------------------------ the sweep
@@ -256,21 +266,32 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
     for start in chunks:
         rows = slice(start, min(start + per_chunk, n))
         answer, wrong = batch.answer[rows], batch.wrong[rows]
-        cc, kc, clean_m[rows], corrupt_m[rows] = _pair_runs(model, batch.clean[rows], batch.corrupt[rows], names,
-                                                            fn, answer, wrong)
-        src, base = (cc, kc) if mode == "denoise" else (kc, cc)
-        base_tokens = batch.corrupt[rows] if mode == "denoise" else batch.clean[rows]
+        src_tokens, base_tokens = batch.clean[rows], batch.corrupt[rows]
+        if mode == "noise":
+            src_tokens, base_tokens = base_tokens, src_tokens
+        src_m, base_m = (clean_m, corrupt_m) if mode == "denoise" else (corrupt_m, clean_m)
+        if method == "eap":  # the source's writes from a forward of its own; the base's from the gradient run
+            with torch.no_grad():
+                logits, src = engine.cache_run(model, src_tokens, names)
+                src_m[rows] = fn(logits, answer, wrong).float()
+                del logits
+            layers, final, base, base_m[rows] = _reader_grads(model, base_tokens, fn, answer, wrong, {}, names)
+        else:
+            cc, kc, clean_m[rows], corrupt_m[rows] = _pair_runs(model, batch.clean[rows], batch.corrupt[rows],
+                                                                names, fn, answer, wrong)
+            src, base = (cc, kc) if mode == "denoise" else (kc, cc)
         with torch.no_grad():
             delta = (_writes(model, src) - _writes(model, base)).double()  # [rows, pos, writers, d]
         for alpha in alphas:
             if alpha == 0.0:
-                overrides = {}
+                pass  # EAP: the gradient run above
             elif interpolate == "inputs":
                 overrides = {"hook_embed": base["hook_embed"] + alpha * (src["hook_embed"] - base["hook_embed"])}
+                layers, final, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
             else:
                 overrides = {name: base[name] + alpha * (src[name] - base[name]) for name in names
                              if not name.endswith("hook_z")}
-            layers, final = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
+                layers, final, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
             for layer, (qkv, mlp) in enumerate(layers):
                 r0 = layer * (H + 2 * K + 1)
                 wq, wm = before_heads[layer], before_mlp[layer]
@@ -286,9 +307,12 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
 
 
 def _contract(delta, grads, per_position):
-    """``delta [rows, pos, w, d] . grads [rows, pos, r, d]`` -> ``[rows, pos or 1, w, r]``."""
-    out = torch.einsum("btwd,btrd->btwr", delta, grads.double())
-    return out if per_position else out.sum(1, keepdim=True)
+    """``delta [rows, pos, w, d] . grads [rows, pos, r, d]`` -> ``[rows, pos or 1, w, r]`` (summed over positions
+    inside the one contraction unless ``per_position``)."""
+    g = grads.to(delta.dtype)
+    if per_position:
+        return torch.einsum("btwd,btrd->btwr", delta, g)
+    return torch.einsum("btwd,btrd->bwr", delta, g)[:, None]
 
 
 def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, metric_name, norm_metric, method,
