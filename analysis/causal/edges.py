@@ -26,8 +26,10 @@ or ``"activations"`` moving every writer's output (each reader's input is then t
 the derivative still taken through each component at the mixed point). Scores are the mean over pairs, with a
 Student-t 95% interval; with ``normalized_logit_diff`` they are divided by the clean-minus-corrupted gap.
 
-Cost: one forward of the source and base prompts, then one forward and backward per step (EAP: one) per chunk of
-``max_batch`` pairs, whatever the number of edges; the scores are one contraction per reader layer. Memory: the
+Cost, per chunk of ``max_batch`` pairs and whatever the number of edges: EAP runs the source prompts forward (their
+writes) and the base prompts forward and backward once (the base's writes are kept from that same run), about 2.5
+forwards of the pair batch in FLOPs; EAP-IG runs both prompts forward, then one forward and backward per step. The
+scores are one contraction per reader layer. Memory: the
 writers' deltas, ``pairs x positions x writers x d_model`` floats per chunk, the readers' input gradients and the
 backward's activations, estimated per pair by ``pair_bytes``; a chunk holds at most ``max_batch`` pairs and
 fewer where they would exceed ``EDGE_BUDGET`` (at least one pair: at the study's 1.7B shape about 50 MB per
