@@ -106,7 +106,6 @@ def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=N
             raise AnalysisError("the regenerated labelled documents do not tokenise to the validation windows; "
                                 "the checkpoint's data settings do not match this version of the built-in language")
         table = pd.concat([table, labels.reset_index(drop=True)], axis=1)
-    widths = _widths(model, hooks, x[:1])
     meta = _meta(model, hooks, dtype, n, T)
     out = None if out is None else Path(out)
     tmp = None
@@ -116,15 +115,18 @@ def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=N
         tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        acts = {h: np.lib.format.open_memmap(tmp / f"{i:02d}.npy", mode="w+", dtype=DTYPES[dtype],
-                                             shape=(n * T, widths[h])) for i, h in enumerate(hooks)}
-    else:
-        acts = {h: np.empty((n * T, widths[h]), dtype=DTYPES[dtype]) for h in hooks}
+    acts: dict = {}  # allocated once the first batch shows each hook's width (no forward of its own)
     device = model.unembed.weight.device
     try:
         for i in tqdm(range(0, n, max_batch), desc="activations", unit="batch", disable=not progress, leave=False):
             chunk = x[i:i + max_batch].to(device)
-            _, cache = engine.cache_run(model, chunk, hooks, stop_at_layer=_stop(model, hooks))
+            cache = _run(model, chunk, hooks)
+            if not acts:
+                widths = _widths(cache, hooks, tuple(chunk.shape))
+                for j, h in enumerate(hooks):
+                    acts[h] = np.empty((n * T, widths[h]), dtype=DTYPES[dtype]) if tmp is None else \
+                        np.lib.format.open_memmap(tmp / f"{j:02d}.npy", mode="w+", dtype=DTYPES[dtype],
+                                                  shape=(n * T, widths[h]))
             rows = slice(i * T, (i + chunk.shape[0]) * T)
             for h in hooks:
                 acts[h][rows] = cache[h].reshape(-1, widths[h]).to(torch.float32).cpu().numpy()
@@ -145,15 +147,34 @@ def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=N
     return load_activations(out)
 
 
-def _widths(model, hooks, one) -> dict[str, int]:
-    _, cache = engine.cache_run(model, one.to(model.unembed.weight.device), hooks)
+def _widths(cache, hooks, shape) -> dict[str, int]:
+    """Each hook point's width from a batch's cache (``shape``: the batch's ``[rows, pos]``); a hook point that is
+    not one vector per token is refused."""
     for h in hooks:
-        shape = tuple(cache[h].shape)
-        if len(shape) < 3 or shape[:2] != tuple(one.shape) or h.endswith(("hook_pattern", "hook_attn_scores")):
-            raise AnalysisError(f"hook point {h} is not one vector per token (its activation is {list(shape)} for "
-                                f"one sequence of {one.shape[1]}); use a residual, attn_out, mlp_out or a per-head "
-                                "z/q/k/v/result hook")
+        got = tuple(cache[h].shape)
+        if len(got) < 3 or got[:2] != shape or h.endswith(("hook_pattern", "hook_attn_scores")):
+            raise AnalysisError(f"hook point {h} is not one vector per token (its activation is {list(got)} for "
+                                f"{shape[0]} sequence(s) of {shape[1]}); use a residual, attn_out, mlp_out or a "
+                                "per-head z/q/k/v/result hook")
     return {h: int(np.prod(cache[h].shape[2:])) for h in hooks}
+
+
+class _ToFinalNorm:
+    """The model up to its final norm, without the unembedding no hook point needs; hooks fire as in the model."""
+
+    def __init__(self, model):
+        self.model, self.mod_dict = model, model.mod_dict
+
+    def __call__(self, x):
+        return self.model.ln_final(self.model(x, stop_at_layer=self.model.cfg.n_layers))
+
+
+def _run(model, chunk, hooks) -> dict:
+    """The cache of ``hooks`` for one batch, from one forward that stops where the deepest hook point is read."""
+    stop = _stop(model, hooks)
+    if stop is None and all(h.startswith(("hook_embed", "blocks.", "ln_final.")) for h in hooks):
+        return engine.cache_run(_ToFinalNorm(model), chunk, hooks)[1]
+    return engine.cache_run(model, chunk, hooks, stop_at_layer=stop)[1]
 
 
 def _stop(model, hooks):
