@@ -38,7 +38,6 @@ class _Batch:
         self.B = sum(1 for k in ks if k == 1)
         self.off = np.concatenate([[0], np.cumsum(ks)]).astype(int)
         self.col2t = torch.from_numpy(np.repeat(np.arange(self.T), ks))
-        self.Mcol = M[:, self.col2t]
         self.rows = M.sum(0)
         D = X.shape[1]
         inv_c = torch.tensor([1.0 / c for c in C], dtype=dtype)
@@ -51,6 +50,9 @@ class _Batch:
                 self.runs[-1][1] += 1
             else:
                 self.runs.append([t, 1, ks[t]])
+        # per run, each row's class index ``[N, n, 1]`` (0 where the row is masked out): y enters as a gather
+        self.labels = [Y[:, self.off[t]:self.off[t + n]].reshape(len(Y), n, k).argmax(2, keepdim=True)
+                       for t, n, k in self.runs]
         # each target's exact Hessian at W = 0, one inverse per distinct (rows used, curvature, C)
         curv = [0.25 if k == 1 else 1.0 / k for k in ks]
         keys = [(int(mask_id[t]), curv[t], float(C[t])) for t in range(self.T)]
@@ -85,28 +87,33 @@ class _Batch:
                                                                   include_self=False)
 
     def __call__(self, W, grad=True):
+        """Each target's objective ``[T]`` at ``W`` and (with ``grad``) the gradient, the shape of ``W``: the
+        residuals ``mask x (p - y)`` are formed block by block and enter one ``X^T R``."""
         Z = self.X @ W
         B, off = self.B, self.off
         f = torch.empty(self.T, dtype=W.dtype)
-        P = torch.empty_like(Z) if grad else None
+        R = torch.empty_like(Z) if grad else None
         if B:
-            z = Z[:, :B]
-            f[:B] = (self.M[:, :B] * (torch.nn.functional.softplus(z) - self.Y[:, :B] * z)).sum(0)
+            z, m, y = Z[:, :B], self.M[:, :B], self.Y[:, :B]
+            f[:B] = (m * (torch.nn.functional.softplus(z) - y * z)).sum(0)
             if grad:
-                P[:, :B] = torch.sigmoid(z)
+                R[:, :B] = m * (torch.sigmoid(z) - y)
         N = Z.shape[0]
-        for t, n, k in self.runs:
+        for (t, n, k), lab in zip(self.runs, self.labels):
             a, b = off[t], off[t + n]
             z = Z[:, a:b].reshape(N, n, k)
-            lse = torch.logsumexp(z, 2, keepdim=True)
-            y = self.Y[:, a:b].reshape(N, n, k)
-            f[t:t + n] = (self.M[:, t:t + n] * (lse[..., 0] - (z * y).sum(2))).sum(0)
+            m = self.M[:, t:t + n]
+            top = z.amax(2, keepdim=True)
+            e = torch.exp(z - top)  # one exp for the log-sum-exp and the probabilities both
+            tot = e.sum(2, keepdim=True)
+            f[t:t + n] = (m * (top[..., 0] + torch.log(tot[..., 0]) - z.gather(2, lab)[..., 0])).sum(0)
             if grad:
-                P[:, a:b] = torch.exp(z - lse).reshape(N, n * k)
+                p = e.div_(tot).scatter_add_(2, lab, torch.full_like(lab, -1, dtype=e.dtype))  # p - y
+                R[:, a:b] = p.mul_(m[..., None]).reshape(N, n * k)
         f = f + 0.5 * self.dot(self.reg * W, W)
         if not grad:
             return f, None
-        return f, self.X.T @ (self.Mcol * (P - self.Y)) + self.reg * W
+        return f, torch.addmm(self.reg * W, self.X.T, R)
 
 
 def _lbfgs(fn: _Batch, W, max_iter: int, memory: int, gtol: float, shrink: float = 0.5):
