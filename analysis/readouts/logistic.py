@@ -13,7 +13,11 @@ targets never share a step length or a curvature pair. The initial inverse Hessi
 per distinct set of rows and one inverse per distinct (rows, curvature, ``C``), so the many targets that use every
 row - bits, XORs - and the folds x ``C`` grid of a cross-validation share them) - it removes
 the ill-conditioning of correlated residual-stream directions, so the fits take ~100 steps where scikit-learn's takes
-up to ~500 - scaled each step by the usual ``s^T y / y^T H0 y``. A target stops when the largest entry of its gradient
+up to ~500 - scaled each step by the usual ``s^T y / y^T H0 y``. Where the inputs are narrow (at most
+``REFRESH_MAX_WIDTH`` features), at step ``REFRESH_STEP`` every column's initial matrix becomes its own block of the
+Hessian at the current iterate (``X^T diag(p (1 - p)) X`` plus the penalty, cross-class terms left out): the fits have
+moved far from zero by then (a nearly separable target's weights keep growing), and on multi-class targets this
+halves the steps left. A target stops when the largest entry of its gradient
 is below ``gtol`` per row (scikit-learn's ``tol`` on its row-averaged objective); once the targets still running hold
 at most half of the columns, the solve restarts on those alone, so a slow target does not keep paying for the fast
 ones. Float32 by default: the probes compare accuracies, which the tests check against scikit-learn to 0.01. A target
@@ -25,6 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+
+
+#: The step at which each column's preconditioner becomes its own Hessian block at the current iterate (by then the
+#: fits have left ``W = 0``, where the initial one is exact); only for inputs of at most ``REFRESH_MAX_WIDTH``
+#: features, where forming those blocks costs about ``width / 4`` objective evaluations.
+REFRESH_STEP = 15
+REFRESH_MAX_WIDTH = 128
 
 
 class _Batch:
@@ -50,9 +61,13 @@ class _Batch:
                 self.runs[-1][1] += 1
             else:
                 self.runs.append([t, 1, ks[t]])
-        # per run, each row's class index ``[N, n, 1]`` (0 where the row is masked out): y enters as a gather
-        self.labels = [Y[:, self.off[t]:self.off[t + n]].reshape(len(Y), n, k).argmax(2, keepdim=True)
+        # per run, each row's class index ``[N, n, 1]`` (0 where the row is masked out), and where its label's logit
+        # sits in the flat ``Z``: y enters as one gather (no one-hot products)
+        N, cols = len(Y), int(self.off[-1])
+        self.labels = [Y[:, self.off[t]:self.off[t + n]].reshape(N, n, k).argmax(2, keepdim=True)
                        for t, n, k in self.runs]
+        self.picked = [torch.arange(N)[:, None] * cols + int(self.off[t]) + torch.arange(n)[None] * k + lab[..., 0]
+                       for (t, n, k), lab in zip(self.runs, self.labels)]
         # each target's exact Hessian at W = 0, one inverse per distinct (rows used, curvature, C)
         curv = [0.25 if k == 1 else 1.0 / k for k in ks]
         keys = [(int(mask_id[t]), curv[t], float(C[t])) for t in range(self.T)]
@@ -71,8 +86,28 @@ class _Batch:
         self.h0_inv = torch.linalg.inv(torch.stack(H0))
         which = torch.tensor([distinct.index(k) for k in keys])[self.col2t]
         self.groups = [(u, torch.nonzero(which == u)[:, 0]) for u in range(len(distinct))]
+        self.col_inv = None  # per-column inverse Hessian blocks, once ``refresh`` has run
+
+    def refresh(self, W):
+        """Precondition each column from now on by its own block of the Hessian at ``W`` (the class's curvature
+        ``p (1 - p)`` weighting each row's ``x x^T``, plus the penalty), instead of the Hessian at zero."""
+        Z = self.X @ W
+        P = torch.empty_like(Z)
+        P[:, :self.B] = torch.sigmoid(Z[:, :self.B])
+        N = Z.shape[0]
+        for t, n, k in self.runs:
+            a, b = self.off[t], self.off[t + n]
+            P[:, a:b] = torch.softmax(Z[:, a:b].reshape(N, n, k), 2).reshape(N, n * k)
+        w = (P * (1 - P)) * self.M[:, self.col2t]
+        H = torch.stack([self.X.T @ (self.X * w[:, c:c + 1]) for c in range(w.shape[1])])
+        ridge = self.reg.T.clone()  # [cols, D]
+        ridge[:, -1] += 1e-6 * (1 + self.rows[self.col2t] / 4)
+        H += torch.diag_embed(ridge)
+        self.col_inv = torch.linalg.inv(H)
 
     def precondition(self, G):
+        if self.col_inv is not None:
+            return torch.einsum("cde,ec->dc", self.col_inv, G)
         out = torch.empty_like(G)
         for u, cols in self.groups:
             out[:, cols] = self.h0_inv[u] @ G[:, cols]
@@ -99,14 +134,14 @@ class _Batch:
             if grad:
                 R[:, :B] = m * (torch.sigmoid(z) - y)
         N = Z.shape[0]
-        for (t, n, k), lab in zip(self.runs, self.labels):
+        for (t, n, k), lab, at in zip(self.runs, self.labels, self.picked):
             a, b = off[t], off[t + n]
             z = Z[:, a:b].reshape(N, n, k)
             m = self.M[:, t:t + n]
             top = z.amax(2, keepdim=True)
-            e = torch.exp(z - top)  # one exp for the log-sum-exp and the probabilities both
+            e = torch.sub(z, top).exp_()  # one exp for the log-sum-exp and the probabilities both
             tot = e.sum(2, keepdim=True)
-            f[t:t + n] = (m * (top[..., 0] + torch.log(tot[..., 0]) - z.gather(2, lab)[..., 0])).sum(0)
+            f[t:t + n] = (m * (top[..., 0] + torch.log(tot[..., 0]) - Z.take(at))).sum(0)
             if grad:
                 p = e.div_(tot).scatter_add_(2, lab, torch.full_like(lab, -1, dtype=e.dtype))  # p - y
                 R[:, a:b] = p.mul_(m[..., None]).reshape(N, n * k)
@@ -125,6 +160,8 @@ def _lbfgs(fn: _Batch, W, max_iter: int, memory: int, gtol: float, shrink: float
     S, Yd, rho = [], [], []
     steps = 0
     for steps in range(max_iter):
+        if steps == REFRESH_STEP and W.shape[0] <= REFRESH_MAX_WIDTH + 1:
+            fn.refresh(W)
         active = fn.grad_max(G) > gtol * fn.rows
         if not active.any() or float(ks[active].sum()) <= shrink * float(ks.sum()):
             break
