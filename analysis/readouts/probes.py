@@ -15,11 +15,13 @@ Splits (column ``split``):
 
 ``C`` is chosen per hook point x target x split on the training rows only (``C="cv"``, the default): grouped
 ``folds``-fold cross-validation over the training sequences (the training types for the type split) on the grid
-``Cs`` (default 0.01, 0.1, 1, 10, 100); the C with the highest pooled validation score wins (ties: the smaller C),
-and the probe is refitted on all training rows with it. The cross-validation fits stop at a 10x looser tolerance
-than the final ones (they only rank the grid): where the validation curve is flat to within about a point, the C
-picked can differ from an exact solver's, at no cost in score that such a curve could show. Where no fold can be scored (fewer than 2 training groups,
-or one class in every fold) C falls back to the grid's middle value. A number for ``C`` fixes it (and ``alpha`` for
+``Cs`` (default 0.01, 0.1, 1, 10, 100); the C with the highest mean validation accuracy over the folds wins (ties:
+the smaller C; scikit-learn's ``LogisticRegressionCV`` rule; ridge: the pooled out-of-fold R^2), and the probe is
+refitted on all training rows with it. The cross-validation fits stop at the final fits' tolerance: a looser one
+under-fits the weakly regularised end of the grid and tilts the choice toward small C. Where two grid values score
+within a validation row or two of each other, the C picked can still differ from another exact solver's (float32
+against float64). Where no fold can be scored (fewer than 2 training groups, or one class in every fold) C falls
+back to the grid's middle value. A number for ``C`` fixes it (and ``alpha`` for
 ridge). The control task and the shuffled labels reuse the target's chosen C (the same probe); the random-init
 probes choose their own.
 
@@ -68,9 +70,8 @@ Controls beside every probe:
 cross-validation fits, which only rank the grid) reached its tolerance; a warning says how many did not.
 
 The fast path fits all class targets of a hook point (bits, XORs, token identities, labels; in the
-cross-validation every target x fold, one grid value after the other, each warm-started from the last and stopped
-at a 10x looser tolerance, since those fits only rank the grid) together, by one batched per-target L-BFGS with each target's exact initial Hessian as
-preconditioner (:mod:`analysis.readouts.logistic`), and scalar targets in closed form. It agrees with scikit-learn
+cross-validation every target x fold, one grid value after the other, each warm-started from the last) together,
+by one batched per-target L-BFGS with each target's exact initial Hessian as preconditioner (:mod:`analysis.readouts.logistic`), and scalar targets in closed form. It agrees with scikit-learn
 at the same ``C``/``alpha`` (tests; ``method="sklearn"`` runs the reference, one ``LogisticRegression`` or ``Ridge``
 per target and fold).
 

@@ -51,6 +51,17 @@ def test_store_round_trip_and_no_partial_directory(tmp_path_factory, tokenizer, 
         _, cache = m.run_with_cache(x)
     np.testing.assert_allclose(mem.acts["blocks.1.hook_resid_pre"],
                                cache["blocks.1.hook_resid_pre"].reshape(-1, 64).numpy(), atol=1e-5)
+    np.testing.assert_allclose(mem.acts["ln_final.hook_normalized"],
+                               cache["ln_final.hook_normalized"].reshape(-1, 64).numpy(), atol=1e-5)
+    # one forward per batch and nothing more: no forward to learn the widths, no unembedding after the final norm
+    rows, heads = [], []
+    with m.hooks(fwd_hooks=[("hook_embed", lambda a, hook: rows.append(a.shape[0]))]):
+        handle = m.unembed.register_forward_hook(lambda *a: heads.append(1))
+        try:
+            collect(m, x, max_batch=4)
+        finally:
+            handle.remove()
+    assert rows == [4, 2] and not heads
     again = load_activations(tmp_path / "store")
     assert again.meta["interface"] == "canonical" and len(again) == 6 * 48
     assert json.loads((tmp_path / "store" / "index.json").read_text())["hooks"] == mem.hooks
@@ -239,7 +250,14 @@ def test_batched_logistic_matches_scikit_learn_per_target():
               np.digitize(logits[:, 3], [-1, 0, 1])]
     masks = [np.ones(400, bool), rng.random(400) < 0.6, rng.random(400) < 0.8, np.ones(400, bool)]
     ks = [2, 4, 2, 4]
-    got = fit_logistic(x, labels, masks, ks, C=0.5, gtol=1e-9, dtype=torch.float64)
+    import analysis.readouts.logistic as logistic
+
+    refreshed = []
+    refresh = logistic._Batch.refresh
+    with pytest.MonkeyPatch.context() as mp:  # the solve runs past the step where the preconditioner is refreshed
+        mp.setattr(logistic._Batch, "refresh", lambda self, W: (refreshed.append(W.shape), refresh(self, W))[1])
+        got = fit_logistic(x, labels, masks, ks, C=0.5, gtol=1e-9, dtype=torch.float64)
+    assert refreshed
     for y, m, k, W in zip(labels, masks, ks, got):
         ref = LogisticRegression(C=0.5, tol=1e-10, max_iter=10_000).fit(x[m], y[m])
         z = x @ W[:-1] + W[-1]
