@@ -140,9 +140,10 @@ def _through_norm(norm, x, g):
     for LayerNorm."""
     x = x.detach()
     scale, xc = _scale(norm, x)
-    scale, xc = scale[:, :, None], xc[:, :, None]  # [rows, pos, 1, 1], [rows, pos, 1, d]
-    u = g * norm.w.detach()
-    out = u / scale - xc * ((u * xc).sum(-1, keepdim=True) / (x.shape[-1] * scale ** 3))
+    inv = (1 / scale)[:, :, None]  # [rows, pos, 1, 1]
+    xs = xc[:, :, None] * inv  # the normalised input, [rows, pos, 1, d]
+    u = g * (norm.w.detach() * inv)
+    out = u - xs * ((u * xs).sum(-1, keepdim=True) / x.shape[-1])
     return out - out.mean(-1, keepdim=True) if hasattr(norm, "b") else out
 
 
@@ -252,12 +253,8 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
     batch = make_pairs(model, pairs)
     writers, readers = graph(model)
     n, T, L = len(batch), batch.n_pos, model.cfg.n_layers
-    H, K = model.cfg.n_heads, model.cfg.kv_heads
     alphas = [0.0] if method == "eap" else [(k + 0.5) / steps for k in range(steps)]
     names = _write_names(L)
-    # per layer: how many writers precede its heads' inputs and its MLP's input
-    before_heads = [1 + layer * (H + 1) for layer in range(L)]
-    before_mlp = [b + H for b in before_heads]
     device = batch.clean.device
     scores = torch.zeros(n, T if per_position else 1, len(writers), len(readers), dtype=torch.float64, device=device)
     clean_m, corrupt_m = torch.zeros(n, device=device), torch.zeros(n, device=device)
@@ -283,7 +280,7 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
                                                                 names, fn, answer, wrong)
             src, base = (cc, kc) if mode == "denoise" else (kc, cc)
         with torch.no_grad():
-            delta = (_writes(model, src) - _writes(model, base)).double()  # [rows, pos, writers, d]
+            delta = _writes(model, {k: src[k] - base[k] for k in src})  # [rows, pos, writers, d]: writes are linear
         for alpha in alphas:
             if alpha == 0.0:
                 pass  # EAP: the gradient run above
@@ -294,13 +291,10 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
                 overrides = {name: base[name] + alpha * (src[name] - base[name]) for name in names
                              if not name.endswith("hook_z")}
                 layers, final, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
-            for layer, (qkv, mlp) in enumerate(layers):
-                r0 = layer * (H + 2 * K + 1)
-                wq, wm = before_heads[layer], before_mlp[layer]
-                scores[rows, :, :wq, r0:r0 + H + 2 * K] += _contract(delta[:, :, :wq], qkv, per_position)
-                scores[rows, :, :wm, r0 + H + 2 * K] += _contract(delta[:, :, :wm], mlp[:, :, None],
-                                                                  per_position)[..., 0]
-            scores[rows, :, :, -1] += _contract(delta, final[:, :, None], per_position)[..., 0]
+            # every reader's input gradient in the readers' order, and one contraction with every writer's delta
+            # (the pairs of a writer that does not reach a reader are computed too, and left out of the table)
+            grads = torch.cat([g for qkv, mlp in layers for g in (qkv, mlp[:, :, None])] + [final[:, :, None]], 2)
+            scores[rows] += _contract(delta, grads, per_position).double()
             bar.update()
     bar.close()
     scores /= len(alphas)
@@ -309,12 +303,14 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
 
 
 def _contract(delta, grads, per_position):
-    """``delta [rows, pos, w, d] . grads [rows, pos, r, d]`` -> ``[rows, pos or 1, w, r]`` (summed over positions
-    inside the one contraction unless ``per_position``)."""
+    """``delta [rows, pos, w, d] . grads [rows, pos, r, d]`` -> ``[rows, pos or 1, w, r]``: one batched matrix
+    product, over positions and the model width together unless ``per_position``."""
     g = grads.to(delta.dtype)
+    b, t, w, d = delta.shape
     if per_position:
-        return torch.einsum("btwd,btrd->btwr", delta, g)
-    return torch.einsum("btwd,btrd->bwr", delta, g)[:, None]
+        return torch.matmul(delta, g.transpose(2, 3))
+    flat = delta.permute(0, 2, 1, 3).reshape(b, w, t * d)
+    return torch.bmm(flat, g.permute(0, 1, 3, 2).reshape(b, t * d, -1))[:, None]
 
 
 def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, metric_name, norm_metric, method,
@@ -328,18 +324,19 @@ def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, met
             raise AnalysisError(f"the mean clean-corrupt logit difference gap is {gap:.3f} (below {MIN_GAP}): "
                                 "normalised scores would divide by noise; use metric='logit_diff'")
         s = s / gap
-    wi, ri = np.array([(w, r) for w, wn in enumerate(writers) for r, rn in enumerate(readers) if wn.time < rn.time]).T
+    wi, ri = np.nonzero(np.array([w.time for w in writers])[:, None] < np.array([r.time for r in readers])[None])
     flat = s[:, :, wi, ri].reshape(n, -1)  # [pairs, pos x edges]
     mean, lo, hi = t_intervals(flat.T)
     pos = np.repeat(np.arange(P), len(wi)) if per_position else None
     e = np.tile(np.arange(len(wi)), P)
-    w, r = [writers[i] for i in wi[e]], [readers[i] for i in ri[e]]
-    out = pd.DataFrame({
-        "sender": [x.label for x in w], "receiver": [x.label for x in r],
-        "sender_kind": [x.kind for x in w], "sender_layer": pd.array([x.layer for x in w], dtype="Int64"),
-        "sender_head": pd.array([x.head for x in w], dtype="Int64"),
-        "receiver_kind": [x.kind for x in r], "receiver_layer": pd.array([x.layer for x in r], dtype="Int64"),
-        "receiver_head": pd.array([x.head for x in r], dtype="Int64")})
+    cols = {}
+    for side, nodes, idx in (("sender", writers, wi[e]), ("receiver", readers, ri[e])):  # per node once, then indexed
+        cols[side] = np.array([x.label for x in nodes], dtype=object)[idx]
+        cols[f"{side}_kind"] = np.array([x.kind for x in nodes], dtype=object)[idx]
+        for attr in ("layer", "head"):
+            cols[f"{side}_{attr}"] = pd.array([getattr(x, attr) for x in nodes], dtype="Int64")[idx]
+    out = pd.DataFrame({k: cols[k] for k in ("sender", "receiver", "sender_kind", "sender_layer", "sender_head",
+                                             "receiver_kind", "receiver_layer", "receiver_head")})
     if per_position:
         out.insert(2, "position", pos)
     out["score"], out["score_lo"], out["score_hi"], out["n"] = mean, lo, hi, n

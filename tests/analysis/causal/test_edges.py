@@ -65,7 +65,8 @@ def test_equals_transformer_lens_attribution_patch_per_position(model, batch):
     assert scale > 1e-3 and max(abs(mine[k] - total[k]) for k in total) <= 1e-5 * max(1.0, scale)
     summed = edge_attribution(model, batch)  # per_position=False: the same scores summed over positions
     per = ours.groupby(["sender", "receiver"], sort=False).score.sum()
-    assert np.allclose(summed.set_index(["sender", "receiver"]).score.loc[per.index], per, atol=1e-9)
+    # float32 contractions: the sum over positions inside one product rounds apart from the per-position sums
+    assert np.allclose(summed.set_index(["sender", "receiver"]).score.loc[per.index], per, atol=1e-6, rtol=0)
 
 
 def test_a_memory_budget_below_one_chunk_splits_it_into_single_pairs(model, batch, monkeypatch):
