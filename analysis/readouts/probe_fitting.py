@@ -153,8 +153,8 @@ def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=N
         y = np.zeros(len(keep_tr), dtype=np.int64)
         y[keep_tr] = np.searchsorted(classes, t.labels[~test][keep_tr])
         plan.append((t, classes, y, keep_tr, given))
-    # cross-validation of C for the class targets: for each C (ascending, each warm-started from the last), every
-    # (target, fold) in one batched solve
+    # cross-validation of C for the class targets: for each C (ascending, each started from the path of the last two
+    # extrapolated), every (target, fold) in one batched solve
     chosen = {}
     problems = []  # (target name, fit rows, validation rows, class indices, classes)
     for t, classes, y, keep, given in plan:
@@ -169,11 +169,14 @@ def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=N
                     problems.append((t.name, fit_rows, val_rows, y, len(classes)))
     if problems:
         tally: dict[tuple[str, float], list[float]] = {}  # validation accuracy per fold
-        init = None
+        init, last = None, None
         for c in sorted(Cs):
             fits = _logistic(xtr, [p[3] for p in problems], [p[1] for p in problems], [p[4] for p in problems],
                              [c] * len(problems), method, gtol=CV_GTOL, init=init)
-            init = [W for W, _ in fits]
+            now = [W for W, _ in fits]
+            # the next C's start: the solution path extrapolated one grid step (a geometric grid: one step in log C)
+            init = now if last is None else [2 * a - b for a, b in zip(now, last)]
+            last = now
             for (name, _, val, y, _), (W, _) in zip(problems, fits):
                 tally.setdefault((name, c), []).append(float((_predict(xtr[val], W) == y[val]).mean()))
         for t, *_ in plan:

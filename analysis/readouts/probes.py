@@ -70,7 +70,8 @@ Controls beside every probe:
 cross-validation fits, which only rank the grid) reached its tolerance; a warning says how many did not.
 
 The fast path fits all class targets of a hook point (bits, XORs, token identities, labels; in the
-cross-validation every target x fold, one grid value after the other, each warm-started from the last) together,
+cross-validation every target x fold, one grid value after the other, each started from the last two solutions
+extrapolated one grid step) together,
 by one batched per-target L-BFGS with each target's exact initial Hessian as preconditioner (:mod:`analysis.readouts.logistic`), and scalar targets in closed form. It agrees with scikit-learn
 at the same ``C``/``alpha`` (tests; ``method="sklearn"`` runs the reference, one ``LogisticRegression`` or ``Ridge``
 per target and fold).

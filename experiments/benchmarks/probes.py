@@ -82,6 +82,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds at fixed C")
     p.add_argument("--cv-rounds", type=int, default=1, help="interleaved rounds with C by cross-validation")
     p.add_argument("--ckpt", help="a trained checkpoint (default: the tiny recipe, untrained, gf2)")
+    p.add_argument("--only", help="run only the target sets whose label contains this text (e.g. multi-class)")
     p.add_argument("--cv-every-set", action="store_true",
                    help="cross-validate on every target set (default: the multi-class set and the CLI's default, on the "
                         "built-in language with --ckpt; "
@@ -106,6 +107,8 @@ def main(argv=None):
                  ("every target family (probe_table's default)", list(TARGET_FAMILIES))]
     cv_sets = {sets[1][0], sets[min(3, len(sets) - 1)][0]}  # multi-class; the CLI's default on the built-in language
     for label, fams in sets:
+        if args.only and args.only not in label:
+            continue
         tg = targets(acts, fams)
         for mode in ("fixed C = 1", "C by 3-fold CV"):
             if mode.startswith("C by") and not (args.cv_every_set or label in cv_sets):
@@ -139,6 +142,9 @@ def main(argv=None):
             print(f"  {label}, {mode}: {len(scored)} fitted targets; fast {t['fast']:.2f} s, scikit-learn "
                   f"{t['sklearn']:.2f} s: {ratio:.1f}x (target >= 10x); max score difference {diff:.4f} (target "
                   f"<= 0.005){same}")
+
+    if args.only:
+        return
 
     @torch.no_grad()
     def plain():
