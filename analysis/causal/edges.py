@@ -29,8 +29,7 @@ Student-t 95% interval; with ``normalized_logit_diff`` they are divided by the c
 Cost, per chunk of ``max_batch`` pairs and whatever the number of edges: EAP runs the source prompts forward (their
 writes) and the base prompts forward and backward once (the base's writes are kept from that same run), about 2.5
 forwards of the pair batch in FLOPs; EAP-IG runs both prompts forward, then one forward and backward per step. The
-scores are one contraction per reader layer. Memory: the
-writers' deltas, ``pairs x positions x writers x d_model`` floats per chunk, the readers' input gradients and the
+scores are one contraction of every writer's delta with every reader's gradient per pass. Memory: the writers' deltas, ``pairs x positions x writers x d_model`` floats per chunk, the readers' input gradients and the
 backward's activations, estimated per pair by ``pair_bytes``; a chunk holds at most ``max_batch`` pairs and
 fewer where they would exceed ``EDGE_BUDGET`` (at least one pair: at the study's 1.7B shape about 50 MB per
 prompt token). ``per_position=True`` also keeps ``pairs x positions x writers x readers`` scores.
@@ -154,7 +153,7 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=()) -
     returns per layer ``(q/k/v input grads [rows, pos, H + 2K, d_model], mlp input grad [rows, pos, d_model])``, the
     logits reader's grad, the run's activations at the hook points ``record`` (detached) and its metric per row."""
     cfg = model.cfg
-    L, H, K, dh = cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_head
+    L = cfg.n_layers
     mods, kept, handles, cache = model.mod_dict, {}, [], {}
 
     def keep(name):
@@ -194,21 +193,28 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=()) -
     finally:
         for h in handles:
             h.remove()
+    return (*_readers_from_stream(model, kept, grads), cache, m.detach().float())
 
-    with torch.no_grad():  # the readers' gradients from the stream's: no graph of their own
-        layers = []
-        for i, block in enumerate(model.blocks):
-            attn, per = block.attn, []
-            for c, n in (("q", H), ("k", K), ("v", K)):
-                g = grads[f"{i}.{c}"]
-                W = getattr(attn, f"{c}_proj").weight.view(n, dh, cfg.d_model)
-                per.append(kept[f"{i}.{c}"][1].new_zeros(*kept[f"{i}.{c}"][1].shape[:2], n, cfg.d_model) if g is None
-                           else torch.einsum("bthe,hed->bthd", g, W))
-            qkv = _through_norm(block.ln1, kept[f"{i}.ln1"][0], torch.cat(per, 2))
-            mlp = _through_norm(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
-            layers.append((qkv, mlp))
-        final = _through_norm(model.ln_final, kept["final"][0], grads["final"][:, :, None])[:, :, 0]
-    return layers, final, cache, m.detach().float()
+
+@torch.no_grad()  # the readers' gradients from the stream's: no graph of their own
+def _readers_from_stream(model, kept, grads) -> tuple[list, torch.Tensor]:
+    """Per layer the q/k/v readers' input gradients (each head's projection, then its norm) and the MLP reader's,
+    and the logits reader's, from the gradients at the projections' outputs and the norms' outputs (``grads``) and
+    the norms' inputs (``kept``)."""
+    cfg = model.cfg
+    layers = []
+    for i, block in enumerate(model.blocks):
+        attn, per = block.attn, []
+        for c, n in (("q", cfg.n_heads), ("k", cfg.kv_heads), ("v", cfg.kv_heads)):
+            g, out = grads[f"{i}.{c}"], kept[f"{i}.{c}"][1]
+            W = getattr(attn, f"{c}_proj").weight.view(n, cfg.d_head, cfg.d_model)
+            per.append(out.new_zeros(*out.shape[:2], n, cfg.d_model) if g is None
+                       else torch.einsum("bthe,hed->bthd", g, W))
+        qkv = _through_norm(block.ln1, kept[f"{i}.ln1"][0], torch.cat(per, 2))
+        mlp = _through_norm(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
+        layers.append((qkv, mlp))
+    final = _through_norm(model.ln_final, kept["final"][0], grads["final"][:, :, None])[:, :, 0]
+    return layers, final
 
 
 # ------------------------------------------------------------------------------------------------ the sweep
@@ -282,14 +288,9 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
         with torch.no_grad():
             delta = _writes(model, {k: src[k] - base[k] for k in src})  # [rows, pos, writers, d]: writes are linear
         for alpha in alphas:
-            if alpha == 0.0:
-                pass  # EAP: the gradient run above
-            elif interpolate == "inputs":
-                overrides = {"hook_embed": base["hook_embed"] + alpha * (src["hook_embed"] - base["hook_embed"])}
-                layers, final, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
-            else:
-                overrides = {name: base[name] + alpha * (src[name] - base[name]) for name in names
-                             if not name.endswith("hook_z")}
+            if alpha:  # EAP-IG: a gradient run at this point of the path (EAP's, at the base, ran above)
+                moved = ["hook_embed"] if interpolate == "inputs" else [k for k in names if not k.endswith("hook_z")]
+                overrides = {k: base[k] + alpha * (src[k] - base[k]) for k in moved}
                 layers, final, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
             # every reader's input gradient in the readers' order, and one contraction with every writer's delta
             # (the pairs of a writer that does not reach a reader are computed too, and left out of the table)

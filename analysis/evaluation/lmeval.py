@@ -18,8 +18,8 @@ truncated from the left, as lm-eval's own models do: the continuation is scored 
 A request's row (context and continuation, less the last token) that is a prefix of another request's row is
 read from that row, since the model is causal: options of a multiple-choice document that differ in their last
 token, and repeated requests, cost one row. The rows left are sorted by length (longest first) and run in batches,
-one forward per batch, right-padded (padding after a sequence does not change its logits either). ``generate_until`` is greedy (sampling is refused)
-and batches prompts of equal token length.
+one forward per batch, right-padded (padding after a sequence does not change its logits either).
+``generate_until`` is greedy (sampling is refused) and batches prompts of equal token length.
 
 The built-in language's tasks (:data:`~analysis.evaluation.lmeval_tasks.TASKS_DIR`, lm-eval's YAML format, found through
 ``include_path``): ``fixedid_ioi``, ``fixedid_agreement``, ``fixedid_facts`` (two-way multiple choice: the answer
@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 
 from analysis.errors import AnalysisError
 from analysis.evaluation.lmeval_tasks import BUILTIN_TASKS, TASKS_DIR, task_docs, write_task_data
+from analysis.evaluation.shared_rows import host_rows
 
 #: The study's benchmarks (0-shot) and its canonical variant's figures (docs/paper.md), for side-by-side reports.
 STUDY_FIGURES = {"hellaswag": ("acc_norm", 52.40), "piqa": ("acc", 70.51), "lambada_openai": ("acc", 42.75)}
@@ -174,10 +175,10 @@ class FixedIdEvalLM(_lm_base()):
         """``(sum of log p(continuation), is_greedy)`` per ``(key, context_ids, continuation_ids)``.
 
         Each request needs the logits at the positions of its input row (context and continuation, less the last
-        token). The model is causal, so a row that is a prefix of another row has the same logits there: only rows
-        that are no other row's prefix (after sorting the distinct rows, a row is a prefix of another exactly when
-        it is one of the next row's) are run, and every request is scored on the row that holds it. Options of a
-        multiple-choice document that differ only in their last token share one row, as do requests that repeat."""
+        token); only the rows that are no other row's prefix are run
+        (:func:`~analysis.evaluation.shared_rows.host_rows`), and every request is scored on the row that holds it.
+        Options of a multiple-choice document that differ only in their last token share one row, as do requests
+        that repeat."""
         rows = []
         for _, ctx, cont in requests:
             if not cont:
@@ -186,14 +187,8 @@ class FixedIdEvalLM(_lm_base()):
                 raise AnalysisError(f"a continuation of {len(cont)} tokens does not fit the context "
                                     f"({self.max_length})")
             rows.append(tuple((list(ctx) + list(cont))[-(self.max_length + 1):]))
-        inputs = sorted({r[:-1] for r in rows})
-        host = list(range(len(inputs)))
-        for k in range(len(inputs) - 2, -1, -1):
-            n = len(inputs[k])
-            if inputs[k + 1][:n] == inputs[k]:
-                host[k] = host[k + 1]
-        where = {inp: inputs[h] for inp, h in zip(inputs, host)}
-        hosts = sorted({inputs[h] for h in host}, key=len, reverse=True)  # longest first: little padding
+        where = host_rows(r[:-1] for r in rows)
+        hosts = sorted(set(where.values()), key=len, reverse=True)  # longest first: little padding
         slot = {inp: j for j, inp in enumerate(hosts)}
         members: list[list[int]] = [[] for _ in hosts]
         for i, r in enumerate(rows):

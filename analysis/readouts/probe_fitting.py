@@ -153,8 +153,7 @@ def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=N
         y = np.zeros(len(keep_tr), dtype=np.int64)
         y[keep_tr] = np.searchsorted(classes, t.labels[~test][keep_tr])
         plan.append((t, classes, y, keep_tr, given))
-    # cross-validation of C for the class targets: for each C (ascending, each started from the path of the last two
-    # extrapolated), every (target, fold) in one batched solve
+    # cross-validation of C for the class targets (``_cv_choose``)
     chosen = {}
     problems = []  # (target name, fit rows, validation rows, class indices, classes)
     for t, classes, y, keep, given in plan:
@@ -168,21 +167,8 @@ def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=N
                 if val_rows.any() and len(np.unique(y[fit_rows])) >= 2:
                     problems.append((t.name, fit_rows, val_rows, y, len(classes)))
     if problems:
-        tally: dict[tuple[str, float], list[float]] = {}  # validation accuracy per fold
-        init, last = None, None
-        for c in sorted(Cs):
-            fits = _logistic(xtr, [p[3] for p in problems], [p[1] for p in problems], [p[4] for p in problems],
-                             [c] * len(problems), method, gtol=CV_GTOL, init=init)
-            now = [W for W, _ in fits]
-            # the next C's start: the solution path extrapolated one grid step (a geometric grid: one step in log C)
-            init = now if last is None else [2 * a - b for a, b in zip(now, last)]
-            last = now
-            for (name, _, val, y, _), (W, _) in zip(problems, fits):
-                tally.setdefault((name, c), []).append(float((_predict(xtr[val], W) == y[val]).mean()))
-        for t, *_ in plan:
-            if t.name not in chosen:
-                ranked = [(float(np.mean(acc)), -c) for (n, c), acc in tally.items() if n == t.name]
-                chosen[t.name] = -max(ranked)[1] if ranked else middle
+        chosen.update(_cv_choose(xtr, problems, Cs, method, [t.name for t, *_ in plan if t.name not in chosen],
+                                 middle))
     for t, *_ in plan:
         chosen.setdefault(t.name, middle)
     final = _logistic(xtr, [p[2] for p in plan], [p[3] for p in plan], [len(p[1]) for p in plan],
@@ -192,6 +178,27 @@ def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=N
         pred = classes[_predict(xte[keep_te], W)]
         out[t.name] = _Fit(float((pred == t.labels[test][keep_te]).mean()), chosen[t.name], conv)
     return out
+
+
+def _cv_choose(xtr, problems, Cs, method, names, middle) -> dict[str, float]:
+    """The C of each target in ``names`` with the best mean validation accuracy over its folds (ties: the smaller C;
+    a target with no scored fold gets ``middle``). ``problems``: ``(target name, fit rows, validation rows, class
+    indices, classes)`` per target x fold; for each C, ascending, every problem in one batched solve, started from
+    the solution path of the last two C's extrapolated one grid step (one step in log C on a geometric grid)."""
+    tally: dict[tuple[str, float], list[float]] = {}  # validation accuracy per fold
+    init, last = None, None
+    for c in sorted(Cs):
+        fits = _logistic(xtr, [p[3] for p in problems], [p[1] for p in problems], [p[4] for p in problems],
+                         [c] * len(problems), method, gtol=CV_GTOL, init=init)
+        now = [W for W, _ in fits]
+        init, last = (now if last is None else [2 * a - b for a, b in zip(now, last)]), now
+        for (name, _, val, y, _), (W, _) in zip(problems, fits):
+            tally.setdefault((name, c), []).append(float((_predict(xtr[val], W) == y[val]).mean()))
+    chosen = {}
+    for name in names:
+        ranked = [(float(np.mean(acc)), -c) for (n, c), acc in tally.items() if n == name]
+        chosen[name] = -max(ranked)[1] if ranked else middle
+    return chosen
 
 
 def _cv_ridge(xtr, ytr, fold, Cs, middle) -> float:

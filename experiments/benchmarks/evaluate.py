@@ -27,6 +27,7 @@ from _models import untrained_tiny  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
 from analysis.evaluation.lmeval import FixedIdEvalLM, task_docs  # noqa: E402
+from analysis.evaluation.shared_rows import host_rows  # noqa: E402
 
 
 def requests_of_tasks():
@@ -46,19 +47,12 @@ def row_of(lm, req) -> tuple:
     return tuple((c + k)[-(lm.max_length + 1):][:-1])
 
 
-def hosts(rows) -> list:
-    """The rows that are no other row's prefix: the least the adapter has to run (a causal model's logits on a
-    prefix are those of the longer row)."""
-    distinct = sorted(set(rows))
-    return [r for r, nxt in zip(distinct, distinct[1:] + [()]) if nxt[:len(r)] != r]
-
-
 def unshared(lm, reqs) -> list:
     """One request per host row: nothing for the adapter to share, every row it runs is one the anchor runs."""
     by_row = {}
     for r in reqs:
         by_row.setdefault(row_of(lm, r), r)
-    return [by_row[h] for h in hosts(list(by_row))]
+    return [by_row[h] for h in set(host_rows(by_row).values())]
 
 
 def main(argv=None):
@@ -76,7 +70,7 @@ def main(argv=None):
              ("no shared rows (unfavourable)", unshared(lm, requests_of_tasks()))]
     for label, reqs in cases:
         rows = [row_of(lm, r) for r in reqs]
-        run = hosts(rows)
+        run = set(host_rows(rows).values())
         n_run, n_run_tok = len(run), sum(map(len, run))
         rows.sort(key=len, reverse=True)
         batches = []

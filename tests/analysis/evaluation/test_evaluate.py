@@ -64,6 +64,20 @@ def test_loglikelihood_equals_the_models_own_log_softmax(ckpt, monkeypatch):
         lm._loglikelihood_tokens([(None, [1], list(range(25)))], disable_tqdm=True)
 
 
+def test_host_rows_are_the_maximal_rows_that_extend_each_row():
+    from analysis.evaluation.shared_rows import host_rows
+
+    rng = np.random.default_rng(0)
+    rows = [tuple(rng.integers(0, 3, size=rng.integers(1, 6)).tolist()) for _ in range(200)]
+    host = host_rows(rows)
+    distinct = set(rows)
+    # brute force: the rows no other row extends, and for each row those that extend it
+    maximal = {r for r in distinct if not any(o != r and o[:len(r)] == r for o in distinct)}
+    assert set(host) == distinct and set(host.values()) == maximal
+    for r, h in host.items():
+        assert h[:len(r)] == r and h in maximal
+
+
 def test_requests_that_share_a_prefix_share_one_row(ckpt):
     lm = FixedIdEvalLM(model=ckpt, batch_size=4)
     g = torch.Generator().manual_seed(1)
