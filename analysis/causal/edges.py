@@ -29,8 +29,9 @@ Student-t 95% interval; with ``normalized_logit_diff`` they are divided by the c
 Cost, per chunk of ``max_batch`` pairs and whatever the number of edges: EAP runs the source prompts forward (their
 writes) and the base prompts forward and backward once (the base's writes are kept from that same run), about 2.5
 forwards of the pair batch in FLOPs; EAP-IG runs both prompts forward, then one forward and backward per step. The
-scores are one contraction of every writer's delta with every reader's gradient per pass. Memory: the writers' deltas, ``pairs x positions x writers x d_model`` floats per chunk, the readers' input gradients and the
-backward's activations, estimated per pair by ``pair_bytes``; a chunk holds at most ``max_batch`` pairs and
+scores are one contraction of every writer's delta with every reader's gradient per pass. Memory: the writers'
+deltas, ``pairs x positions x writers x d_model`` floats per chunk, the readers' input gradients and the backward's
+activations, estimated per pair by ``pair_bytes``; a chunk holds at most ``max_batch`` pairs and
 fewer where they would exceed ``EDGE_BUDGET`` (at least one pair: at the study's 1.7B shape about 50 MB per
 prompt token). ``per_position=True`` also keeps ``pairs x positions x writers x readers`` scores.
 
