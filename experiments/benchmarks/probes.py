@@ -84,8 +84,8 @@ def main(argv=None):
     p.add_argument("--ckpt", help="a trained checkpoint (default: the tiny recipe, untrained, gf2)")
     p.add_argument("--only", help="run only the target sets whose label contains this text (e.g. multi-class)")
     p.add_argument("--cv-every-set", action="store_true",
-                   help="cross-validate on every target set (default: the multi-class set and the CLI's default, on the "
-                        "built-in language with --ckpt; "
+                   help="cross-validate on every target set (default: the multi-class set and the CLI's default, "
+                        "on the built-in language with --ckpt; "
                         "scikit-learn's LogisticRegressionCV takes ~10 s a binary target here)")
     args = p.parse_args(argv)
     torch.manual_seed(0)
@@ -110,51 +110,54 @@ def main(argv=None):
         if args.only and args.only not in label:
             continue
         tg = targets(acts, fams)
-        for mode in ("fixed C = 1", "C by 3-fold CV"):
-            if mode.startswith("C by") and not (args.cv_every_set or label in cv_sets):
-                continue
-            res, picks = {}, {}
-            if mode.startswith("fixed"):
-                fns = {"fast": lambda: res.__setitem__("fast", {k: v.score for k, v in
-                                                                _fit(a, tg, test, C=1.0).items()}),
-                       "sklearn": lambda: res.__setitem__("sklearn", {k: v.score for k, v in
-                                                                      _fit(a, tg, test, C=1.0,
-                                                                           method="sklearn").items()})}
-                rounds, warmup = args.rounds, 1
-            else:
-                def fast_cv():
-                    fits = _fit(a, tg, test, C="cv", groups=seq)
-                    res["fast"] = {k: v.score for k, v in fits.items()}
-                    picks["fast"] = {k: v.C for k, v in fits.items()}
-
-                picks["sklearn"] = {}
-                fns = {"fast": fast_cv,
-                       "sklearn": lambda: res.__setitem__("sklearn", sklearn_cv(a, tg, test, seq, picks["sklearn"]))}
-                rounds, warmup = args.cv_rounds, 0
-            ratio, t = median_ratio(fns, "sklearn", "fast", rounds=rounds, warmup=warmup)
-            scored = [k for k in res["fast"] if not np.isnan(res["fast"][k])]
-            diff = max(abs(res["fast"][k] - res["sklearn"][k]) for k in scored)
-            same = ""
-            if picks:
-                agree = [k for k in scored if np.isclose(picks["fast"][k], picks["sklearn"][k])]
-                same = (f"; the same C chosen for {len(agree)} of {len(scored)} targets, max score difference "
-                        f"among them {max((abs(res['fast'][k] - res['sklearn'][k]) for k in agree), default=0):.4f}")
-            print(f"  {label}, {mode}: {len(scored)} fitted targets; fast {t['fast']:.2f} s, scikit-learn "
-                  f"{t['sklearn']:.2f} s: {ratio:.1f}x (target >= 10x); max score difference {diff:.4f} (target "
-                  f"<= 0.005){same}")
+        for cv in (False, True):
+            if not cv or args.cv_every_set or label in cv_sets:
+                print(f"  {label}, " + compare_fits(a, tg, test, seq, cv, args.cv_rounds if cv else args.rounds))
 
     if args.only:
         return
 
+    print("  " + compare_collect(model, x, args.rounds))
+
+
+def compare_fits(a, tg, test, seq, cv: bool, rounds: int) -> str:
+    """One line: the fast path against scikit-learn on targets ``tg``, at C = 1 or with C by cross-validation."""
+    res, picks = {}, {}
+
+    def fast():
+        fits = _fit(a, tg, test, C="cv", groups=seq) if cv else _fit(a, tg, test, C=1.0)
+        res["fast"], picks["fast"] = {k: v.score for k, v in fits.items()}, {k: v.C for k, v in fits.items()}
+
+    def sklearn():
+        picks["sklearn"] = {}
+        res["sklearn"] = sklearn_cv(a, tg, test, seq, picks["sklearn"]) if cv else \
+            {k: v.score for k, v in _fit(a, tg, test, C=1.0, method="sklearn").items()}
+
+    ratio, t = median_ratio({"fast": fast, "sklearn": sklearn}, "sklearn", "fast", rounds=rounds,
+                            warmup=0 if cv else 1)
+    scored = [k for k in res["fast"] if not np.isnan(res["fast"][k])]
+    diff = max(abs(res["fast"][k] - res["sklearn"][k]) for k in scored)
+    line = (f"{'C by 3-fold CV' if cv else 'fixed C = 1'}: {len(scored)} fitted targets; fast {t['fast']:.2f} s, "
+            f"scikit-learn {t['sklearn']:.2f} s: {ratio:.1f}x (target >= 10x); max score difference {diff:.4f} "
+            "(target <= 0.005)")
+    if cv:
+        agree = [k for k in scored if np.isclose(picks["fast"][k], picks["sklearn"][k])]
+        line += (f"; the same C chosen for {len(agree)} of {len(scored)} targets, max score difference among them "
+                 f"{max((abs(res['fast'][k] - res['sklearn'][k]) for k in agree), default=0):.4f}")
+    return line
+
+
+def compare_collect(model, x, rounds: int) -> str:
+    """One line: activation collection against plain forwards over the same windows."""
     @torch.no_grad()
     def plain():
         for i in range(0, x.shape[0], 64):
             model(x[i:i + 64])
 
-    fns = {"collect": lambda: collect(model, x), "plain": plain}
-    ratio, t = median_ratio(fns, "plain", "collect", rounds=args.rounds, warmup=1)
-    print(f"  collect (hook_embed, every block's input, final norm) {x.numel() / t['collect']:,.0f} tok/s, plain "
-          f"forwards {x.numel() / t['plain']:,.0f} tok/s: {ratio:.2f}x (target: 1.0x, one forward per batch)")
+    ratio, t = median_ratio({"collect": lambda: collect(model, x), "plain": plain}, "plain", "collect",
+                            rounds=rounds, warmup=1)
+    return (f"collect (hook_embed, every block's input, final norm) {x.numel() / t['collect']:,.0f} tok/s, plain "
+            f"forwards {x.numel() / t['plain']:,.0f} tok/s: {ratio:.2f}x (target: 1.0x, one forward per batch)")
 
 
 if __name__ == "__main__":
