@@ -18,7 +18,8 @@ PAGES = [ROOT / "README.md"] + sorted(p for p in (ROOT / "docs").rglob("*.md")
 
 #: Options whose value a command reads (a checkpoint, a file, a directory); NAME= is stripped from --ckpt.
 READS = {"--ckpt", "--reference", "--results", "--hf", "--data", "--pairs", "--state", "--key-map", "--tokenizer"}
-COMMANDS = ("fixedid-analyze", "fixedid-train", "fixedid-study", "cp", "cat", "mkdir", "torchrun", "source", "jupyter")
+COMMANDS = ("fixedid-analyze", "fixedid-train", "fixedid-study", "cp", "cat", "mkdir", "torchrun", "source", "jupyter",
+            "dask")
 
 
 def test_the_site_builds_in_strict_mode(tmp_path):

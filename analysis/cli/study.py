@@ -1,7 +1,9 @@
 """``fixedid-study``: the study pipeline over seeds (:mod:`analysis.study.pipeline`) as a command: train the three
 variants and their controls for every seed (and further GF(2) recodings), measure every checkpoint with every
-analysis, and write a report in which every number has a mean and a 95% interval over seeds. Restartable; shared
-among worker processes with ``--worker`` / ``--workers N`` (:mod:`analysis.study.workers`)."""
+analysis, and write a report in which every number has a mean and a 95% interval over seeds. ``fixedid-study run``
+runs it on Dask distributed (:mod:`analysis.study.graph`): worker processes on this machine by default, an existing
+cluster with ``--scheduler``, Slurm jobs with ``--slurm`` (:mod:`analysis.study.clusters`). Restartable: finished work
+is kept and not redone."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ from fixedid.clitools import ArgumentParser, run_main
 from fixedid.version import __version__
 
 from analysis.errors import AnalysisError
-from analysis.study.pipeline import (DEFAULT_VARIANTS, parse_seeds, run_study, run_study_worker, start_study,
-                                     study_tasks)
+from analysis.study.pipeline import DEFAULT_VARIANTS, parse_seeds, run_study, run_study_dask
 
 EXAMPLES = """
-  fixedid-study --config tiny --seeds 0-2 --variants learned,canonical,gf2 --out study-quick   # no controls
-  fixedid-study --config tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study --workers 2            # the documented run
-  fixedid-study --config small --seeds 0-4 --out /shared/study --worker     # one of N workers (a Slurm array task)
+  fixedid-study run tiny --seeds 0-2 --variants learned,canonical,gf2 --out study-quick   # no controls
+  fixedid-study run tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study --workers 2            # the documented run
+  fixedid-study run small --seeds 0-4 --out /shared/study --scheduler tcp://10.0.0.5:8786  # an existing cluster
+  fixedid-study run small --out /shared/study --slurm --partition gpu --account myproj --max-jobs 8  # Slurm jobs
+  fixedid-study run small --out /shared/study --slurm --partition gpu --gpus-per-job 1 --print-job-script
   fixedid-analyze figures --results study                                   # redraw its figures from the CSVs
 """
 
@@ -30,29 +33,76 @@ def build_parser() -> ArgumentParser:
                        epilog="examples:\n" + EXAMPLES.strip("\n"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--config", default="tiny", help="training config: a TOML file or a packaged name (default tiny)")
-    p.add_argument("--seeds", default="0,1,2", help="training seeds, e.g. 0,1,2 or 0-4 (default 0,1,2)")
-    p.add_argument("--gf2-seeds", default="0", help="GF(2) recodings to train, e.g. 0,1,2: the first is the gf2 "
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    r = sub.add_parser("run", help="run the study (train, measure, report) on Dask", description="Run the study "
+                       "on Dask distributed: worker processes here (default), an existing cluster, or Slurm jobs.",
+                       epilog="examples:\n" + EXAMPLES.strip("\n"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("config", metavar="CONFIG", help="training config: a TOML file or a packaged name (tiny, small...)")
+    r.add_argument("--seeds", default="0,1,2", help="training seeds, e.g. 0,1,2 or 0-4 (default 0,1,2)")
+    r.add_argument("--gf2-seeds", default="0", help="GF(2) recodings to train, e.g. 0,1,2: the first is the gf2 "
                    "variant, each further one a gf2-r<R> variant (default 0)")
-    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="trainer variants (default: "
+    r.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="trainer variants (default: "
                    f"{','.join(DEFAULT_VARIANTS)}, the three and their controls; learned,canonical,gf2 for the three "
                    "alone)")
-    p.add_argument("--out", required=True, help="study directory (restartable: finished work is kept)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    share = p.add_argument_group("sharing the study among processes (analysis.study.workers)")
-    share.add_argument("--worker", action="store_true", help="be one of several workers that share --out (each "
-                       "runs the same command: GPUs of a node, Slurm array tasks on a shared file system): claim "
-                       "trainings and measurements one at a time, until all are done")
-    share.add_argument("--workers", type=int, metavar="N", help="start N --worker processes on this machine (one GPU "
-                       "each where there are GPUs, else a share of the cores) and wait for them")
-    share.add_argument("--worker-id", help="this worker's name in OUT/tasks (default <host>-<pid>)")
-    share.add_argument("--stale-after", type=float, default=600.0, metavar="S", help="seconds without a heartbeat "
-                       "after which another host's claim is taken over (default 600; a dead worker on this host is "
-                       "noticed at once)")
-    share.add_argument("--train-cmd", metavar="TEMPLATE", help="run each training as this command, with {python}, "
-                       "{config}, {out} and {variant} filled in, e.g. 'torchrun --standalone --nproc_per_node=8 -m "
-                       "fixedid.train --config {config} --out {out} --variants {variant} --resume --quiet'")
+    r.add_argument("--out", required=True, help="study directory (restartable: finished work is kept)")
+    r.add_argument("--quiet", action="store_true", help="no progress bar and no dashboard address")
+    r.add_argument("--retries", type=int, default=0, metavar="N", help="tries again a task that raised, N times "
+                   "(default 0; a task whose worker died is rerun anyway, up to 3 times)")
+    r.add_argument("--train-cmd", metavar="TEMPLATE", help="run each training as this command, with {python}, "
+                   "{config}, {out} and {variant} filled in, e.g. 'torchrun --standalone --nproc_per_node=8 -m "
+                   "fixedid.train --config {config} --out {out} --variants {variant} --resume --quiet'")
+    where = r.add_argument_group("where it runs (default: a Dask cluster of worker processes on this machine)")
+    where.add_argument("--workers", type=int, metavar="N", help="worker processes on this machine (default: one per "
+                       "GPU, else one per core); 0 runs the study in this process without Dask, one task after "
+                       "another")
+    where.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask cluster's scheduler, e.g. "
+                       "tcp://host:8786 (its workers need fixedid installed and --out on a shared file system)")
+    where.add_argument("--slurm", action="store_true", help="start Slurm jobs as workers (dask-jobqueue), between 0 "
+                       "and --max-jobs as the work needs them")
+    slurm = r.add_argument_group("Slurm jobs (with --slurm; each job is one worker running one task at a time)")
+    slurm.add_argument("--partition", help="the partition (#SBATCH -p)")
+    slurm.add_argument("--account", help="the account charged (#SBATCH -A)")
+    slurm.add_argument("--gpus-per-job", type=int, default=0, metavar="N", help="GPUs per job (--gres=gpu:N; "
+                       "default 0); a training uses them all through a torchrun --train-cmd")
+    slurm.add_argument("--walltime", default="24:00:00", help="each job's time limit, HH:MM:SS (default 24:00:00)")
+    slurm.add_argument("--cores", type=int, default=8, help="CPU cores per job (default 8)")
+    slurm.add_argument("--memory", default="64GB", help="memory per job (default 64GB)")
+    slurm.add_argument("--max-jobs", type=int, default=4, metavar="N", help="jobs at once at most (default 4)")
+    slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION", help="a further #SBATCH option, "
+                       "e.g. --sbatch=--qos=high (repeatable)")
+    slurm.add_argument("--print-job-script", action="store_true", help="print the job script each Slurm job runs "
+                       "and exit (nothing is submitted)")
     return p
+
+
+def _slurm_options(args):
+    from analysis.study.clusters import SlurmOptions
+
+    return SlurmOptions(partition=args.partition, account=args.account, gpus=args.gpus_per_job,
+                        walltime=args.walltime, cores=args.cores, memory=args.memory, max_jobs=args.max_jobs,
+                        extra=list(args.sbatch))
+
+
+def _check(args) -> None:
+    given = [f for f, on in (("--scheduler", args.scheduler is not None), ("--slurm", args.slurm)) if on]
+    if args.workers is not None:
+        given.insert(0, "--workers")
+    if len(given) > 1:
+        raise AnalysisError(f"give one of --workers, --scheduler and --slurm, not {' and '.join(given)}")
+    slurm_only = [f"--{a.replace('_', '-')}" for a, default in (("partition", None), ("account", None),
+                                                                ("gpus_per_job", 0), ("walltime", "24:00:00"),
+                                                                ("cores", 8), ("memory", "64GB"), ("max_jobs", 4),
+                                                                ("sbatch", []), ("print_job_script", False))
+                  if getattr(args, a) != default]
+    if slurm_only and not args.slurm:
+        raise AnalysisError(f"{', '.join(slurm_only)} {'is' if len(slurm_only) == 1 else 'are'} for Slurm jobs: "
+                            "add --slurm")
+    if args.workers is not None and args.workers < 0:
+        raise AnalysisError(f"--workers {args.workers} must be 0 (this process) or more")
+    if args.workers == 0 and args.train_cmd is not None:
+        raise AnalysisError("--train-cmd runs trainings from Dask workers: leave out --workers 0")
+    if args.retries < 0:
+        raise AnalysisError(f"--retries {args.retries} must be 0 or more")
 
 
 def main(argv=None) -> None:
@@ -60,38 +110,25 @@ def main(argv=None) -> None:
     args = build_parser().parse_args(argv)
 
     def go():
-        from analysis.study import workers
+        _check(args)
+        if args.print_job_script:
+            from analysis.study.clusters import slurm_job_script
 
+            print(slurm_job_script(_slurm_options(args)))
+            return 0
         seeds, gf2 = parse_seeds(args.seeds), parse_seeds(args.gf2_seeds, "--gf2-seeds")
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-        if args.worker and args.workers is not None:
-            raise AnalysisError("give --worker (be one worker) or --workers N (start N), not both")
         if args.train_cmd is not None:
-            if not (args.worker or args.workers is not None):
-                raise AnalysisError("--train-cmd is for study workers: add --worker or --workers N")
-            workers.check_train_cmd(args.train_cmd)
-        if args.stale_after <= 0:
-            raise AnalysisError(f"--stale-after {args.stale_after:g} must be positive (seconds)")
-        if args.worker:
-            path = run_study_worker(args.config, args.out, seeds, gf2, variants=variants, worker=args.worker_id,
-                                    stale_after=args.stale_after, train_cmd=args.train_cmd, quiet=args.quiet)
-        elif args.workers is not None:
-            if args.workers < 1:
-                raise AnalysisError(f"--workers {args.workers} must be at least 1")
-            cfg, out, seeds, gf2, variants = start_study(args.config, args.out, seeds, gf2, variants)
-            tasks = study_tasks(cfg, out, seeds, gf2, variants)
-            forwarded = ["--config", args.config, "--seeds", args.seeds, "--gf2-seeds", args.gf2_seeds,
-                         "--variants", ",".join(variants), "--out", str(args.out),
-                         "--stale-after", str(args.stale_after)]
-            if args.train_cmd is not None:
-                forwarded += ["--train-cmd", args.train_cmd]
-            path = workers.launch_workers(args.workers, forwarded, out=out, tasks=tasks, quiet=args.quiet)
-        else:
+            from analysis.study.train_cmd import check_train_cmd
+
+            check_train_cmd(args.train_cmd)
+        if args.workers == 0:
             path = run_study(args.config, args.out, seeds, gf2, variants=variants, quiet=args.quiet)
-        if args.worker:  # one of the workers wrote it
-            print(f"the study in {Path(args.out)} is done: {path} with its figures and CSVs")
         else:
-            print(f"wrote {path} with its figures and CSVs in {Path(args.out)}")
+            path = run_study_dask(args.config, args.out, seeds, gf2, variants=variants, workers=args.workers,
+                                  scheduler=args.scheduler, slurm=_slurm_options(args) if args.slurm else None,
+                                  train_cmd=args.train_cmd, retries=args.retries, quiet=args.quiet)
+        print(f"wrote {path} with its figures and CSVs in {Path(args.out)}")
         return 0
 
     run_main("fixedid-study", go)

@@ -1,6 +1,6 @@
 """The study pipeline: train every variant for every seed, measure every checkpoint, report over seeds.
 
-    fixedid-study --config tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study/
+    fixedid-study run tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study/
 
 For each seed (``[train] seed``: initialisation and data order) the three variants and their controls
 (``DEFAULT_VARIANTS``; :mod:`analysis.study.controls` says what each removes) are trained into
@@ -19,12 +19,12 @@ a layer...); the behaviours' per-prompt scores are kept beside them under ``OUT/
 study's own variants is measured once over every seed, with its references (the ceiling of one interface across
 seeds, cross-interface levels across and within seeds, the initialisation, a null), under ``OUT/similarity``.
 
-Several processes can share one study (the GPUs of a node, Slurm array tasks on a shared file system): each runs
-the same command with ``--worker`` (or ``--workers N`` starts N here): :func:`~analysis.study.pipeline.study_tasks` cuts
-the study into tasks - a training per seed and variant, a measurement per checkpoint and analysis, the similarity, the
-report - that the workers (:mod:`analysis.study.workers`) claim one at a time, so none runs twice and a killed worker's
-task is taken over. The results are those of one process. Without those options the study runs in this process, one task
-after another, as it always has.
+The study is a task graph (:func:`~analysis.study.pipeline.study_tasks`: a training per seed and variant, a measurement
+per checkpoint and analysis, the similarity, the report, each with what it needs) that
+:func:`~analysis.study.pipeline.run_study_dask` runs on Dask distributed (:mod:`analysis.study.graph`): worker processes
+on this machine (one per core, or per GPU), an existing Dask cluster, or Slurm jobs (:mod:`analysis.study.clusters`). A
+worker that dies has its task rerun elsewhere; the results are those of one process.
+:func:`~analysis.study.pipeline.run_study` runs the same study in this process, one task after another.
 
 To add an analysis, write one function ``fn(model, reference=None)`` that returns its rows (``_rows(name, items)``
 with ``items`` ``(metric, key, value)`` triples) and register it with its name and when it runs::
@@ -187,6 +187,15 @@ def measurement_tasks(cfg: TrainConfig, out: Path, ckpts: dict) -> list[Measurem
     return todo
 
 
+#: The checkpoint this process keeps loaded between measurements (a study worker measures one checkpoint after another).
+_LOADED: dict = {}
+
+
+def loaded_models() -> dict:
+    """This process's ``{checkpoint dir: model}`` cache of :func:`measure_one` (one kept at a time)."""
+    return _LOADED
+
+
 def measure_one(m: Measurement, out: Path, ckpts: dict, loaded: dict) -> None:
     """Make one measurement and write it (its per-item values first: the measurement file marks it done);
     ``loaded``: ``{checkpoint dir: model}``, the one checkpoint kept loaded between calls."""
@@ -278,7 +287,7 @@ def collect_items(out: Path) -> pd.DataFrame | None:
 def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, quiet: bool = False) -> Path:
     """Train, measure, aggregate and report (see the module docstring); returns the report's path. ``variants``:
     the trainer's variant names (default: the three and their controls, ``DEFAULT_VARIANTS``). One process, one
-    task after another; :func:`~analysis.study.pipeline.run_study_worker` shares the same work among processes."""
+    task after another; :func:`~analysis.study.pipeline.run_study_dask` runs the same study on a Dask cluster."""
     cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
     ckpts = train_all(cfg, out, seeds, gf2_seeds, variants=variants, quiet=quiet)
     measure_all(cfg, out, ckpts, quiet=quiet)
@@ -286,13 +295,13 @@ def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, 
 
 
 def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_VARIANTS, *,
-                train_cmd: str | None = None, loaded: dict | None = None) -> list:
-    """The study as :class:`analysis.study.workers.Task` s, in the order one worker would run them:
+                train_cmd: str | None = None) -> list:
+    """The study as :class:`analysis.study.graph.Task` s, every task after what it needs:
 
     - ``prepare.<run>``: a training run's data and ``run.json`` (:func:`fixedid.train.loop.prepare_run`);
     - ``train.<run>.<variant>``: one variant of a run, resumed from its last checkpoint if it has one (needs the
       run's ``prepare``); done when it is trained to the last step with its snapshots; with ``train_cmd``, run as
-      that command (:func:`analysis.study.workers.train_outside`);
+      that command (:func:`analysis.study.train_cmd.train_outside`);
     - ``similarity.step<N>``: :func:`~analysis.study.pipeline.measure_similarity` (needs the trainings of the study's
       own variants);
     - ``measure.seed<S>.<variant>.step<N>.<analysis>``: one measurement (needs the variant's training, and its
@@ -300,16 +309,16 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
     - ``report.<hash>``: :func:`~analysis.study.pipeline.write_report`, once everything else is done (``<hash>`` names
       the set of tasks: a study grown by more seeds gets a new report).
 
-    ``loaded``: the worker's ``{checkpoint dir: model}`` (one kept loaded between measurements; emptied before a
-    training)."""
+    A measurement keeps its checkpoint loaded in the worker process for the next (:func:`loaded_models`); a training
+    empties that first."""
     import hashlib
 
     from fixedid.train.loop import prepare_run, run_complete, train
 
-    from analysis.study.workers import Task, train_outside
+    from analysis.study.graph import Task
+    from analysis.study.train_cmd import train_outside
 
     out = Path(out)
-    loaded = {} if loaded is None else loaded
     tasks, trains = [], {}
     for s, name, c, rel, run_variants in training_runs(cfg, seeds, gf2_seeds, variants):
         run_dir = out / "runs" / rel
@@ -318,22 +327,22 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
                           lambda c=c, d=run_dir, vs=run_variants: prepare_run(c, d, vs, quiet=True), 0))
         for v in run_variants:
             def run(c=c, d=run_dir, v=v):
-                loaded.clear()  # no model of a measurement kept in memory beside a training
+                loaded_models().clear()  # no model of a measurement kept in memory beside a training
                 if train_cmd is None:
                     train(c, d, [v], resume=True, quiet=True)
                 else:
                     train_outside(train_cmd, c, d, v)
             trains[(s, variant_label(s, name, v))] = f"train.{name}.{v}"
             tasks.append(Task(f"train.{name}.{v}", (prep,), lambda c=c, d=run_dir, v=v: run_complete(d, c, [v]),
-                              run, 1))
+                              run, 1, device=True))
     ckpts = checkpoint_dirs(cfg, out, seeds, gf2_seeds, variants)
     base = tuple(trains[k] for k in ckpts if _is_base(k[1]))
     tasks.append(Task(f"similarity.step{cfg.train.steps}", base, lambda: similarity_done(cfg, out, ckpts),
-                      lambda: measure_similarity(cfg, out, ckpts, quiet=True), 2))
+                      lambda: measure_similarity(cfg, out, ckpts, quiet=True), 2, device=True))
     for m in measurement_tasks(cfg, out, ckpts):
         needs = (trains[(m.seed, m.variant)],) + ((trains[m.reference],) if m.reference is not None else ())
         tasks.append(Task(f"measure.seed{m.seed}.{m.variant}.step{m.step}.{m.analysis}", tuple(dict.fromkeys(needs)),
-                          m.path.exists, lambda m=m: measure_one(m, out, ckpts, loaded), 3, group=m.cdir))
+                          m.path.exists, lambda m=m: measure_one(m, out, ckpts, loaded_models()), 3, device=True))
     key = hashlib.sha256(json.dumps([sorted(t.name for t in tasks), seeds, gf2_seeds]).encode()).hexdigest()[:12]
     marker = out / "tasks" / f"report.{key}.written"
 
@@ -346,25 +355,33 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
     return tasks
 
 
-def run_study_worker(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, worker: str | None = None,
-                     stale_after: float | None = None, train_cmd: str | None = None, quiet: bool = False,
-                     **options) -> Path:
-    """Work on the study in ``out`` as one of several workers (:mod:`analysis.study.workers`: every worker runs this
-    with the same arguments) until all of it is done; returns the report's path. The results are those of
-    :func:`~analysis.study.pipeline.run_study`. ``worker``: this worker's name (default ``<host>-<pid>``);
-    ``stale_after``: seconds without a heartbeat after which another host's claim is taken over (default 600);
-    ``train_cmd``: each training as this command (see :mod:`analysis.study.workers`); ``options``:
-    :func:`analysis.study.workers.run_worker`'s."""
-    from analysis.study import workers
-    from analysis.study.claims import STALE_AFTER
+def run_study_dask(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, client=None,
+                   workers: int | None = None, scheduler: str | None = None, slurm=None,
+                   train_cmd: str | None = None, retries: int = 0, quiet: bool = False) -> Path:
+    """The study (:func:`study_tasks`) run on Dask distributed; returns the report's path. ``client``: a
+    ``distributed.Client`` to run on; else a cluster is started (:func:`analysis.study.clusters.study_client`):
+    ``workers`` processes here (default one per core, or per GPU), the scheduler at ``scheduler``, or Slurm jobs
+    with ``slurm`` (:class:`~analysis.study.clusters.SlurmOptions`). ``train_cmd``: each training as this command
+    (:mod:`analysis.study.train_cmd`); ``retries``: how often a task that raises is tried again. The event log is
+    ``OUT/tasks/log.jsonl``; failed tasks raise :class:`analysis.study.graph.TasksFailed` once every other task has
+    run, their tracebacks in ``OUT/tasks/failed_tasks.txt``."""
+    from analysis.study.clusters import study_client
+    from analysis.study.graph import run_graph
 
     if train_cmd is not None:
-        workers.check_train_cmd(train_cmd)
+        from analysis.study.train_cmd import check_train_cmd
+
+        check_train_cmd(train_cmd)
+    if not isinstance(retries, int) or retries < 0:
+        raise AnalysisError(f"--retries {retries!r} must be a non-negative integer")
     cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
-    loaded: dict = {}
-    tasks = study_tasks(cfg, out, seeds, gf2_seeds, variants, train_cmd=train_cmd, loaded=loaded)
-    workers.run_worker(tasks, out / "tasks", worker=worker, quiet=quiet, held=lambda: next(iter(loaded), None),
-                       stale_after=STALE_AFTER if stale_after is None else stale_after, **options)
+    tasks = study_tasks(cfg, out, seeds, gf2_seeds, variants, train_cmd=train_cmd)
+    if client is not None:
+        gpu = any("GPU" in w.get("resources", {}) for w in client.scheduler_info()["workers"].values())
+        run_graph(tasks, client, log=out / "tasks" / "log.jsonl", gpu=gpu, retries=retries, quiet=quiet)
+    else:
+        with study_client(workers=workers, scheduler=scheduler, slurm=slurm, quiet=quiet) as (c, gpu):
+            run_graph(tasks, c, log=out / "tasks" / "log.jsonl", gpu=gpu, retries=retries, quiet=quiet)
     return out / "report.md"
 
 
@@ -408,4 +425,4 @@ def write_report(cfg: TrainConfig, out: Path, seeds, gf2_seeds) -> Path:
 __all__ = ["ANALYSES", "Analysis", "register", "parse_seeds", "training_runs", "train_all", "measure", "measure_all",
            "collect_measurements", "collect_items", "measure_similarity", "run_study", "start_study",
            "write_report", "checkpoint_dirs", "variant_label", "Measurement", "measurement_tasks", "measure_one",
-           "similarity_done", "study_tasks", "run_study_worker"]
+           "similarity_done", "study_tasks", "run_study_dask", "loaded_models"]

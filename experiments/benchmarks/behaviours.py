@@ -148,7 +148,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=64, help="held-out pairs per task")
     p.add_argument("--cache", help="where the runs are cached (default: the demo's cache)")
     p.add_argument("--study", help="use (and train where missing) the runs of this study directory instead "
-                   "(fixedid-study --out DIR: the same seeds and recodings, no second training)")
+                   "(fixedid-study run CONFIG --out DIR: the same seeds and recodings, no second training)")
     p.add_argument("--csv", help="also write the per-pair scores here")
     p.add_argument("--no-docs", action="store_true", help="do not write results/behaviours.csv and docs/recipes.md")
     args = p.parse_args()

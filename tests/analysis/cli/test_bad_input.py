@@ -103,9 +103,9 @@ ROWS = [
     ("train", "--config tiny --variants nonsense", "must list distinct names"),
     ("train", "--config tiny --resume", "nothing to resume"),
     # the study
-    ("study", "--config nonsense", "config file nonsense does not exist"),
-    ("study", "--seeds a", "--seeds 'a' does not parse"),
-    ("study", "--variants nonsense", "must be names from"),
+    ("study", "run nonsense", "config file nonsense does not exist"),
+    ("study", "run tiny --seeds a", "--seeds 'a' does not parse"),
+    ("study", "run tiny --variants nonsense", "must be names from"),
 ]
 
 COMMANDS = {"analyze": (analyze, "fixedid-analyze"), "train": (train, "fixedid-train"),

@@ -79,6 +79,7 @@ def test_train_and_study_help_end_with_examples_they_parse(parser, command):
 
 def test_every_option_has_help():
     parsers = [("fixedid-train", train_parser()), ("fixedid-study", study_parser())]
+    parsers += [(f"fixedid-study {n}", p) for n, p in subparsers(study_parser()).items()]
     parsers += [(f"fixedid-analyze {n}", p) for n, p in subparsers(build_parser()).items()]
     for name, parser in parsers:
         for action in parser._actions:

@@ -176,7 +176,7 @@ def test_figures_redrawn_from_csvs_and_bad_input(study, tmp_path, capsys):
         main(["figures", "--results", str(tmp_path)])
     assert e.value.code == 2 and "no measurements.csv" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
-        study_main(["--seeds", "zero", "--out", str(tmp_path / "s")])
+        study_main(["run", "tiny", "--seeds", "zero", "--out", str(tmp_path / "s")])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "does not parse" in err and "\n" not in err and not (tmp_path / "s").exists()
 
