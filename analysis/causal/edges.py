@@ -43,6 +43,7 @@ effect of patching them together.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,15 +111,18 @@ def _write_names(n_layers: int) -> list[str]:
                                                                    f"blocks.{i}.hook_mlp_out")]
 
 
-def _writes(model, cache) -> torch.Tensor:
-    """Every writer's write ``[rows, pos, writers, d_model]`` from a cache of ``_write_names``."""
-    parts = [cache["hook_embed"][:, :, None]]
+def _writes(model, cache, writers_first: bool = False) -> torch.Tensor:
+    """Every writer's write ``[rows, pos, writers, d_model]`` from a cache of ``_write_names`` (``[rows, writers,
+    pos, d_model]`` with ``writers_first``, made in that layout rather than copied into it)."""
+    w = 1 if writers_first else 2
+    parts = [cache["hook_embed"].unsqueeze(w)]
     for i, block in enumerate(model.blocks):
         attn = block.attn
         W_O = attn.o_proj.weight.view(model.cfg.d_model, attn.n_heads, attn.d_head)
-        parts.append(torch.einsum("bthe,dhe->bthd", cache[f"blocks.{i}.attn.hook_z"], W_O))
-        parts.append(cache[f"blocks.{i}.hook_mlp_out"][:, :, None])
-    return torch.cat(parts, 2)
+        parts.append(torch.einsum("bthe,dhe->bhtd" if writers_first else "bthe,dhe->bthd",
+                                  cache[f"blocks.{i}.attn.hook_z"], W_O))
+        parts.append(cache[f"blocks.{i}.hook_mlp_out"].unsqueeze(w))
+    return torch.cat(parts, w)
 
 
 def _pair_runs(model, clean, corrupt, names, fn, answer, wrong):
@@ -205,13 +209,13 @@ def _readers_from_stream(model, kept, grads) -> tuple[list, torch.Tensor]:
     cfg = model.cfg
     layers = []
     for i, block in enumerate(model.blocks):
-        attn, per = block.attn, []
+        attn, gs, Ws = block.attn, [], []
         for c, n in (("q", cfg.n_heads), ("k", cfg.kv_heads), ("v", cfg.kv_heads)):
             g, out = grads[f"{i}.{c}"], kept[f"{i}.{c}"][1]
-            W = getattr(attn, f"{c}_proj").weight.view(n, cfg.d_head, cfg.d_model)
-            per.append(out.new_zeros(*out.shape[:2], n, cfg.d_model) if g is None
-                       else torch.einsum("bthe,hed->bthd", g, W))
-        qkv = _through_norm(block.ln1, kept[f"{i}.ln1"][0], torch.cat(per, 2))
+            gs.append(torch.zeros_like(out) if g is None else g)
+            Ws.append(getattr(attn, f"{c}_proj").weight.view(n, cfg.d_head, cfg.d_model))
+        per = torch.einsum("bthe,hed->bthd", torch.cat(gs, 2), torch.cat(Ws))  # every q/k/v head's projection at once
+        qkv = _through_norm(block.ln1, kept[f"{i}.ln1"][0], per)
         mlp = _through_norm(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
         layers.append((qkv, mlp))
     final = _through_norm(model.ln_final, kept["final"][0], grads["final"][:, :, None])[:, :, 0]
@@ -286,8 +290,8 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
             cc, kc, clean_m[rows], corrupt_m[rows] = _pair_runs(model, batch.clean[rows], batch.corrupt[rows],
                                                                 names, fn, answer, wrong)
             src, base = (cc, kc) if mode == "denoise" else (kc, cc)
-        with torch.no_grad():
-            delta = _writes(model, {k: src[k] - base[k] for k in src})  # [rows, pos, writers, d]: writes are linear
+        with torch.no_grad():  # [rows, writers, pos, d]: writes are linear in the cached activations
+            delta = _writes(model, {k: src[k] - base[k] for k in src}, writers_first=True)
         for alpha in alphas:
             if alpha:  # EAP-IG: a gradient run at this point of the path (EAP's, at the base, ran above)
                 moved = ["hook_embed"] if interpolate == "inputs" else [k for k in names if not k.endswith("hook_z")]
@@ -295,7 +299,8 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
                 layers, final, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
             # every reader's input gradient in the readers' order, and one contraction with every writer's delta
             # (the pairs of a writer that does not reach a reader are computed too, and left out of the table)
-            grads = torch.cat([g for qkv, mlp in layers for g in (qkv, mlp[:, :, None])] + [final[:, :, None]], 2)
+            grads = torch.cat([g.transpose(1, 2) for qkv, mlp in layers for g in (qkv, mlp[:, :, None])]
+                              + [final[:, None]], 1)  # [rows, readers, pos, d]
             scores[rows] += _contract(delta, grads, per_position).double()
             bar.update()
     bar.close()
@@ -305,14 +310,14 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
 
 
 def _contract(delta, grads, per_position):
-    """``delta [rows, pos, w, d] . grads [rows, pos, r, d]`` -> ``[rows, pos or 1, w, r]``: one batched matrix
-    product, over positions and the model width together unless ``per_position``."""
+    """``delta [rows, w, pos, d] . grads [rows, r, pos, d]`` -> ``[rows, pos or 1, w, r]``: one batched matrix
+    product, over positions and the model width together (both laid out so that is a view) unless
+    ``per_position``."""
     g = grads.to(delta.dtype)
-    b, t, w, d = delta.shape
+    b, w, t, d = delta.shape
     if per_position:
-        return torch.matmul(delta, g.transpose(2, 3))
-    flat = delta.permute(0, 2, 1, 3).reshape(b, w, t * d)
-    return torch.bmm(flat, g.permute(0, 1, 3, 2).reshape(b, t * d, -1))[:, None]
+        return torch.matmul(delta.transpose(1, 2), g.permute(0, 2, 3, 1))
+    return torch.bmm(delta.reshape(b, w, t * d), g.reshape(b, -1, t * d).transpose(1, 2))[:, None]
 
 
 def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, metric_name, norm_metric, method,
@@ -326,11 +331,28 @@ def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, met
             raise AnalysisError(f"the mean clean-corrupt logit difference gap is {gap:.3f} (below {MIN_GAP}): "
                                 "normalised scores would divide by noise; use metric='logit_diff'")
         s = s / gap
-    wi, ri = np.nonzero(np.array([w.time for w in writers])[:, None] < np.array([r.time for r in readers])[None])
+    wi, ri, labels = _edge_labels(tuple(writers), tuple(readers), P if per_position else 0)
     flat = s[:, :, wi, ri].reshape(n, -1)  # [pairs, pos x edges]
     mean, lo, hi = t_intervals(flat.T)
-    pos = np.repeat(np.arange(P), len(wi)) if per_position else None
-    e = np.tile(np.arange(len(wi)), P)
+    values = pd.DataFrame({"score": mean, "score_lo": lo, "score_hi": hi, "n": np.full(len(mean), n)},
+                          index=labels.index)
+    out = pd.concat([labels, values], axis=1, copy=False)  # the cached label columns are shared (copy-on-write)
+    raw_clean, raw_corrupt = float(clean.mean()), float(corrupt.mean())
+    out.attrs.update(method=method, steps=steps, interpolate=interpolate, mode=mode, metric=metric_name,
+                     convention=CONVENTION, raw_clean=raw_clean, raw_corrupt=raw_corrupt,
+                     clean=1.0 if norm_metric else raw_clean, corrupt=0.0 if norm_metric else raw_corrupt,
+                     n_pairs=n, n_pos=batch.n_pos, n_edges=len(wi), n_layers=model.cfg.n_layers,
+                     n_heads=model.cfg.n_heads)
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _edge_labels(writers: tuple, readers: tuple, positions: int) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """The edges of a graph (a writer before a reader): their writer and reader indices and the table's label
+    columns (``positions`` > 0: one row per edge and position, with ``position``), the same for every call on one
+    graph and so made once."""
+    wi, ri = np.nonzero(np.array([w.time for w in writers])[:, None] < np.array([r.time for r in readers])[None])
+    e = np.tile(np.arange(len(wi)), max(positions, 1))
     cols = {}
     for side, nodes, idx in (("sender", writers, wi[e]), ("receiver", readers, ri[e])):  # per node once, then indexed
         cols[side] = np.array([x.label for x in nodes], dtype=object)[idx]
@@ -339,16 +361,9 @@ def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, met
             cols[f"{side}_{attr}"] = pd.array([getattr(x, attr) for x in nodes], dtype="Int64")[idx]
     out = pd.DataFrame({k: cols[k] for k in ("sender", "receiver", "sender_kind", "sender_layer", "sender_head",
                                              "receiver_kind", "receiver_layer", "receiver_head")})
-    if per_position:
-        out.insert(2, "position", pos)
-    out["score"], out["score_lo"], out["score_hi"], out["n"] = mean, lo, hi, n
-    raw_clean, raw_corrupt = float(clean.mean()), float(corrupt.mean())
-    out.attrs.update(method=method, steps=steps, interpolate=interpolate, mode=mode, metric=metric_name,
-                     convention=CONVENTION, raw_clean=raw_clean, raw_corrupt=raw_corrupt,
-                     clean=1.0 if norm_metric else raw_clean, corrupt=0.0 if norm_metric else raw_corrupt,
-                     n_pairs=n, n_pos=batch.n_pos, n_edges=len(wi), n_layers=model.cfg.n_layers,
-                     n_heads=model.cfg.n_heads)
-    return out
+    if positions:
+        out.insert(2, "position", np.repeat(np.arange(positions), len(wi)))
+    return wi, ri, out
 
 
 def node_scores(edges: pd.DataFrame) -> pd.DataFrame:
