@@ -151,3 +151,16 @@ def test_command_line(tmp_path, capsys):
         main(["edges", "--ckpt", str(ckpt), "--pairs", str(pairs), "--steps", "0", "--out", str(tmp_path / "bad")])
     assert e.value.code == 2 and not (tmp_path / "bad").exists()
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_table_edited_by_its_reader_leaves_the_next_one_as_computed(model, batch):
+    """The label columns are made once per graph and shared between tables: editing one table (labels and scores)
+    must not reach the cache or another table."""
+    first = edge_attribution(model, batch)
+    want = first.copy(deep=True)
+    first.loc[0, "sender"] = "edited"
+    first["receiver"] = "edited"
+    first["score"] *= 2
+    again = edge_attribution(model, batch)
+    pd.testing.assert_frame_equal(again, want)
+    assert (first.receiver == "edited").all() and first.loc[0, "sender"] == "edited"
