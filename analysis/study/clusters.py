@@ -136,10 +136,11 @@ def slurm_job_script(options: SlurmOptions) -> str:
 
 @contextlib.contextmanager
 def study_client(*, workers: int | None = None, scheduler: str | None = None, slurm: SlurmOptions | None = None,
-                 quiet: bool = False):
+                 quiet: bool = False, connect_timeout: float = 30.0):
     """A ``distributed.Client`` on the cluster the arguments choose (at most one of ``scheduler`` and ``slurm``;
     ``workers`` is the local cluster's size), and whether its tasks should ask for GPUs: ``(client, gpu)``. Prints
-    the dashboard's address once (unless ``quiet``); closes what it started."""
+    the dashboard's address once (unless ``quiet``); closes what it started. ``connect_timeout``: seconds to wait
+    for the scheduler at ``scheduler``."""
     from distributed import Client
 
     if scheduler is not None and slurm is not None:
@@ -152,7 +153,7 @@ def study_client(*, workers: int | None = None, scheduler: str | None = None, sl
         with _engine_config():
             if scheduler is not None:
                 try:
-                    client = Client(scheduler, timeout="30s")
+                    client = Client(scheduler, timeout=f"{connect_timeout}s")
                 except OSError as e:
                     raise AnalysisError(f"no Dask scheduler answers at {scheduler} ({e}); start one (dask scheduler) "
                                         "or check the address") from None

@@ -276,3 +276,21 @@ def test_the_local_cluster_shares_out_gpus_and_cores():
     cores = os.cpu_count() or 1
     assert all(s["resources"] == {} and s["env"]["OMP_NUM_THREADS"] == os.environ.get(
         "OMP_NUM_THREADS", str(max(1, cores // 2))) for s in cpu)
+
+
+def test_a_study_can_run_on_an_existing_cluster(studies, capsys):
+    """--scheduler: the client joins the cluster at that address (its workers run the tasks) and prints its
+    dashboard once; an address where no scheduler answers is one line."""
+    from analysis.study.clusters import study_client
+
+    _, _, running = studies
+    with study_client(scheduler=running.scheduler.address) as (client, gpu):
+        ran_on = client.submit(lambda: __import__("os").getpid(), pure=False).result()
+        workers = client.scheduler_info()["workers"]
+    assert gpu is False and len(workers) == 2
+    assert ran_on in running.run(lambda: __import__("os").getpid()).values()
+    assert capsys.readouterr().out.count("Dask dashboard: http") == 1
+    with pytest.raises(AnalysisError, match="no Dask scheduler answers at tcp://127.0.0.1:9") as e:
+        with study_client(scheduler="tcp://127.0.0.1:9", connect_timeout=1):
+            pass
+    assert "\n" not in str(e.value)
