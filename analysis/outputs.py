@@ -20,6 +20,13 @@ def write_csv(df: pd.DataFrame, path) -> Path:
     return Path(path)
 
 
+def read_csv(path, **kw) -> pd.DataFrame:
+    """A table as :func:`write_csv` wrote it: an empty field is a missing value (how it writes NaN) and every other
+    text is kept as written - pandas' default would read keys such as ``null``, ``NA`` or ``None`` (a reference
+    named ``null``, the word "None") as missing and drop them from every groupby."""
+    return pd.read_csv(path, keep_default_na=False, na_values=[""], **kw)
+
+
 def write_json(obj, path, **kw) -> Path:
     """``obj`` as indented JSON at ``path`` (temp file, then rename)."""
     write_text_atomic(Path(path), json.dumps(obj, indent=1, **kw) + "\n")

@@ -32,6 +32,7 @@ from fixedid.atomic import fsync_dir
 
 from analysis import engine
 from analysis.corpus import DEFAULT_TOKENS, corpus_tokens
+from analysis.outputs import read_csv
 from analysis.errors import AnalysisError
 
 DTYPES = {"float32": np.float32, "float16": np.float16}
@@ -195,7 +196,7 @@ def load_activations(path) -> Activations:
     try:
         index = json.loads((path / "index.json").read_text())
         acts = {h: np.load(path / f, mmap_mode="r") for h, f in index.pop("files").items()}
-        table = pd.read_csv(path / "tokens.csv")
+        table = read_csv(path / "tokens.csv")  # a token such as "None" or "null" stays itself
     except (OSError, ValueError, KeyError) as e:
         raise AnalysisError(f"{path} is not an activation store written by analysis.readouts.activations.collect ({e})") \
             from None

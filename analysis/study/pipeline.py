@@ -53,6 +53,7 @@ from fixedid.atomic import write_text_atomic
 from fixedid.train.config import TrainConfig
 
 from analysis.errors import AnalysisError
+from analysis.outputs import read_csv
 from analysis.study import analyses
 from analysis.study.analyses import ANALYSES, Analysis, measure, register  # noqa: F401 (the registry's home)
 
@@ -261,7 +262,7 @@ def collect_measurements(out: Path) -> pd.DataFrame:
     """Every measurement file under ``OUT/measurements`` as one table with ``seed, variant, step`` columns."""
     frames = []
     for path in sorted((out / "measurements").glob("seed*/*/step*/*.csv")):
-        df = pd.read_csv(path, dtype={"key": str})
+        df = read_csv(path, dtype={"key": str})
         if df.empty:
             continue
         seed, variant, step = path.parts[-4], path.parts[-3], path.parts[-2]
@@ -277,7 +278,7 @@ def collect_items(out: Path) -> pd.DataFrame | None:
     columns, or None when there are none."""
     frames = []
     for path in sorted((out / "items").glob("seed*/*/step*/*.csv")):
-        df = pd.read_csv(path, dtype={"key": str})
+        df = read_csv(path, dtype={"key": str})
         seed, variant, step = path.parts[-4], path.parts[-3], path.parts[-2]
         frames.append(df.assign(seed=int(seed[4:]), variant=variant, step=int(step[4:])))
     return pd.concat(frames, ignore_index=True) if frames else None

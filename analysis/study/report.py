@@ -25,6 +25,7 @@ import pandas as pd
 from fixedid.atomic import write_text_atomic
 
 from analysis.errors import AnalysisError
+from analysis.outputs import read_csv
 from analysis.stats import t_interval
 from analysis.study.comparisons import compare, family_lines, variant_order, with_pooled
 from analysis.study.sections import (BOUNDED, SECTIONS, _clip, _study_references, comparison_lines, matched_lines,
@@ -398,14 +399,14 @@ def load_similarity(out: Path):
     found = sorted(Path(out).glob("similarity/step*/reading.csv"), key=lambda p: int(p.parent.name[4:]))
     if not found:
         return None, None
-    return pd.read_csv(found[-1].parent / "references.csv"), pd.read_csv(found[-1])
+    return read_csv(found[-1].parent / "references.csv"), read_csv(found[-1])
 
 
 def load_circuits(out: Path):
     """The reading of a study directory's last circuit overlap (``similarity/step<N>/circuits_reading.csv``, written
     by :func:`analysis.study.pipeline.measure_similarity`), or None."""
     found = sorted(Path(out).glob("similarity/step*/circuits_reading.csv"), key=lambda p: int(p.parent.name[4:]))
-    return pd.read_csv(found[-1]) if found else None
+    return read_csv(found[-1]) if found else None
 
 
 def redraw(results) -> list[Path]:
@@ -416,7 +417,7 @@ def redraw(results) -> list[Path]:
         raise AnalysisError(f"{results} has no measurements.csv: point --results at a study directory written by "
                             "fixedid-study")
     try:
-        df = pd.read_csv(path, dtype={"key": str})
+        df = read_csv(path, dtype={"key": str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise AnalysisError(f"{path} is not a readable CSV: {e}") from None
     if df.empty:

@@ -335,3 +335,27 @@ def test_forest_legend_names_every_variant_of_every_panel():
             for v in vs for s in (0, 1)]
     fig = forest(pd.DataFrame(rows), [("interventions", "bitflip", "x"), ("interventions", "noise", "y")], title="t")
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["learned", "canonical", "gf2"]
+
+
+def test_the_null_rows_of_the_similarity_reading_reach_the_report(study):
+    """reading.csv keys its permutation-null rows ``null``, which pandas' default parser reads as missing: they must
+    survive loading, and the report must name the null it reads the similarity against."""
+    from analysis.study.report import load_similarity
+
+    out, report, _ = study
+    path = next((out / "similarity").glob("step*/reading.csv"))
+    written = sum(line.split(",").count("null") for line in path.read_text().splitlines()[1:])
+    assert written > 0  # the study wrote null rows
+    _, reading = load_similarity(out)
+    assert (reading.quantity == "null").sum() == written and reading.quantity.notna().all()
+    assert "null [" in report.read_text()
+
+
+def test_a_table_keeps_keys_that_pandas_would_read_as_missing(tmp_path):
+    from analysis.outputs import read_csv, write_csv
+
+    df = pd.DataFrame({"key": ["null", "NA", "None", "nan", "x"], "value": [1.0, np.nan, 3.0, 4.0, 5.0]})
+    write_csv(df, tmp_path / "t.csv")
+    back = read_csv(tmp_path / "t.csv")
+    assert list(back.key) == ["null", "NA", "None", "nan", "x"]
+    assert np.isnan(back.value[1]) and back.value.dtype == np.float64
