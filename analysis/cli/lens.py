@@ -1,9 +1,10 @@
-"""``fixedid-analyze lens``: the logit lens of each variant across depth.
+"""``fixedid-analyze lens``: the logit lens (``--kind logit``) or the logit and tuned lenses side by side
+(``--kind tuned``, :mod:`analysis.readouts.tuned_lens`) of each variant across depth.
 
     fixedid-analyze lens --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2
 
-Writes ``lens.csv`` (variant x depth: next-token accuracy, loss and KL to the final distribution, with 95%
-intervals over sequences) and ``lens.png``/``.pdf``.
+Writes ``lens.csv`` (variant x depth, and ``kind`` with ``--kind tuned``: next-token accuracy, loss and KL to the
+final distribution, with 95% intervals over sequences) and ``lens.png``/``.pdf``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import argparse
 from analysis.cli.args import add_checkpoints, add_out, output_dir, parse_checkpoints, stacked
 from analysis.errors import AnalysisError
 
-HELP = "the logit lens across depth: accuracy and KL to the final distribution, variants side by side"
+HELP = "the logit (or tuned) lens across depth: accuracy and KL to the final distribution, variants side by side"
 EXAMPLES = """
+  fixedid-analyze lens --kind tuned --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2
   fixedid-analyze lens --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/canonical \\
       --ckpt fixedid-demo/checkpoints/gf2
 """
@@ -23,7 +25,13 @@ EXAMPLES = """
 def add_args(p: argparse.ArgumentParser) -> None:
     add_checkpoints(p)
     p.add_argument("--data", help="a .txt, .jsonl or .npy file (default: the checkpoint's own validation data)")
-    p.add_argument("--tokens", type=int, default=16_384, help="tokens (default 16384)")
+    p.add_argument("--tokens", type=int, default=16_384, help="tokens (default 16384; --kind tuned fits on the first "
+                   "half of the sequences and reads both lenses on the second)")
+    p.add_argument("--kind", choices=("logit", "tuned"), default="logit", help="logit: the final norm and head at "
+                   "each depth; tuned: beside it, the tuned lens (an affine translator per depth fitted to the final "
+                   "distribution) (default logit)")
+    p.add_argument("--lens-steps", type=int, default=300, help="--kind tuned: Adam steps of the translators' fit "
+                   "(default 300)")
     add_out(p)
 
 
@@ -39,15 +47,30 @@ def run(args) -> int:
     out = output_dir(args, "lens", named)
     if args.tokens < 2:
         raise AnalysisError("--tokens must be at least 2")
-    frames = {n: logit_lens(load(p), args.data, tokens=args.tokens, progress=True)
-              for n, p in zip(named, paths)}
+    if args.lens_steps < 1:
+        raise AnalysisError(f"--lens-steps {args.lens_steps} must be at least 1")
+    if args.kind == "tuned":
+        from analysis.figures.output import tuned_lens_figure
+        from analysis.readouts.tuned_lens import tuned_lens_comparison
+
+        frames = {n: tuned_lens_comparison(load(p), args.data, tokens=args.tokens, steps=args.lens_steps,
+                                           progress=True) for n, p in zip(named, paths)}
+        fig = tuned_lens_figure(frames)
+    else:
+        frames = {n: logit_lens(load(p), args.data, tokens=args.tokens, progress=True)
+                  for n, p in zip(named, paths)}
+        fig = lens_figure(frames)
     df = stacked([f.assign(variant=n) for n, f in frames.items()])
     write_csv(df, out / "lens.csv")
-    save_figure(lens_figure(frames), out, "lens")
-    print(f"logit lens over {next(iter(frames.values())).attrs['n_tokens']:,} tokens: next-token accuracy by depth "
-          "(KL to the final distribution in brackets)")
+    save_figure(fig, out, "lens")
+    first = next(iter(frames.values())).attrs
+    print(f"{args.kind} lens over {first['n_tokens']:,} tokens" + (f" (fitted on {first['n_fit_tokens']:,} others)"
+                                                                   if args.kind == "tuned" else "")
+          + ": next-token accuracy by depth (KL to the final distribution in brackets)")
     for n, f in frames.items():
-        print(f"  {n}: " + ", ".join(f"{a:.2f} ({k:.2f})" for a, k in zip(f.accuracy, f.kl)))
+        for kind, g in (f.groupby("kind", sort=False) if "kind" in f else [("", f)]):
+            print(f"  {n}{' ' + kind if kind else ''}: " + ", ".join(f"{a:.2f} ({k:.2f})"
+                                                                     for a, k in zip(g.accuracy, g.kl)))
     print(f"wrote {out / 'lens.csv'} and {out / 'lens.png'} (+ .pdf)")
     return 0
 

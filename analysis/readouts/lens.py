@@ -7,8 +7,8 @@ lens's, each a mean over the sequences of the data with a Student-t 95% interval
 model itself (KL 0).
 
 What it does NOT establish: a low lens accuracy at a layer does not mean the information is absent there - the
-final norm and head were trained on the last layer's basis only (a tuned lens, fitted per layer, would read more);
-a high one does not say which components wrote it.
+final norm and head were trained on the last layer's basis only (the tuned lens, :mod:`analysis.readouts.tuned_lens`,
+fitted per layer, reads more); a high one does not say which components wrote it.
 """
 
 from __future__ import annotations
@@ -34,19 +34,31 @@ def logit_lens(model, data=None, *, tokens: int = 16384, max_batch: int = 32, pr
     """One row per depth: ``depth, hook, accuracy, loss, kl`` (means over sequences) with ``_lo``/``_hi`` 95%
     intervals; ``data`` as every corpus-level analysis takes it (default: the checkpoint's validation data)."""
     from analysis.corpus import corpus_tokens
+
+    x = data if isinstance(data, torch.Tensor) else corpus_tokens(model, data, tokens=tokens)
+    return lens_table(model, x, max_batch=max_batch, progress=progress)
+
+
+@torch.no_grad()
+def lens_table(model, x: torch.Tensor, translate=None, *, max_batch: int = 32, progress: bool = False,
+               desc: str = "logit lens") -> pd.DataFrame:
+    """:func:`logit_lens`'s table on the token windows ``x`` ``[sequences, pos]``, each depth's residual passed
+    through ``translate(h, depth)`` before the final norm and head (None: as it is, the logit lens)."""
     from analysis.engine.effects import check_eval
 
     check_eval(model)
-    x = data if isinstance(data, torch.Tensor) else corpus_tokens(model, data, tokens=tokens)
     hooks = lens_hooks(model)
     per_seq = {h: {"accuracy": [], "loss": [], "kl": []} for h in hooks}
-    for i in tqdm(range(0, len(x), max_batch), desc="logit lens", unit="batch", disable=not progress, leave=False):
+    for i in tqdm(range(0, len(x), max_batch), desc=desc, unit="batch", disable=not progress, leave=False):
         xb = x[i:i + max_batch].to(model.device)
         final, cache = cache_run(model, xb, hooks)
         target = xb[:, 1:]
         final_lp = torch.log_softmax(final[:, :-1].float(), -1)
-        for h in hooks:
-            lp = torch.log_softmax(model.unembed(model.ln_final(cache[h][:, :-1])).float(), -1)
+        for depth, h in enumerate(hooks):
+            resid = cache[h][:, :-1]
+            if translate is not None:
+                resid = translate(resid, depth)
+            lp = torch.log_softmax(model.unembed(model.ln_final(resid)).float(), -1)
             acc = (lp.argmax(-1) == target).float().mean(1)
             loss = -lp.gather(-1, target[..., None])[..., 0].mean(1)
             kl = (final_lp.exp() * (final_lp - lp)).sum(-1).mean(1)
@@ -64,4 +76,4 @@ def logit_lens(model, data=None, *, tokens: int = 16384, max_batch: int = 32, pr
     return df
 
 
-__all__ = ["logit_lens", "lens_hooks"]
+__all__ = ["logit_lens", "lens_table", "lens_hooks"]

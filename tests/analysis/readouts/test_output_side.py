@@ -77,3 +77,31 @@ def test_lens_and_head_command_lines(model, learned, other, tmp_path, capsys):
         main(["unembed", "--ckpt", dirs[1], "--reference", dirs[1], "--out", str(tmp_path / "bad")])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "fixed-code checkpoint" in err and not (tmp_path / "bad").exists()
+
+
+def test_the_tuned_lens_starts_as_the_logit_lens_and_reads_held_out_text_closer_to_the_output(model):
+    from analysis.readouts.lens import lens_hooks, lens_table
+    from analysis.readouts.tuned_lens import TunedLens, tuned_lens_comparison
+
+    x = torch.randint(0, model.cfg.vocab_size, (16, 24), generator=torch.Generator().manual_seed(1))
+    unfitted = TunedLens(model.cfg.d_model, lens_hooks(model))
+    pd.testing.assert_frame_equal(lens_table(model, x, unfitted), lens_table(model, x))  # zero translators
+    flags = [p.requires_grad for p in model.parameters()]
+    df = tuned_lens_comparison(model, tokens=4096, steps=60)  # the checkpoint's own validation text
+    assert [p.requires_grad for p in model.parameters()] == flags and all(p.grad is None for p in model.parameters())
+    kl = df.pivot(index="depth", columns="kind", values="kl")
+    assert (kl.tuned.iloc[:-1] < kl.logit.iloc[:-1]).all()  # read on the half it was not fitted on
+    assert abs(kl.tuned.iloc[-1]) < 1e-5 and abs(kl.logit.iloc[-1]) < 1e-5  # the model's own output: exact
+    assert df.attrs["n_fit_tokens"] > 0 and df.attrs["n_tokens"] >= df.attrs["n_fit_tokens"]
+
+
+def test_lens_command_line_with_the_tuned_lens(model, tmp_path):
+    from analysis.cli.main import main
+
+    out = tmp_path / "tuned"
+    with pytest.raises(SystemExit) as e:
+        main(["lens", "--kind", "tuned", "--ckpt", str(model.ckpt_dir), "--tokens", "1024", "--lens-steps", "20",
+              "--out", str(out)])
+    assert e.value.code == 0 and (out / "lens.png").exists()
+    df = pd.read_csv(out / "lens.csv")
+    assert sorted(set(df.kind)) == ["logit", "tuned"] and len(df) == 2 * (model.cfg.n_layers + 1)

@@ -1,0 +1,123 @@
+"""The tuned lens: the logit lens with a learned affine translator per depth (Belrose et al., 2023).
+
+At each depth the logit lens reads the residual stream through the model's own final norm and head, which were
+trained on the last layer's basis only. The tuned lens first maps the residual ``h`` at depth ``l`` to
+``h + A_l h + b_l`` - one ``d_model x d_model`` matrix and bias per depth, starting at zero (the logit lens) - fitted
+so that the lens's next-token distribution matches the model's final one (the KL divergence from the final
+distribution, summed over depths). The last depth is the model's own output and has no translator.
+
+:func:`fit_tuned_lens` fits it on token windows streamed through the model one batch per step (a forward without
+gradients, then the translators' step): memory holds one batch's residuals, at any scale.
+:func:`tuned_lens_comparison` fits it on one half of the sequences of a corpus and reads both lenses on the other
+half, so the comparison is on text the translators never saw: one table with a ``kind`` column (``logit``,
+``tuned``), the columns of :func:`analysis.readouts.lens.logit_lens`.
+
+What it does NOT establish: a translator is a fitted map, so a low tuned-lens KL at a depth says that the final
+distribution is linearly decodable there - not that the model computes it that way, and not that the logit lens's
+basis is wrong (the gap between the two is how far from the final basis a depth's residual is).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from analysis.engine.staged import cache_run
+from analysis.errors import AnalysisError
+from analysis.readouts.lens import lens_hooks, lens_table
+
+
+class TunedLens(nn.Module):
+    """One affine translator per depth but the last (``translators[l]``: ``h -> h + A_l h + b_l``, initialised at
+    zero, so an unfitted lens is the logit lens); ``hooks``: the depths' hook points
+    (:func:`analysis.readouts.lens.lens_hooks`)."""
+
+    def __init__(self, d_model: int, hooks: list[str]):
+        super().__init__()
+        self.hooks = list(hooks)
+        self.translators = nn.ModuleList(nn.Linear(d_model, d_model) for _ in self.hooks[:-1])
+        for t in self.translators:
+            nn.init.zeros_(t.weight)
+            nn.init.zeros_(t.bias)
+
+    def forward(self, h: torch.Tensor, depth: int) -> torch.Tensor:
+        """The residual ``h`` ``[..., d_model]`` at ``depth`` in the final layer's basis."""
+        if depth == len(self.hooks) - 1:
+            return h
+        t = self.translators[depth]
+        return h + t(h.to(t.weight.dtype)).to(h.dtype)
+
+
+def _kl_sum(model, lens: TunedLens, cache: dict, final_lp: torch.Tensor) -> torch.Tensor:
+    """Sum over the translated depths of the mean KL(final || lens) per token."""
+    total = final_lp.new_zeros(())
+    for depth, h in enumerate(lens.hooks[:-1]):
+        lp = torch.log_softmax(model.unembed(model.ln_final(lens(cache[h][:, :-1], depth))).float(), -1)
+        total = total + (final_lp.exp() * (final_lp - lp)).sum(-1).mean()
+    return total
+
+
+def fit_tuned_lens(model, x: torch.Tensor, *, steps: int = 300, lr: float = 1e-2, batch: int = 16, seed: int = 0,
+                   progress: bool = False) -> TunedLens:
+    """Fit a :class:`TunedLens` on the token windows ``x`` ``[sequences, pos]``: ``steps`` Adam steps (learning rate
+    ``lr``, decayed linearly to 0) on ``batch`` windows each, drawn with ``seed``; the model is only read."""
+    from analysis.engine.effects import check_eval
+
+    check_eval(model)
+    if not isinstance(steps, int) or steps < 1 or not isinstance(batch, int) or batch < 1:
+        raise AnalysisError(f"steps and batch must be positive integers, got {steps!r} and {batch!r}")
+    if len(x) < 1 or x.shape[1] < 2:
+        raise AnalysisError("the tuned lens needs token windows of at least 2 tokens to fit on")
+    hooks = lens_hooks(model)
+    lens = TunedLens(model.cfg.d_model, hooks).to(model.device)
+    opt = torch.optim.Adam(lens.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1 - s / steps)
+    g = torch.Generator().manual_seed(seed)
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    try:
+        for p, _ in flags:  # the final norm and head are read, not trained: no gradient reaches the model
+            p.requires_grad_(False)
+        for _ in tqdm(range(steps), desc="tuned lens", unit="step", disable=not progress, leave=False):
+            xb = x[torch.randint(0, len(x), (min(batch, len(x)),), generator=g)].to(model.device)
+            with torch.no_grad():
+                final, cache = cache_run(model, xb, hooks[:-1])
+                final_lp = torch.log_softmax(final[:, :-1].float(), -1)
+            with torch.enable_grad():
+                loss = _kl_sum(model, lens, cache, final_lp)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+            opt.step()
+            sched.step()
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)
+    lens.requires_grad_(False)
+    return lens.eval()
+
+
+def tuned_lens_comparison(model, data=None, *, tokens: int = 16384, steps: int = 300, lr: float = 1e-2,
+                          seed: int = 0, max_batch: int = 32, progress: bool = False) -> pd.DataFrame:
+    """The logit lens and the tuned lens side by side (``kind``): the tuned lens fitted on the first half of the
+    corpus's sequences, both read on the second half (``data`` and ``tokens`` as
+    :func:`analysis.readouts.lens.logit_lens` takes them). ``attrs``: ``n_tokens`` (read), ``n_fit_tokens``."""
+    from analysis.corpus import corpus_tokens
+
+    x = data if isinstance(data, torch.Tensor) else corpus_tokens(model, data, tokens=tokens)
+    if len(x) < 2:
+        raise AnalysisError(f"the tuned lens needs at least 2 token windows (one half to fit, one to read); got "
+                            f"{len(x)}: give more --tokens")
+    half = len(x) // 2
+    fit, read = x[:half], x[half:]
+    lens = fit_tuned_lens(model, fit, steps=steps, lr=lr, seed=seed, progress=progress)
+    logit = lens_table(model, read, max_batch=max_batch, progress=progress)
+    tuned = lens_table(model, read, lens, max_batch=max_batch, progress=progress, desc="tuned lens")
+    df = pd.concat([logit.assign(kind="logit"), tuned.assign(kind="tuned")], ignore_index=True)
+    df = df[["kind"] + [c for c in df.columns if c != "kind"]]
+    df.attrs.update(n_tokens=int(read.numel()), n_sequences=int(len(read)), n_fit_tokens=int(fit.numel()),
+                    steps=steps)
+    return df
+
+
+__all__ = ["TunedLens", "fit_tuned_lens", "tuned_lens_comparison"]
