@@ -34,33 +34,40 @@ def lens_figure(frames: dict, *, title: str | None = None):
     return fig
 
 
-def tuned_lens_figure(frames: dict, *, title: str | None = None):
+#: How each lens is drawn in :func:`lens_comparison_figure`.
+LENS_STYLES = {"logit": dict(ls="--", marker="o", mfc="white"), "tuned": dict(ls="-", marker="o"),
+               "jacobian": dict(ls=":", marker="s")}
+
+
+def lens_comparison_figure(frames: dict, *, title: str | None = None):
     """KL to the final distribution and next-token accuracy against depth: the logit lens (dashed, open markers)
-    and the tuned lens (solid) of each variant, on the held-out half of the sequences."""
+    beside the fitted lenses (tuned solid, Jacobian dotted) of each variant, on the held-out half of the sequences."""
     colours = variant_colours(frames)
     fig, axes = subplots(2, height=2.6, ncols=2)
+    first = next(iter(frames.values()))
+    kinds = list(dict.fromkeys(first.kind))
     for v, df in frames.items():
-        for kind, style in (("logit", dict(ls="--", marker="o", mfc="white")), ("tuned", dict(ls="-", marker="o"))):
+        for kind in kinds:
             g = df[df.kind == kind]
             x = g.depth.to_numpy()
             for ax, k in zip(axes[0], ("kl", "accuracy")):
-                ax.plot(x, g[k], markersize=3, color=colours[v], label=f"{v}, {kind} lens", **style)
+                ax.plot(x, g[k], markersize=3, color=colours[v], label=f"{v}, {kind} lens", **LENS_STYLES[kind])
                 ax.fill_between(x, g[f"{k}_lo"], g[f"{k}_hi"], color=colours[v], alpha=0.15, linewidth=0)
-    first = next(iter(frames.values()))
     hooks = first[first.kind == "logit"].hook
     labels = ["input" if h == "blocks.0.hook_resid_pre" else short_hook(h).replace(".hook_resid_post", " out")
               for h in hooks]
     for ax, label in zip(axes[0], ("KL(final || lens) (nats)", "next-token accuracy of the lens")):
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
-        ax.set_xlabel("residual stream read (entering each block; the last block's output)", fontsize=7)
+        ax.set_xlabel("residual stream read", fontsize=7)
         ax.set_ylabel(label, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(color="0.9")
-    axes[0, 0].legend(fontsize=6, frameon=False)
+    axes[0, 1].legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # off the curves
     a = first.attrs
-    fig.suptitle(title or f"logit lens (dashed) and tuned lens (solid) on {a.get('n_tokens', 0):,} held-out tokens "
-                 f"(translators fitted on {a.get('n_fit_tokens', 0):,} others; bands: 95% interval over sequences)",
-                 fontsize=8, x=0.02, ha="left")
+    drawn = {"tuned": "tuned (solid)", "jacobian": "Jacobian (dotted)"}
+    fig.suptitle(title or f"logit lens (dashed) beside the {' and '.join(drawn[k] for k in kinds[1:])} lens on "
+                 f"{a.get('n_tokens', 0):,} held-out tokens (fitted on {a.get('n_fit_tokens', 0):,} others; bands: "
+                 "95% interval over sequences)", fontsize=8, x=0.02, ha="left")
     return fig
 
 

@@ -43,7 +43,8 @@ def logit_lens(model, data=None, *, tokens: int = 16384, max_batch: int = 32, pr
 def lens_table(model, x: torch.Tensor, translate=None, *, max_batch: int = 32, progress: bool = False,
                desc: str = "logit lens") -> pd.DataFrame:
     """:func:`logit_lens`'s table on the token windows ``x`` ``[sequences, pos]``, each depth's residual passed
-    through ``translate(h, depth)`` before the final norm and head (None: as it is, the logit lens)."""
+    through ``translate(h, depth)`` before the final norm and head (None: as it is, the logit lens; a translator that
+    returns None for a depth leaves that depth out)."""
     from analysis.engine.effects import check_eval
 
     check_eval(model)
@@ -58,6 +59,8 @@ def lens_table(model, x: torch.Tensor, translate=None, *, max_batch: int = 32, p
             resid = cache[h][:, :-1]
             if translate is not None:
                 resid = translate(resid, depth)
+                if resid is None:  # a lens that does not read this depth
+                    continue
             lp = torch.log_softmax(model.unembed(model.ln_final(resid)).float(), -1)
             acc = (lp.argmax(-1) == target).float().mean(1)
             loss = -lp.gather(-1, target[..., None])[..., 0].mean(1)
@@ -66,6 +69,8 @@ def lens_table(model, x: torch.Tensor, translate=None, *, max_batch: int = 32, p
                 per_seq[h][k].append(v.cpu().numpy())
     rows = []
     for depth, h in enumerate(hooks):
+        if not per_seq[h]["kl"]:
+            continue
         row = {"depth": depth, "hook": h}
         for k, parts in per_seq[h].items():
             m, lo, hi = t_intervals(np.concatenate(parts)[None, :])

@@ -8,9 +8,8 @@ distribution, summed over depths). The last depth is the model's own output and 
 
 :func:`fit_tuned_lens` fits it on token windows streamed through the model one batch per step (a forward without
 gradients, then the translators' step): memory holds one batch's residuals, at any scale.
-:func:`tuned_lens_comparison` fits it on one half of the sequences of a corpus and reads both lenses on the other
-half, so the comparison is on text the translators never saw: one table with a ``kind`` column (``logit``,
-``tuned``), the columns of :func:`analysis.readouts.lens.logit_lens`.
+:func:`analysis.readouts.lens_comparison.lens_comparison` fits it on one half of the sequences of a corpus and reads it
+beside the logit lens on the other half, so the comparison is on text the translators never saw.
 
 What it does NOT establish: a translator is a fitted map, so a low tuned-lens KL at a depth says that the final
 distribution is linearly decodable there - not that the model computes it that way, and not that the logit lens's
@@ -19,14 +18,13 @@ basis is wrong (the gap between the two is how far from the final basis a depth'
 
 from __future__ import annotations
 
-import pandas as pd
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
 from analysis.engine.staged import cache_run
 from analysis.errors import AnalysisError
-from analysis.readouts.lens import lens_hooks, lens_table
+from analysis.readouts.lens import lens_hooks
 
 
 class TunedLens(nn.Module):
@@ -97,27 +95,4 @@ def fit_tuned_lens(model, x: torch.Tensor, *, steps: int = 300, lr: float = 1e-2
     return lens.eval()
 
 
-def tuned_lens_comparison(model, data=None, *, tokens: int = 16384, steps: int = 300, lr: float = 1e-2,
-                          seed: int = 0, max_batch: int = 32, progress: bool = False) -> pd.DataFrame:
-    """The logit lens and the tuned lens side by side (``kind``): the tuned lens fitted on the first half of the
-    corpus's sequences, both read on the second half (``data`` and ``tokens`` as
-    :func:`analysis.readouts.lens.logit_lens` takes them). ``attrs``: ``n_tokens`` (read), ``n_fit_tokens``."""
-    from analysis.corpus import corpus_tokens
-
-    x = data if isinstance(data, torch.Tensor) else corpus_tokens(model, data, tokens=tokens)
-    if len(x) < 2:
-        raise AnalysisError(f"the tuned lens needs at least 2 token windows (one half to fit, one to read); got "
-                            f"{len(x)}: give more --tokens")
-    half = len(x) // 2
-    fit, read = x[:half], x[half:]
-    lens = fit_tuned_lens(model, fit, steps=steps, lr=lr, seed=seed, progress=progress)
-    logit = lens_table(model, read, max_batch=max_batch, progress=progress)
-    tuned = lens_table(model, read, lens, max_batch=max_batch, progress=progress, desc="tuned lens")
-    df = pd.concat([logit.assign(kind="logit"), tuned.assign(kind="tuned")], ignore_index=True)
-    df = df[["kind"] + [c for c in df.columns if c != "kind"]]
-    df.attrs.update(n_tokens=int(read.numel()), n_sequences=int(len(read)), n_fit_tokens=int(fit.numel()),
-                    steps=steps)
-    return df
-
-
-__all__ = ["TunedLens", "fit_tuned_lens", "tuned_lens_comparison"]
+__all__ = ["TunedLens", "fit_tuned_lens"]

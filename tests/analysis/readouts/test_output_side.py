@@ -81,13 +81,14 @@ def test_lens_and_head_command_lines(model, learned, other, tmp_path, capsys):
 
 def test_the_tuned_lens_starts_as_the_logit_lens_and_reads_held_out_text_closer_to_the_output(model):
     from analysis.readouts.lens import lens_hooks, lens_table
-    from analysis.readouts.tuned_lens import TunedLens, tuned_lens_comparison
+    from analysis.readouts.lens_comparison import lens_comparison
+    from analysis.readouts.tuned_lens import TunedLens
 
     x = torch.randint(0, model.cfg.vocab_size, (16, 24), generator=torch.Generator().manual_seed(1))
     unfitted = TunedLens(model.cfg.d_model, lens_hooks(model))
     pd.testing.assert_frame_equal(lens_table(model, x, unfitted), lens_table(model, x))  # zero translators
     flags = [p.requires_grad for p in model.parameters()]
-    df = tuned_lens_comparison(model, tokens=4096, steps=60)  # the checkpoint's own validation text
+    df = lens_comparison(model, tokens=4096, steps=60)  # the checkpoint's own validation text
     assert [p.requires_grad for p in model.parameters()] == flags and all(p.grad is None for p in model.parameters())
     kl = df.pivot(index="depth", columns="kind", values="kl")
     assert (kl.tuned.iloc[:-1] < kl.logit.iloc[:-1]).all()  # read on the half it was not fitted on
@@ -100,8 +101,46 @@ def test_lens_command_line_with_the_tuned_lens(model, tmp_path):
 
     out = tmp_path / "tuned"
     with pytest.raises(SystemExit) as e:
-        main(["lens", "--kind", "tuned", "--ckpt", str(model.ckpt_dir), "--tokens", "1024", "--lens-steps", "20",
-              "--out", str(out)])
+        main(["lens", "--kind", "tuned", "--kind", "jacobian", "--ckpt", str(model.ckpt_dir), "--tokens", "1024",
+              "--lens-steps", "20", "--out", str(out)])
     assert e.value.code == 0 and (out / "lens.png").exists()
     df = pd.read_csv(out / "lens.csv")
-    assert sorted(set(df.kind)) == ["logit", "tuned"] and len(df) == 2 * (model.cfg.n_layers + 1)
+    depths = model.cfg.n_layers + 1
+    assert df.kind.value_counts().to_dict() == {"logit": depths, "tuned": depths, "jacobian": depths - 1}
+    assert 0 not in set(df[df.kind == "jacobian"].depth)  # no Jacobian lens reads the input
+
+
+def test_the_jacobian_lens_is_the_models_averaged_jacobian_to_its_last_block(model):
+    """TransformerLens's fit through our bridge against the Jacobian computed here with autograd: block 0's output
+    to the last block's output, effects on every later valid position summed, averaged over valid source
+    positions (the first SKIP_FIRST_POSITIONS and the last left out); read at depth 1 through it."""
+    from analysis.readouts.jacobian_lens import SKIP_FIRST_POSITIONS, fit_jacobian_lens, jacobian_translator
+
+    x = torch.randint(0, model.cfg.vocab_size, (2, 12), generator=torch.Generator().manual_seed(2))
+    lens = fit_jacobian_lens(model, x)
+    L, d = model.cfg.n_layers, model.cfg.d_model
+    valid = torch.arange(SKIP_FIRST_POSITIONS, x.shape[1] - 1)
+    want = torch.zeros(d, d)
+    for row in x:
+        state = {}
+
+        def leaf(mod, inp, out):
+            state["h"] = out.detach().requires_grad_(True)
+            return state["h"]
+
+        hooks = [model.mod_dict["blocks.0.hook_resid_post"].register_forward_hook(leaf),
+                 model.mod_dict[f"blocks.{L - 1}.hook_resid_post"].register_forward_hook(
+                     lambda mod, inp, out: state.__setitem__("y", out))]
+        try:
+            with torch.enable_grad():
+                model(row[None])
+                for k in range(d):
+                    g, = torch.autograd.grad(state["y"][0, valid, k].sum(), state["h"], retain_graph=True)
+                    want[k] += g[0, valid].mean(0) / len(x)
+        finally:
+            for h in hooks:
+                h.remove()
+    assert torch.allclose(lens.jacobians[0], want, atol=1e-5, rtol=1e-4)
+    h = torch.randn(3, d)
+    assert torch.allclose(jacobian_translator(lens, L)(h, 1), h @ want.T, atol=1e-4)
+    assert jacobian_translator(lens, L)(h, 0) is None and torch.equal(jacobian_translator(lens, L)(h, L), h)
