@@ -2,6 +2,7 @@
 rerun elsewhere (resumed exactly, every output written once), a finished study is not redone, a task that raises is
 reported with its traceback while the others finish, and the Slurm options reach the job script."""
 
+import contextlib
 import io
 import json
 import os
@@ -17,7 +18,8 @@ from distributed import Client
 from analysis import AnalysisError
 from analysis.cli.study import main as study_main
 from analysis.study import analyses, train_cmd
-from analysis.study.clusters import SlurmOptions, local_cluster, slurm_job_script, worker_specs
+from analysis.study.clusters import (SlurmOptions, local_cluster, slurm_job_script, study_client, visible_gpus,
+                                     worker_specs)
 from analysis.study.graph import Task, TasksFailed, run_graph
 from analysis.study.pipeline import run_study_dask
 from analysis.study.pipeline import study_tasks as tasks_of
@@ -65,16 +67,17 @@ def studies(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     _worker_setup.configure(mp.setattr)  # this process enumerates the same tasks as the workers
     try:
-        with local_cluster(1, gpus=[]) as cluster, Client(cluster) as client:
+        with contextlib.ExitStack() as stack:  # the clusters the command line starts (study_client)
+            client, gpu = stack.enter_context(study_client(workers=1, quiet=True))
+            assert gpu == bool(visible_gpus()) and len(client.scheduler_info()["workers"]) == 1
             client.register_plugin(_worker_setup.Setup())
             study(cfg, tmp / "one", client)
-        cluster = local_cluster(2, gpus=[])
-        client = Client(cluster)
-        client.register_plugin(_worker_setup.Setup(kill_at_step=8, mark=str(tmp / "killed")))
-        report = study(cfg, tmp / "two", client)
-        yield tmp, report, client
-        client.close()
-        cluster.close()
+        with contextlib.ExitStack() as stack:
+            client, _ = stack.enter_context(study_client(workers=2, quiet=True))
+            assert len(client.scheduler_info()["workers"]) == 2
+            client.register_plugin(_worker_setup.Setup(kill_at_step=8, mark=str(tmp / "killed")))
+            report = study(cfg, tmp / "two", client)
+            yield tmp, report, client
     finally:
         mp.undo()
 
@@ -281,8 +284,6 @@ def test_the_local_cluster_shares_out_gpus_and_cores():
 def test_a_study_can_run_on_an_existing_cluster(studies, capsys):
     """--scheduler: the client joins the cluster at that address (its workers run the tasks) and prints its
     dashboard once; an address where no scheduler answers is one line."""
-    from analysis.study.clusters import study_client
-
     _, _, running = studies
     with study_client(scheduler=running.scheduler.address) as (client, gpu):
         ran_on = client.submit(lambda: __import__("os").getpid(), pure=False).result()
