@@ -81,7 +81,7 @@ def check_tasks(tasks: list[Task]) -> dict[str, Task]:
 
 def _in_order(by_name: dict[str, Task]) -> list[Task]:
     """The tasks with every task after what it needs (a cycle is refused)."""
-    seen, out, stack = {}, [], []
+    seen, out = {}, []
 
     def visit(name):
         if seen.get(name) == "done":
