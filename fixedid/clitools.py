@@ -19,18 +19,26 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def run_main(prog: str, fn: Callable[[], int], cleanup: Callable[[], None] | None = None) -> None:
-    """Run a command; a :class:`~fixedid.errors.FixedIdError` becomes one line on stderr and exit status 2, never a
-    traceback, and a :class:`~fixedid.errors.FixedIdWarning` one line ``<prog>: warning: ...`` (not Python's file, line
-    and source)."""
-    default_format = warnings.formatwarning
+def one_line_warnings(prog: str, default_format=None) -> Callable:
+    """A ``warnings.formatwarning`` that writes a :class:`~fixedid.errors.FixedIdWarning` as one line
+    ``<prog>: warning: ...`` (not Python's file, line and source) and any other warning as ``default_format`` does
+    (default: Python's own)."""
+    default_format = default_format or warnings.formatwarning
 
     def one_line(message, category, filename, lineno, line=None):
         if issubclass(category, FixedIdWarning):
             return f"{prog}: warning: {message}\n"
         return default_format(message, category, filename, lineno, line)
 
-    warnings.formatwarning = one_line
+    return one_line
+
+
+def run_main(prog: str, fn: Callable[[], int], cleanup: Callable[[], None] | None = None) -> None:
+    """Run a command; a :class:`~fixedid.errors.FixedIdError` becomes one line on stderr and exit status 2, never a
+    traceback, and a :class:`~fixedid.errors.FixedIdWarning` one line ``<prog>: warning: ...`` (not Python's file, line
+    and source)."""
+    default_format = warnings.formatwarning
+    warnings.formatwarning = one_line_warnings(prog, default_format)
     try:
         code = fn()
     except FixedIdError as e:

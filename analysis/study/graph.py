@@ -28,11 +28,13 @@ import re
 import socket
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from fixedid.atomic import write_text_atomic
+from fixedid.clitools import one_line_warnings
 
 from analysis.errors import AnalysisError
 
@@ -121,6 +123,8 @@ def execute(name: str, run: Callable[[], None], done: Callable[[], bool], log: s
     if done():
         _log_event(log, name, "skipped")
         return name
+    if getattr(warnings.formatwarning, "__name__", "") != "one_line":  # this worker's warnings as the CLI writes them
+        warnings.formatwarning = one_line_warnings("fixedid-study", warnings.formatwarning)
     _log_event(log, name, "start")
     start = time.perf_counter()
     try:

@@ -295,3 +295,27 @@ def test_a_study_can_run_on_an_existing_cluster(studies, capsys):
         with study_client(scheduler="tcp://127.0.0.1:9", connect_timeout=1):
             pass
     assert "\n" not in str(e.value)
+
+
+def test_a_tasks_package_warning_is_one_line(tmp_path, capsys):
+    """A FixedIdWarning raised in a task (the tiny vocabulary's constant bits, say) is written as the CLI writes
+    it: ``fixedid-study: warning: ...``, not Python's file, line and source."""
+    import warnings
+
+    from fixedid.errors import FixedIdWarning
+
+    def run():
+        warnings.warn("7 of the 16 code bits are the same for all tokens", FixedIdWarning)
+        (tmp_path / "t").write_text("done")
+
+    before = warnings.formatwarning  # the worker threads share this process: put its format back afterwards
+    with local_cluster(1, gpus=[], processes=False) as cluster, Client(cluster) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", FixedIdWarning)
+            warnings.showwarning = lambda m, c, f, n, file=None, line=None: sys.stderr.write(  # Python's own, not
+                warnings.formatwarning(m, c, f, n, line))  # pytest's recorder
+            run_graph([Task("t", (), (tmp_path / "t").exists, run)], client, quiet=True)
+    warnings.formatwarning = before
+    err = capsys.readouterr().err
+    assert "fixedid-study: warning: 7 of the 16 code bits are the same for all tokens\n" in err
+    assert "warnings.warn(" not in err
