@@ -22,7 +22,7 @@ class ArgumentParser(argparse.ArgumentParser):
 def one_line_warnings(prog: str, default_format=None) -> Callable:
     """A ``warnings.formatwarning`` that writes a :class:`~fixedid.errors.FixedIdWarning` as one line
     ``<prog>: warning: ...`` (not Python's file, line and source) and any other warning as ``default_format`` does
-    (default: Python's own)."""
+    (default: the format in place when this is called)."""
     default_format = default_format or warnings.formatwarning
 
     def one_line(message, category, filename, lineno, line=None):

@@ -4,7 +4,7 @@ of each variant across depth (:mod:`analysis.readouts.lens_comparison`).
 
     fixedid-analyze lens --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2
 
-Writes ``lens.csv`` (variant x depth, and ``kind`` with ``--kind tuned``: next-token accuracy, loss and KL to the
+Writes ``lens.csv`` (variant x depth, and ``kind`` with a fitted lens: next-token accuracy, loss and KL to the
 final distribution, with 95% intervals over sequences) and ``lens.png``/``.pdf``.
 """
 

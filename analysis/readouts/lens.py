@@ -61,7 +61,7 @@ def lens_table(model, x: torch.Tensor, translate=None, *, max_batch: int = 32, p
                 resid = translate(resid, depth)
                 if resid is None:  # a lens that does not read this depth
                     continue
-            lp = torch.log_softmax(model.unembed(model.ln_final(resid)).float(), -1)
+            lp = head_log_probs(model, resid)
             acc = (lp.argmax(-1) == target).float().mean(1)
             loss = -lp.gather(-1, target[..., None])[..., 0].mean(1)
             kl = (final_lp.exp() * (final_lp - lp)).sum(-1).mean(1)
@@ -81,4 +81,10 @@ def lens_table(model, x: torch.Tensor, translate=None, *, max_batch: int = 32, p
     return df
 
 
-__all__ = ["logit_lens", "lens_table", "lens_hooks"]
+def head_log_probs(model, resid: torch.Tensor) -> torch.Tensor:
+    """The model's final norm and head applied to ``resid`` ``[..., d_model]``: next-token log-probabilities
+    (float32), what every lens reads."""
+    return torch.log_softmax(model.unembed(model.ln_final(resid)).float(), -1)
+
+
+__all__ = ["logit_lens", "lens_table", "lens_hooks", "head_log_probs"]

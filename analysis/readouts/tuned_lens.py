@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from analysis.engine.staged import cache_run
 from analysis.errors import AnalysisError
-from analysis.readouts.lens import lens_hooks
+from analysis.readouts.lens import head_log_probs, lens_hooks
 
 
 class TunedLens(nn.Module):
@@ -52,7 +52,7 @@ def _kl_sum(model, lens: TunedLens, cache: dict, final_lp: torch.Tensor) -> torc
     """Sum over the translated depths of the mean KL(final || lens) per token."""
     total = final_lp.new_zeros(())
     for depth, h in enumerate(lens.hooks[:-1]):
-        lp = torch.log_softmax(model.unembed(model.ln_final(lens(cache[h][:, :-1], depth))).float(), -1)
+        lp = head_log_probs(model, lens(cache[h][:, :-1], depth))
         total = total + (final_lp.exp() * (final_lp - lp)).sum(-1).mean()
     return total
 

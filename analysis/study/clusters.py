@@ -134,6 +134,12 @@ def slurm_job_script(options: SlurmOptions) -> str:
         cluster.close()
 
 
+def has_gpus(client) -> bool:
+    """Whether any worker of ``client``'s cluster holds a ``GPU`` resource (then the study's model tasks ask for
+    one)."""
+    return any("GPU" in w.get("resources", {}) for w in client.scheduler_info()["workers"].values())
+
+
 @contextlib.contextmanager
 def study_client(*, workers: int | None = None, scheduler: str | None = None, slurm: SlurmOptions | None = None,
                  quiet: bool = False, connect_timeout: float = 30.0):
@@ -157,7 +163,7 @@ def study_client(*, workers: int | None = None, scheduler: str | None = None, sl
                 except OSError as e:
                     raise AnalysisError(f"no Dask scheduler answers at {scheduler} ({e}); start one (dask scheduler) "
                                         "or check the address") from None
-                gpu = any("GPU" in w.get("resources", {}) for w in client.scheduler_info()["workers"].values())
+                gpu = has_gpus(client)
             elif slurm is not None:
                 cluster = slurm_cluster(slurm)
                 cluster.adapt(minimum_jobs=0, maximum_jobs=slurm.max_jobs)
@@ -165,7 +171,7 @@ def study_client(*, workers: int | None = None, scheduler: str | None = None, sl
             else:
                 cluster = local_cluster(workers)
                 client = Client(cluster)
-                gpu = any("GPU" in w.get("resources", {}) for w in client.scheduler_info()["workers"].values())
+                gpu = has_gpus(client)
         if not quiet:
             print(f"Dask dashboard: {client.dashboard_link}")
         try:
@@ -177,4 +183,5 @@ def study_client(*, workers: int | None = None, scheduler: str | None = None, sl
             cluster.close()
 
 
-__all__ = ["worker_specs", "local_cluster", "slurm_cluster", "slurm_job_script", "study_client", "SlurmOptions", "visible_gpus"]
+__all__ = ["worker_specs", "local_cluster", "slurm_cluster", "slurm_job_script", "study_client", "has_gpus",
+           "SlurmOptions", "visible_gpus"]

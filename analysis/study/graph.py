@@ -40,6 +40,8 @@ from analysis.errors import AnalysisError
 
 #: How often a task may lose its worker before Dask gives up on it (the clusters of :mod:`analysis.study.clusters`).
 ALLOWED_FAILURES = 3
+#: How a worker writes the package's warnings: one line, as the ``fixedid-study`` command line does.
+_WARNING_FORMAT = one_line_warnings("fixedid-study")
 
 
 @dataclass
@@ -123,8 +125,7 @@ def execute(name: str, run: Callable[[], None], done: Callable[[], bool], log: s
     if done():
         _log_event(log, name, "skipped")
         return name
-    if getattr(warnings.formatwarning, "__name__", "") != "one_line":  # this worker's warnings as the CLI writes them
-        warnings.formatwarning = one_line_warnings("fixedid-study", warnings.formatwarning)
+    warnings.formatwarning = _WARNING_FORMAT
     _log_event(log, name, "start")
     start = time.perf_counter()
     try:

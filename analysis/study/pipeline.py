@@ -193,7 +193,9 @@ _LOADED: dict = {}
 
 
 def loaded_models() -> dict:
-    """This process's ``{checkpoint dir: model}`` cache of :func:`measure_one` (one kept at a time)."""
+    """This process's ``{checkpoint dir: model}`` cache of :func:`measure_one` (one kept at a time). A function, not
+    the dict itself, in the tasks: a task pickled to a worker refers to the function by name and so reads that
+    worker's cache, where a dict would travel as a copy."""
     return _LOADED
 
 
@@ -366,7 +368,9 @@ def run_study_dask(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIA
     (:mod:`analysis.study.train_cmd`); ``retries``: how often a task that raises is tried again. The event log is
     ``OUT/tasks/log.jsonl``; failed tasks raise :class:`analysis.study.graph.TasksFailed` once every other task has
     run, their tracebacks in ``OUT/tasks/failed_tasks.txt``."""
-    from analysis.study.clusters import study_client
+    import contextlib
+
+    from analysis.study.clusters import has_gpus, study_client
     from analysis.study.graph import run_graph
 
     if train_cmd is not None:
@@ -377,12 +381,10 @@ def run_study_dask(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIA
         raise AnalysisError(f"--retries {retries!r} must be a non-negative integer")
     cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
     tasks = study_tasks(cfg, out, seeds, gf2_seeds, variants, train_cmd=train_cmd)
-    if client is not None:
-        gpu = any("GPU" in w.get("resources", {}) for w in client.scheduler_info()["workers"].values())
-        run_graph(tasks, client, log=out / "tasks" / "log.jsonl", gpu=gpu, retries=retries, quiet=quiet)
-    else:
-        with study_client(workers=workers, scheduler=scheduler, slurm=slurm, quiet=quiet) as (c, gpu):
-            run_graph(tasks, c, log=out / "tasks" / "log.jsonl", gpu=gpu, retries=retries, quiet=quiet)
+    where = (contextlib.nullcontext((client, has_gpus(client))) if client is not None
+             else study_client(workers=workers, scheduler=scheduler, slurm=slurm, quiet=quiet))
+    with where as (c, gpu):
+        run_graph(tasks, c, log=out / "tasks" / "log.jsonl", gpu=gpu, retries=retries, quiet=quiet)
     return out / "report.md"
 
 
