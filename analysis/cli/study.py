@@ -107,6 +107,14 @@ def _check(args) -> None:
 
 def main(argv=None) -> None:
     """The ``fixedid-study`` entry point."""
+    import sys
+
+    given = list(sys.argv[1:] if argv is None else argv)
+    if "--config" in given and "run" not in given:  # the form before `run` (fixedid 0.1.0)
+        i = given.index("--config")
+        name = given[i + 1] if i + 1 < len(given) else "CONFIG"
+        build_parser().error(f"the study's command is now `fixedid-study run {name} --out DIR ...` (the config is "
+                             "its first argument, not --config)")
     args = build_parser().parse_args(argv)
 
     def go():

@@ -61,6 +61,8 @@ ROWS = [
     # lens, head, context
     ("analyze", "lens --ckpt {ckpt} --data {oov}", "outside the vocabulary"),
     ("analyze", "lens --ckpt {ckpt} --data {nonutf8}", "is not UTF-8 text"),
+    ("analyze", "lens --ckpt {ckpt} --kind tuned --lens-steps 0", "--lens-steps 0 must be at least 1"),
+    ("analyze", "lens --ckpt {ckpt} --kind jacobian --tokens 1", "--tokens must be at least 2"),
     ("analyze", "unembed --ckpt {ckpt} --k 0", "--k must be positive"),
     ("analyze", "attention --ckpt {ckpt} --task ioi --heads L9H0", "no head L9H0"),
     ("analyze", "attention --ckpt {trunc} --task ioi", "does not match its recorded sha256"),
@@ -106,6 +108,8 @@ ROWS = [
     ("study", "run nonsense", "config file nonsense does not exist"),
     ("study", "run tiny --seeds a", "--seeds 'a' does not parse"),
     ("study", "run tiny --variants nonsense", "must be names from"),
+    ("study", "--config tiny", "fixedid-study run tiny"),
+    ("study", "run tiny --slurm --walltime abc --print-job-script", "is not a Slurm time"),
 ]
 
 COMMANDS = {"analyze": (analyze, "fixedid-analyze"), "train": (train, "fixedid-train"),
