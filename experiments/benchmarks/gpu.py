@@ -26,6 +26,7 @@ Usage (on a GPU machine, about 3-6 minutes): python experiments/benchmarks/gpu.p
 
 from __future__ import annotations
 
+import gc
 import json
 import statistics
 import sys
@@ -54,7 +55,9 @@ from fixedid.train.optim import make_optimizer  # noqa: E402
 from fixedid.train.prepare import PreparedData  # noqa: E402
 
 #: sequences per step for each shape (one micro-batch: no accumulation), as the packaged configs and nanoGPT use
-BATCH = {"tiny": 16, "small": 64, "gpt2-small": 32, "prior-1024": 16, "paper-1.7b": 8}
+BATCH = {"tiny": 16, "small": 64, "gpt2-small": 32, "prior-1024": 16, "paper-1.7b": 4}
+#: (paper-1.7b: 4 x 2048 tokens a step keeps the weights, fp32 AdamW state and activations inside an 80 GB H100
+#: without activation checkpointing; its matrix products are already large enough to saturate the GPU)
 
 
 def sync(device: torch.device) -> None:
@@ -81,10 +84,11 @@ def random_data(vocab: int, n_tokens: int, work: Path) -> PreparedData:
 
 def config(shape: str, args) -> TrainConfig:
     total = args.warmup + args.steps
+    batch = args.batch or BATCH.get(shape, 16)
     return TrainConfig.from_dict({
         "model": {"preset": shape},
         "data": {"source": "synthetic"},  # not read: the data are built by random_data
-        "train": {"steps": total, "batch_size": BATCH.get(shape, 16), "micro_batch_size": BATCH.get(shape, 16),
+        "train": {"steps": total, "batch_size": batch, "micro_batch_size": batch,
                   "lr": 1e-3, "warmup_steps": 0, "dtype": args.dtype, "compile": args.compile,
                   "log_every": args.log_every, "eval_every": total, "eval_batches": 2, "save_every": total}})
 
@@ -139,16 +143,26 @@ def training(shapes: list[str], args, device: torch.device, work: Path) -> list[
     name, peak = peak_flops(device)
     rows = []
     for shape in shapes:
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
         cfg = config(shape, args)
         vocab = PRESETS[shape]["vocab_size"]
         per_step = cfg.train.batch_size * PRESETS[shape]["context"]
         data = random_data(vocab, max(1 << 20, 4 * per_step), work / shape)
-        tr = trainer_rates(cfg, data, work / shape, device, args.warmup)
-        bare = bare_rate(cfg, data, device, args.warmup)
+        try:
+            tr = trainer_rates(cfg, data, work / shape, device, args.warmup)
+            gc.collect()
+            bare = bare_rate(cfg, data, device, args.warmup)
+        except torch.OutOfMemoryError:
+            print(f"{shape:>11s}: out of device memory at batch {cfg.train.batch_size}; skipped", flush=True)
+            continue
         fpt = flops_per_token(FixedIdLM(cfg.model_config("canonical", vocab), init=False))
         row = dict(shape=shape, batch=f"{cfg.train.batch_size}x{PRESETS[shape]['context']}", trainer_tok_s=tr["steady"],
                    bare_tok_s=bare, trainer_over_bare=tr["steady"] / bare, trainer_whole_call_tok_s=tr["whole"],
-                   gflop_per_token=fpt / 1e9, loss=tr["loss"])
+                   gflop_per_token=fpt / 1e9, loss=tr["loss"],
+                   peak_memory_gib=torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None)
         if peak:
             row.update(mfu_trainer=tr["steady"] * fpt / peak, mfu_bare=bare * fpt / peak)
         rows.append(row)
@@ -156,7 +170,8 @@ def training(shapes: list[str], args, device: torch.device, work: Path) -> list[
                if peak else "MFU n/a (no known peak for this device)")
         print(f"{shape:>11s} {row['batch']:>8s}: trainer {tr['steady']:>11,.0f} tok/s, bare {bare:>11,.0f} tok/s, "
               f"trainer/bare {row['trainer_over_bare']:.3f}; {mfu}; whole trainer call (compile, eval, save) "
-              f"{tr['whole']:,.0f} tok/s", flush=True)
+              f"{tr['whole']:,.0f} tok/s" + (f"; peak memory {row['peak_memory_gib']:.1f} GiB" if row["peak_memory_gib"]
+                                               else ""), flush=True)
     return rows
 
 
@@ -191,6 +206,7 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=40, help="steps timed (after --warmup)")
     p.add_argument("--warmup", type=int, default=20, help="steps first (compilation, allocator warm-up)")
     p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--batch", type=int, help="sequences per step for every shape (default: each shape's own, BATCH)")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
     p.add_argument("--no-compile", dest="compile", action="store_false")
     p.add_argument("--pairs", type=int, default=16)
@@ -202,6 +218,8 @@ def main(argv=None) -> None:
     unknown = [s for s in shapes if s not in PRESETS]
     if unknown:
         p.error(f"unknown shape(s) {unknown}; use presets from {', '.join(PRESETS)}")
+    if args.batch is not None and args.batch < 1:
+        p.error(f"--batch must be positive, got {args.batch}")
     if args.log_every < 1:
         p.error(f"--log-every must be positive, got {args.log_every}")
     if args.steps < 1 or args.steps % args.log_every or args.warmup % args.log_every:
