@@ -19,7 +19,7 @@ from fixedid.clitools import ArgumentParser, run_main
 from fixedid.version import __version__
 
 from analysis.cli import (attention, circuit, context, das, demo, dla, edges, erasure, evaluation, export_hf, figures,
-                          import_hf, interventions, lens, paths, patching, probes, recoding, similarity, unembed)
+                          import_hf, interventions, lens, paths, patching, probes, recoding, sae, similarity, unembed)
 from analysis.outputs import check_out
 
 #: The verbs by family, in the order ``--help`` lists them; each module holds ``HELP``, ``EXAMPLES``,
@@ -30,7 +30,7 @@ GROUPS = {
                        "erasure": erasure, "context": context},
     "circuits": {"dla": dla, "paths": paths, "edges": edges, "circuit": circuit, "das": das},
     "readouts": {"probes": probes, "similarity": similarity, "lens": lens, "unembed": unembed,
-                 "attention": attention},
+                 "attention": attention, "sae": sae},
     "evaluation": {"eval": evaluation},
     "interop": {"export-hf": export_hf, "import-hf": import_hf},
     "study": {"figures": figures},

@@ -58,6 +58,15 @@ ROWS = [
     ("analyze", "eval --ckpt {ckpt} --device cuda:99 --limit 2", "device 'cuda:99' is not available here"),
     ("analyze", "eval --ckpt {ckpt} --tasks nonsense", "unknown lm-eval task(s) ['nonsense']"),
     ("analyze", "eval --ckpt {trunc}", "does not match its recorded sha256"),
+    # sae (sparse dictionaries)
+    ("analyze", "sae --ckpt {ckpt} --hook nonsense", "has no hook point 'nonsense'"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --expansion 0", "--expansion must be a positive"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --kind transcoder", "a transcoder reads an MLP"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --hook-out blocks.0.hook_mlp_out",
+     "--hook-out is for transcoders"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.attn.hook_z", "dictionaries read [batch, pos, width]"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --k 100000", "k must be in [1, d_sae="),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --data {oov}", "outside the vocabulary"),
     # lens, head, context
     ("analyze", "lens --ckpt {ckpt} --data {oov}", "outside the vocabulary"),
     ("analyze", "lens --ckpt {ckpt} --data {nonutf8}", "is not UTF-8 text"),

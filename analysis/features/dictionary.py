@@ -1,0 +1,325 @@
+"""Sparse dictionaries: SAEs, transcoders and skip transcoders with TopK, BatchTopK, JumpReLU or ReLU latents.
+
+A :class:`SparseDictionary` reads an activation ``x`` ``[..., d_in]`` at one hook point and writes ``[..., d_out]``:
+
+- ``sae``: reconstructs ``x`` itself (``d_out == d_in``; the decoder bias is subtracted from the input first);
+- ``transcoder``: predicts another hook's activation from ``x`` (an MLP's output from its input);
+- ``skip-transcoder``: a transcoder plus a linear skip path ``x @ W_skip.T``.
+
+Parameters carry SAELens's names and shapes: ``W_enc [d_in, d_sae]``, ``b_enc [d_sae]``, ``W_dec [d_sae, d_out]``,
+``b_dec [d_out]``, ``W_skip [d_out, d_in]``, ``threshold [d_sae]`` (JumpReLU and BatchTopK at inference). The
+latents at inference (:meth:`SparseDictionary.encode`), with ``pre = x' @ W_enc + b_enc``:
+
+- ``topk``: the ``k`` largest of ``relu(pre)`` per token, the rest zero;
+- ``batchtopk``: at training, the ``k * n_tokens`` largest of ``relu(pre)`` over the whole batch; at inference a
+  JumpReLU with one threshold for every latent, the running mean of the smallest kept activation (SAELens's
+  definition; it is saved as a JumpReLU dictionary);
+- ``jumprelu``: ``relu(pre) * (pre > relu(threshold))``, the threshold trained through the straight-through
+  estimator of Rajamanoharan et al. (2024) with a rectangle kernel of width ``bandwidth`` and an L0 penalty;
+- ``relu``: ``relu(pre)`` with an L1 penalty on the activations weighted by the decoder rows' norms.
+
+TopK dictionaries are eai-sparsify's :class:`sparsify.SparseCoder` (its fused encoder, sparse decoder and AuxK loss
+train them; the toolkit does not rewrite them); the others are native here, their losses SAELens's training
+definitions (squared error summed over dimensions, averaged over tokens, plus the sparsity penalty).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+
+from analysis.errors import AnalysisError
+
+KINDS = ("sae", "transcoder", "skip-transcoder")
+ARCHS = ("topk", "batchtopk", "jumprelu", "relu")
+
+
+def sparsify():
+    """eai-sparsify's package (imported without its start-up line about Triton)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        import sparsify as sp
+    return sp
+
+
+@dataclass(frozen=True)
+class DictionaryConfig:
+    """What a dictionary is: its kind, latent architecture, widths, hook points and sparsity settings.
+
+    ``k``: active latents per token (topk; the mean over a batch for batchtopk). ``l1_coefficient``: relu's penalty (on activations normalised to mean norm ``sqrt(d_in)``).
+    ``l0_coefficient``, ``bandwidth``, ``init_threshold``: jumprelu's (SAELens's defaults 1.0, 0.05, 0.01).
+    ``threshold_lr``: batchtopk's running-threshold rate (0.01). ``aux_coefficient``: the AuxK loss on dead latents
+    (topk and batchtopk)."""
+
+    kind: str
+    arch: str
+    d_in: int
+    d_sae: int
+    hook_name: str
+    d_out: int | None = None
+    hook_name_out: str | None = None
+    k: int = 32
+    l1_coefficient: float = 1.0
+    l0_coefficient: float = 1.0
+    bandwidth: float = 0.05
+    init_threshold: float = 0.01
+    threshold_lr: float = 0.01
+    aux_coefficient: float = 1 / 32
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise AnalysisError(f"unknown dictionary kind {self.kind!r}; use one of {', '.join(KINDS)}")
+        if self.arch not in ARCHS:
+            raise AnalysisError(f"unknown architecture {self.arch!r}; use one of {', '.join(ARCHS)}")
+        if self.d_out is None:
+            object.__setattr__(self, "d_out", self.d_in)
+        if self.kind == "sae" and self.d_out != self.d_in:
+            raise AnalysisError(f"an SAE reconstructs its input: d_out ({self.d_out}) must equal d_in ({self.d_in})")
+        if self.kind != "sae" and not self.hook_name_out:
+            raise AnalysisError(f"a {self.kind} needs the hook it predicts (hook_name_out)")
+        if self.arch == "topk" and self.d_out != self.d_in:
+            raise AnalysisError("eai-sparsify's TopK coder writes the width it reads: d_out must equal d_in")
+        if min(self.d_in, self.d_sae) < 1:
+            raise AnalysisError(f"d_in and d_sae must be positive, got {self.d_in} and {self.d_sae}")
+        if self.arch in ("topk", "batchtopk") and not 1 <= self.k <= self.d_sae:
+            raise AnalysisError(f"k must be in [1, d_sae={self.d_sae}], got {self.k}")
+        if self.bandwidth <= 0:
+            raise AnalysisError(f"bandwidth must be positive, got {self.bandwidth}")
+
+    @property
+    def reads_minus_b_dec(self) -> bool:
+        """Whether the decoder bias is subtracted from the input before encoding (SAELens's
+        ``apply_b_dec_to_input``): for SAEs, never for transcoders."""
+        return self.kind == "sae"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def rectangle(x: torch.Tensor) -> torch.Tensor:
+    return ((x > -0.5) & (x < 0.5)).to(x)
+
+
+class _JumpReLU(torch.autograd.Function):
+    """``x * (x > threshold)``; the gradient reaches the threshold through the rectangle-kernel pseudo-derivative."""
+
+    @staticmethod
+    def forward(ctx, x, threshold, bandwidth):
+        ctx.save_for_backward(x, threshold)
+        ctx.bandwidth = bandwidth
+        return x * (x > threshold).to(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, threshold = ctx.saved_tensors
+        bw = ctx.bandwidth
+        g_x = (x > threshold).to(x) * grad
+        g_t = (-(threshold / bw) * rectangle((x - threshold) / bw) * grad).reshape(-1, x.shape[-1]).sum(0)
+        return g_x, g_t, None
+
+
+class _Step(torch.autograd.Function):
+    """``x > threshold`` as 0/1; the threshold's pseudo-derivative as in :class:`_JumpReLU` (the L0 penalty)."""
+
+    @staticmethod
+    def forward(ctx, x, threshold, bandwidth):
+        ctx.save_for_backward(x, threshold)
+        ctx.bandwidth = bandwidth
+        return (x > threshold).to(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, threshold = ctx.saved_tensors
+        bw = ctx.bandwidth
+        g_t = (-(1.0 / bw) * rectangle((x - threshold) / bw) * grad).reshape(-1, x.shape[-1]).sum(0)
+        return None, g_t, None
+
+
+class SparseDictionary(nn.Module):
+    """One sparse dictionary (see the module docstring); ``cfg`` is its :class:`DictionaryConfig`."""
+
+    def __init__(self, cfg: DictionaryConfig, *, device=None, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.cfg = cfg
+        if cfg.arch == "topk":
+            sp = sparsify()
+            scfg = sp.SparseCoderConfig(num_latents=cfg.d_sae, k=cfg.k, transcode=cfg.kind != "sae",
+                                        skip_connection=cfg.kind == "skip-transcoder")
+            self.coder = sp.SparseCoder(cfg.d_in, scfg, device=device or "cpu", dtype=dtype)
+            return
+        w = torch.empty(cfg.d_sae, cfg.d_out, device=device, dtype=dtype)
+        nn.init.kaiming_uniform_(w)
+        self._W_dec = nn.Parameter(w / w.norm(dim=1, keepdim=True))
+        self._W_enc = nn.Parameter(self._W_dec.detach().T.clone() if cfg.kind == "sae" else
+                                   nn.init.kaiming_uniform_(torch.empty(cfg.d_in, cfg.d_sae, device=device,
+                                                                        dtype=dtype)).mul_(0.1))
+        self._b_enc = nn.Parameter(torch.zeros(cfg.d_sae, device=device, dtype=dtype))
+        self._b_dec = nn.Parameter(torch.zeros(cfg.d_out, device=device, dtype=dtype))
+        if cfg.kind == "skip-transcoder":
+            self._W_skip = nn.Parameter(torch.zeros(cfg.d_out, cfg.d_in, device=device, dtype=dtype))
+        if cfg.arch == "jumprelu":
+            self.threshold = nn.Parameter(torch.full((cfg.d_sae,), cfg.init_threshold, device=device, dtype=dtype))
+        elif cfg.arch == "batchtopk":
+            # a float64 running mean (SAELens keeps it in double precision too); the threshold at inference
+            self.register_buffer("topk_threshold", torch.zeros((), device=device, dtype=torch.float64))
+
+    # ---- SAELens-named views of the parameters (TopK's live inside the sparsify coder, in its own layout)
+    @property
+    def W_enc(self) -> torch.Tensor:
+        return self.coder.encoder.weight.T if self.cfg.arch == "topk" else self._W_enc
+
+    @property
+    def b_enc(self) -> torch.Tensor:
+        return self.coder.encoder.bias if self.cfg.arch == "topk" else self._b_enc
+
+    @property
+    def W_dec(self) -> torch.Tensor:
+        return self.coder.W_dec if self.cfg.arch == "topk" else self._W_dec
+
+    @property
+    def b_dec(self) -> torch.Tensor:
+        return self.coder.b_dec if self.cfg.arch == "topk" else self._b_dec
+
+    @property
+    def W_skip(self) -> torch.Tensor | None:
+        if self.cfg.kind != "skip-transcoder":
+            return None
+        return self.coder.W_skip if self.cfg.arch == "topk" else self._W_skip
+
+    def inference_threshold(self) -> torch.Tensor | None:
+        """The per-latent JumpReLU threshold used at inference (jumprelu and batchtopk), else None."""
+        if self.cfg.arch == "jumprelu":
+            return self.threshold.relu()
+        if self.cfg.arch == "batchtopk":
+            return self.topk_threshold.to(self.b_enc.dtype).expand(self.cfg.d_sae)
+        return None
+
+    # ---- inference
+    def pre_activations(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.W_enc.dtype)
+        if self.cfg.reads_minus_b_dec:
+            x = x - self.b_dec
+        return x @ self.W_enc + self.b_enc
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Dense latent activations ``[..., d_sae]`` at inference (see the module docstring)."""
+        pre = self.pre_activations(x)
+        if self.cfg.arch == "topk":
+            vals, idx = pre.relu().topk(self.cfg.k, dim=-1, sorted=False)
+            return torch.zeros_like(pre).scatter_(-1, idx, vals)
+        thr = self.inference_threshold()
+        acts = pre.relu()
+        return acts if thr is None else acts * (pre > thr).to(acts)
+
+    def decode(self, acts: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+        """The output ``[..., d_out]`` of latent activations (``x``, the input, feeds a skip transcoder's path)."""
+        out = acts @ self.W_dec + self.b_dec
+        if self.W_skip is not None:
+            if x is None:
+                raise AnalysisError("a skip transcoder's decode needs its input x")
+            out = out + x.to(out.dtype) @ self.W_skip.T
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.encode(x), x)
+
+    # ---- training
+    def training_loss(self, x: torch.Tensor, y: torch.Tensor, dead: torch.Tensor | None, *,
+                      sparsity_scale: float = 1.0) -> tuple[torch.Tensor, dict, torch.Tensor]:
+        """``(loss, parts, fired)`` of one batch ``x`` ``[n, d_in]`` -> target ``y`` ``[n, d_out]``: the training
+        objective of the architecture, its parts as floats (``fvu`` and ``l0``, the mean active latents per token,
+        always), and which latents fired ``[d_sae]``.
+        ``dead``: the latents that have not fired for a while (the AuxK loss's); ``sparsity_scale`` warms up the
+        L1/L0 penalty."""
+        if self.cfg.arch == "topk":
+            out = self.coder(x, None if self.cfg.kind == "sae" else y, dead_mask=dead)
+            loss = out.fvu + self.cfg.aux_coefficient * out.auxk_loss
+            fired = torch.zeros(self.cfg.d_sae, dtype=torch.bool, device=x.device)
+            fired[out.latent_indices[out.latent_acts > 0]] = True
+            l0 = float((out.latent_acts > 0).sum(-1).float().mean())
+            return loss, {"fvu": float(out.fvu.detach()), "aux": float(out.auxk_loss.detach()), "l0": l0}, fired
+        pre = self.pre_activations(x)
+        if self.cfg.arch == "jumprelu":
+            thr = self.threshold.relu()
+            acts = _JumpReLU.apply(pre, thr, self.cfg.bandwidth)
+        elif self.cfg.arch == "batchtopk":
+            flat = pre.relu().flatten()
+            top = flat.topk(self.cfg.k * pre.shape[0], sorted=False)
+            acts = torch.zeros_like(flat).scatter(-1, top.indices, top.values).view_as(pre)
+        else:
+            acts = pre.relu()
+        out = self.decode(acts, x)
+        err = out - y
+        mse = err.pow(2).sum(-1).mean()
+        total_var = (y - y.mean(0)).pow(2).sum()
+        parts = {"fvu": float(err.detach().pow(2).sum() / total_var), "l0": float((acts > 0).sum(-1).float().mean())}
+        loss = mse
+        if self.cfg.arch == "jumprelu":
+            l0 = _Step.apply(pre, thr, self.cfg.bandwidth).sum(-1).mean()
+            loss = loss + sparsity_scale * self.cfg.l0_coefficient * l0
+            parts["l0_loss"] = float(l0)
+        elif self.cfg.arch == "relu":
+            l1 = (acts * self.W_dec.norm(dim=1)).sum(-1).mean()
+            loss = loss + sparsity_scale * self.cfg.l1_coefficient * l1
+            parts["l1"] = float(l1)
+        else:
+            aux = self._aux_loss(pre, err.detach(), dead)
+            loss = loss + self.cfg.aux_coefficient * aux
+            parts["aux"] = float(aux.detach())
+            with torch.no_grad():
+                kept = acts[acts > 0]
+                if kept.numel():
+                    lr = self.cfg.threshold_lr
+                    self.topk_threshold.mul_(1 - lr).add_(lr * kept.min().double())
+        return loss, parts, (acts > 0).any(0)
+
+    def _aux_loss(self, pre: torch.Tensor, err: torch.Tensor, dead: torch.Tensor | None) -> torch.Tensor:
+        """AuxK (Gao et al., 2024): the ``d_out // 2`` largest pre-activations among dead latents reconstruct the
+        live latents' residual error, scaled down while few latents are dead."""
+        if dead is None or not bool(dead.any()):
+            return pre.new_zeros(())
+        n_dead = int(dead.sum())
+        k_aux = max(1, self.cfg.d_out // 2)
+        scale = min(n_dead / k_aux, 1.0)
+        masked = torch.where(dead, pre, torch.full_like(pre, -torch.inf))
+        vals, idx = masked.topk(min(k_aux, n_dead), dim=-1, sorted=False)
+        acts = torch.zeros_like(pre).scatter(-1, idx, vals.relu())
+        recon = acts @ self.W_dec
+        return scale * (recon + err).pow(2).sum(-1).mean() / err.pow(2).sum(-1).mean().clamp_min(1e-12)
+
+    @torch.no_grad()
+    def fold_input_scaling(self, s_in: float, s_out: float) -> None:
+        """Fold the scalings a dictionary was trained under into its weights: trained on ``s_in * x`` to predict
+        ``s_out * y``, it then reads ``x`` and writes ``y`` with the same latents (SAELens's
+        ``fold_activation_norm_scaling_factor``; the decoder rows then have norm ``1 / s_out``)."""
+        w_enc, w_dec, b_dec = (self.coder.encoder.weight, self.coder.W_dec, self.coder.b_dec) if \
+            self.cfg.arch == "topk" else (self._W_enc, self._W_dec, self._b_dec)
+        w_enc.mul_(s_in)
+        w_dec.div_(s_out)
+        b_dec.div_(s_out)
+        if self.W_skip is not None:
+            self.W_skip.mul_(s_in / s_out)
+
+    @torch.no_grad()
+    def normalize_decoder(self) -> None:
+        """Decoder rows back to unit norm (after each step)."""
+        if self.cfg.arch == "topk":
+            self.coder.set_decoder_norm_to_unit_norm()
+            return
+        self._W_dec.div_(self._W_dec.norm(dim=1, keepdim=True).clamp_min(torch.finfo(self._W_dec.dtype).eps))
+
+    @torch.no_grad()
+    def project_decoder_grad(self) -> None:
+        """Remove the gradient's component along each decoder row, so that a step keeps the rows' norm (to first
+        order) instead of trading it against the encoder."""
+        if self.cfg.arch == "topk":
+            if self.coder.W_dec.grad is not None:
+                self.coder.remove_gradient_parallel_to_decoder_directions()
+            return
+        g = self._W_dec.grad
+        if g is not None:
+            g -= (g * self._W_dec).sum(1, keepdim=True) * self._W_dec
