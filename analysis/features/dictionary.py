@@ -231,8 +231,8 @@ class SparseDictionary(nn.Module):
     def training_loss(self, x: torch.Tensor, y: torch.Tensor, dead: torch.Tensor | None, *,
                       sparsity_scale: float = 1.0) -> tuple[torch.Tensor, dict, torch.Tensor]:
         """``(loss, parts, fired)`` of one batch ``x`` ``[n, d_in]`` -> target ``y`` ``[n, d_out]``: the training
-        objective of the architecture, its parts as floats (``fvu`` and ``l0``, the mean active latents per token,
-        always), and which latents fired ``[d_sae]``.
+        objective of the architecture, its parts as 0-d tensors (``fvu`` and ``l0``, the mean active latents per
+        token, always; tensors, so that a step never waits for the device), and which latents fired ``[d_sae]``.
         ``dead``: the latents that have not fired for a while (the AuxK loss's); ``sparsity_scale`` warms up the
         L1/L0 penalty."""
         if self.cfg.arch == "topk":
@@ -240,8 +240,8 @@ class SparseDictionary(nn.Module):
             loss = out.fvu + self.cfg.aux_coefficient * out.auxk_loss
             fired = torch.zeros(self.cfg.d_sae, dtype=torch.bool, device=x.device)
             fired[out.latent_indices[out.latent_acts > 0]] = True
-            l0 = float((out.latent_acts > 0).sum(-1).float().mean())
-            return loss, {"fvu": float(out.fvu.detach()), "aux": float(out.auxk_loss.detach()), "l0": l0}, fired
+            l0 = (out.latent_acts > 0).sum(-1).float().mean()
+            return loss, {"fvu": out.fvu.detach(), "aux": out.auxk_loss.detach(), "l0": l0}, fired
         pre = self.pre_activations(x)
         if self.cfg.arch == "jumprelu":
             thr = self.threshold.relu()
@@ -256,20 +256,20 @@ class SparseDictionary(nn.Module):
         err = out - y
         mse = err.pow(2).sum(-1).mean()
         total_var = (y - y.mean(0)).pow(2).sum()
-        parts = {"fvu": float(err.detach().pow(2).sum() / total_var), "l0": float((acts > 0).sum(-1).float().mean())}
+        parts = {"fvu": err.detach().pow(2).sum() / total_var, "l0": (acts > 0).sum(-1).float().mean()}
         loss = mse
         if self.cfg.arch == "jumprelu":
             l0 = _Step.apply(pre, thr, self.cfg.bandwidth).sum(-1).mean()
             loss = loss + sparsity_scale * self.cfg.l0_coefficient * l0
-            parts["l0_loss"] = float(l0)
+            parts["l0_loss"] = l0.detach()
         elif self.cfg.arch == "relu":
             l1 = (acts * self.W_dec.norm(dim=1)).sum(-1).mean()
             loss = loss + sparsity_scale * self.cfg.l1_coefficient * l1
-            parts["l1"] = float(l1)
+            parts["l1"] = l1.detach()
         else:
             aux = self._aux_loss(pre, err.detach(), dead)
             loss = loss + self.cfg.aux_coefficient * aux
-            parts["aux"] = float(aux.detach())
+            parts["aux"] = aux.detach()
             with torch.no_grad():
                 kept = acts[acts > 0]
                 if kept.numel():

@@ -47,25 +47,52 @@ def train_dictionary(model, cfg: DictionaryConfig, windows: torch.Tensor, *, bat
     if n_tokens < batch_tokens:
         raise AnalysisError(f"{n_tokens} training tokens are fewer than one batch of {batch_tokens}")
     buffer_tokens = buffer_tokens or min(max(2 * batch_tokens, 32 * batch_tokens), max(2 * batch_tokens, n_tokens))
-    steps = max(1, n_tokens // batch_tokens)
-    dead_tokens = dead_tokens or max(batch_tokens, min(10_000_000, n_tokens // 10))
-    device = next(model.parameters()).device
+    batches = activation_batches(model, windows, hooks_of(cfg), batch_tokens=batch_tokens,
+                                 buffer_tokens=buffer_tokens, model_batch=model_batch, seed=seed)
+    return fit_on_batches(cfg, batches, n_tokens, device=next(model.parameters()).device, lr=lr, seed=seed,
+                          dead_tokens=dead_tokens, warmup_fraction=warmup_fraction, decay_fraction=decay_fraction,
+                          checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, progress=progress)
+
+
+def hooks_of(cfg: DictionaryConfig) -> list[str]:
+    """The hooks a dictionary's training reads: its input, and for a transcoder the hook it predicts."""
+    return [cfg.hook_name] + ([cfg.hook_name_out] if cfg.kind != "sae" else [])
+
+
+def train_on_activations(cfg: DictionaryConfig, acts: torch.Tensor, targets: torch.Tensor | None = None, *,
+                         batch_tokens: int = 1024, seed: int = 0, **kw) -> tuple[SparseDictionary, pd.DataFrame]:
+    """Train on activations already in memory (``acts`` ``[n, d_in]``, and a transcoder's ``targets``
+    ``[n, d_out]``), shuffled once: the same steps as :func:`train_dictionary` without the model."""
+    if (targets is None) != (cfg.kind == "sae"):
+        raise AnalysisError("an SAE trains on its input alone; a transcoder needs the targets it predicts")
+    gen = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(acts.shape[0], generator=gen).to(acts.device)
+    tensors = [acts] if targets is None else [acts, targets]
+    batches = ([t[perm[i:i + batch_tokens]] for t in tensors] for i in range(0, acts.shape[0], batch_tokens))
+    return fit_on_batches(cfg, batches, acts.shape[0], device=acts.device, seed=seed, **kw)
+
+
+def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr: float | None = None, seed: int = 0, dead_tokens: int | None = None,
+                   warmup_fraction: float = 0.05, decay_fraction: float = 0.2, checkpoint_dir=None,
+                   checkpoint_every: int = 0, progress: bool = True) -> tuple[SparseDictionary, pd.DataFrame]:
+    """The training loop over an iterable of activation batches (one tensor per hook of :func:`hooks_of`) that
+    together hold ``n_tokens`` tokens (see the module docstring)."""
     torch.manual_seed(seed)
     d = SparseDictionary(cfg, device=device).train()
     opt = torch.optim.Adam(d.parameters(), lr=lr or default_lr(cfg.d_sae, cfg.arch))
     base_lr = opt.param_groups[0]["lr"]
-    hooks = [cfg.hook_name] + ([cfg.hook_name_out] if cfg.kind != "sae" else [])
     since_fired = torch.zeros(cfg.d_sae, dtype=torch.long, device=device)
     rows = []
     seen = 0
+    steps = None
     bar = tqdm(total=n_tokens, unit="tok", unit_scale=True, desc=f"{cfg.kind} {cfg.arch} {cfg.hook_name}",
                disable=not progress, leave=False)
-    for step, batch in enumerate(activation_batches(model, windows, hooks, batch_tokens=batch_tokens,
-                                                    buffer_tokens=buffer_tokens, model_batch=model_batch,
-                                                    seed=seed)):
+    for step, batch in enumerate(batches):
         if step == 0:
             s_in = _scale(batch[0])
             s_out = s_in if cfg.kind == "sae" else _scale(batch[1])
+            steps = max(1, n_tokens // batch[0].shape[0])
+            dead_tokens = dead_tokens or max(batch[0].shape[0], min(10_000_000, n_tokens // 10))
         x = batch[0] * s_in
         y = x if cfg.kind == "sae" else batch[1] * s_out
         if step == 0:
@@ -86,8 +113,7 @@ def train_dictionary(model, cfg: DictionaryConfig, windows: torch.Tensor, *, bat
             since_fired += x.shape[0]
             since_fired[fired] = 0
         seen += x.shape[0]
-        rows.append({"step": step, "tokens": seen, "loss": float(loss.detach()), **parts,
-                     "dead_fraction": float(dead.float().mean())})
+        rows.append({"step": step, "tokens": seen, "loss": loss.detach(), **parts, "dead_fraction": dead.float().mean()})
         bar.update(x.shape[0])
         if step % 20 == 0:
             bar.set_postfix(fvu=f"{parts['fvu']:.3f}", l0=f"{parts['l0']:.1f}")
@@ -97,7 +123,9 @@ def train_dictionary(model, cfg: DictionaryConfig, windows: torch.Tensor, *, bat
     bar.close()
     d.fold_input_scaling(s_in, s_out)
     d.eval()
-    return d, pd.DataFrame(rows)
+    # the history's numbers stayed on the device during training (no step waited to read them): read them now
+    history = pd.DataFrame([{k: v.item() if isinstance(v, torch.Tensor) else v for k, v in r.items()} for r in rows])
+    return d, history
 
 
 
