@@ -34,7 +34,9 @@ from torch import nn
 
 from analysis.errors import AnalysisError
 
+#: What a dictionary maps: its input to itself (``sae``), to another hook (``transcoder``), or that plus a skip path.
 KINDS = ("sae", "transcoder", "skip-transcoder")
+#: The latent functions (see the module docstring).
 ARCHS = ("topk", "batchtopk", "jumprelu", "relu")
 
 
@@ -97,10 +99,12 @@ class DictionaryConfig:
         return self.kind == "sae"
 
     def to_dict(self) -> dict:
+        """The config as a plain dict (``DictionaryConfig(**d)`` rebuilds it)."""
         return asdict(self)
 
 
 def rectangle(x: torch.Tensor) -> torch.Tensor:
+    """1 where ``|x| < 1/2``, else 0: the kernel of JumpReLU's straight-through pseudo-derivative."""
     return ((x > -0.5) & (x < 0.5)).to(x)
 
 
@@ -170,22 +174,27 @@ class SparseDictionary(nn.Module):
     # ---- SAELens-named views of the parameters (TopK's live inside the sparsify coder, in its own layout)
     @property
     def W_enc(self) -> torch.Tensor:
+        """The encoder ``[d_in, d_sae]``."""
         return self.coder.encoder.weight.T if self.cfg.arch == "topk" else self._W_enc
 
     @property
     def b_enc(self) -> torch.Tensor:
+        """The encoder bias ``[d_sae]``."""
         return self.coder.encoder.bias if self.cfg.arch == "topk" else self._b_enc
 
     @property
     def W_dec(self) -> torch.Tensor:
+        """The decoder ``[d_sae, d_out]``, one row per latent."""
         return self.coder.W_dec if self.cfg.arch == "topk" else self._W_dec
 
     @property
     def b_dec(self) -> torch.Tensor:
+        """The decoder bias ``[d_out]``."""
         return self.coder.b_dec if self.cfg.arch == "topk" else self._b_dec
 
     @property
     def W_skip(self) -> torch.Tensor | None:
+        """A skip transcoder's linear path ``[d_out, d_in]``; None for the other kinds."""
         if self.cfg.kind != "skip-transcoder":
             return None
         return self.coder.W_skip if self.cfg.arch == "topk" else self._W_skip
@@ -200,6 +209,7 @@ class SparseDictionary(nn.Module):
 
     # ---- inference
     def pre_activations(self, x: torch.Tensor) -> torch.Tensor:
+        """``(x - b_dec) @ W_enc + b_enc`` for an SAE, ``x @ W_enc + b_enc`` for a transcoder."""
         x = x.to(self.W_enc.dtype)
         if self.cfg.reads_minus_b_dec:
             x = x - self.b_dec

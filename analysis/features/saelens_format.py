@@ -44,6 +44,7 @@ def saelens_architecture(cfg: DictionaryConfig) -> str:
 
 
 def saelens_config(d: SparseDictionary, *, model_name: str = "") -> dict:
+    """The ``cfg.json`` of ``d`` (see the module docstring)."""
     cfg = d.cfg
     out = {"architecture": saelens_architecture(cfg), "d_in": cfg.d_in, "d_sae": cfg.d_sae,
            "dtype": str(d.W_enc.dtype).removeprefix("torch."), "device": "cpu",
