@@ -14,8 +14,9 @@ functions included; ``tests/analysis/test_layers.py`` holds it), and nothing imp
 3. the model, at the root: :mod:`analysis.model` (:class:`~analysis.model.HookedFixedIdLM`), :mod:`analysis.loading`
    (:func:`~analysis.loading.load`), :mod:`analysis.variants` (the checkpoints a notebook studies);
 4. :mod:`analysis.engine`: sites, batched staged forwards, the effect of an edit, metrics;
-5. :mod:`analysis.readouts` (activations, probes, similarity, the logit lens, head geometry) and
-   :mod:`analysis.evaluation` (behaviours on the built-in tasks, the lm-eval adapter and its tasks);
+5. :mod:`analysis.readouts` (activations, probes, similarity, the logit lens, head geometry),
+   :mod:`analysis.evaluation` (behaviours on the built-in tasks, the lm-eval adapter and its tasks) and
+   :mod:`analysis.features` (sparse dictionaries: SAEs and transcoders), independent of each other;
 6. :mod:`analysis.causal`: patching, information flow, ablations, input-code interventions, bit x layer maps, GF(2)
    recodings, erasure, context use;
 7. :mod:`analysis.figures`: the only package that draws (one style, one module per family of figures);

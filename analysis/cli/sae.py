@@ -28,7 +28,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hook", action="append", required=True, help="hook point a dictionary reads (repeatable), "
                    "e.g. blocks.1.hook_resid_post; a transcoder reads an MLP's input, blocks.L.ln2.hook_normalized")
     p.add_argument("--hook-out", help="the hook a transcoder predicts (default: the MLP output of --hook's block)")
-    p.add_argument("--kind", default="sae", choices=("sae", "transcoder", "skip-transcoder"))
+    p.add_argument("--kind", default="sae", choices=("sae", "transcoder", "skip-transcoder"), help="sae (default): "
+                   "reconstruct the hook's activation; transcoder: predict the MLP's output from --hook; "
+                   "skip-transcoder: a transcoder with a linear skip path")
     p.add_argument("--arch", default="topk", choices=("topk", "batchtopk", "jumprelu", "relu"),
                    help="latent function (default topk, through eai-sparsify's SparseCoder)")
     p.add_argument("--expansion", type=int, default=8, help="latents per input dimension (default 8)")
@@ -41,7 +43,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    "(default 16384; never trained on)")
     p.add_argument("--batch-tokens", type=int, default=1024, help="tokens per training step (default 1024)")
     p.add_argument("--lr", type=float, help="Adam learning rate (default: scaled with the width; see the docs)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the shuffling (default 0)")
     add_out(p)
 
 
