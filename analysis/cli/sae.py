@@ -50,7 +50,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     import pandas as pd
 
-    from analysis.features.run import dictionary_config, fit_dictionary
+    from analysis.features.run import dictionary_config, fit_dictionary, split_windows
     from analysis.features.saelens_format import save_dictionary
     from analysis.figures.features import training_figure
     from analysis.figures.style import save_figure
@@ -64,25 +64,29 @@ def run(args) -> int:
             raise AnalysisError(f"{name} must be a positive integer, got {value}")
     if args.kind == "sae" and args.hook_out:
         raise AnalysisError("--hook-out is for transcoders: an SAE reconstructs the hook it reads")
+    if args.lr is not None and args.lr <= 0:
+        raise AnalysisError(f"--lr must be positive, got {args.lr}")
     out = output_dir(args, "sae", named)
-    metrics, histories = [], []
+    metrics, histories, trained = [], [], []
     for variant, path in named.items():
         model = load(path)
-        for hook in args.hook:
-            cfg = dictionary_config(model, hook=hook, kind=args.kind, arch=args.arch, expansion=args.expansion,
-                                    hook_out=args.hook_out, k=args.k, l1_coefficient=args.l1,
-                                    l0_coefficient=args.l0)
-            d, met, hist = fit_dictionary(model, cfg, args.data, train_tokens=args.tokens,
-                                          eval_tokens=args.eval_tokens, batch_tokens=args.batch_tokens, lr=args.lr,
+        configs = [dictionary_config(model, hook=hook, kind=args.kind, arch=args.arch, expansion=args.expansion,
+                                     hook_out=args.hook_out, k=args.k, l1_coefficient=args.l1,
+                                     l0_coefficient=args.l0) for hook in args.hook]  # every hook checked first
+        windows = split_windows(model, args.data, train_tokens=args.tokens, eval_tokens=args.eval_tokens)
+        for cfg in configs:
+            d, met, hist = fit_dictionary(model, cfg, windows=windows, batch_tokens=args.batch_tokens, lr=args.lr,
                                           seed=args.seed)
-            folder = out / variant / f"{hook}-{args.kind}-{args.arch}"
-            save_dictionary(d, folder, model_name=str(path))
-            metrics.append(met.assign(variant=variant, path=str(folder.relative_to(out))))
-            histories.append(hist.assign(variant=variant, hook=hook))
+            folder = f"{variant}/{cfg.hook_name}-{args.kind}-{args.arch}"
+            trained.append((d, out / folder, str(path)))
+            metrics.append(met.assign(variant=variant, path=folder))
+            histories.append(hist.assign(variant=variant, hook=cfg.hook_name))
             v = dict(zip(met.metric, met.value))
-            print(f"  {variant} {hook}: L0 {v['l0']:.1f}, FVU {v['fvu']:.3f}, dead {v['dead_fraction']:.1%}, "
-                  f"loss recovered {v['loss_recovered']:.3f} (clean {v['loss_clean']:.3f}, spliced "
-                  f"{v['loss_spliced']:.3f}, zero {v['loss_zero']:.3f} nats)")
+            print(f"  {variant} {cfg.hook_name}: L0 {v['l0']:.1f}, FVU {v['fvu']:.3f}, dead "
+                  f"{v['dead_fraction']:.1%}, loss recovered {v['loss_recovered']:.3f} (clean {v['loss_clean']:.3f}, "
+                  f"spliced {v['loss_spliced']:.3f}, zero {v['loss_zero']:.3f} nats)")
+    for d, folder, model_name in trained:  # written once everything has trained: a failure leaves nothing behind
+        save_dictionary(d, folder, model_name=model_name)
     met_df = stacked(metrics)
     hist_df = pd.concat(histories, ignore_index=True)
     write_csv(met_df, out / "sae_metrics.csv")

@@ -115,6 +115,18 @@ def site(name: str) -> Site:
     return SITES[name]
 
 
+def stop_layer(hooks) -> int | None:
+    """The ``stop_at_layer`` of a forward that only needs ``hooks`` to fire: after the last block one of them reads
+    (0 for ``hook_embed`` alone); None when one is past the blocks (the final norm), so the forward runs to the end."""
+    deepest = -1
+    for h in hooks:
+        if h.startswith("blocks."):
+            deepest = max(deepest, int(h.split(".")[1]))
+        elif h != "hook_embed":
+            return None
+    return deepest + 1 if deepest >= 0 else 0
+
+
 def cache_run(model, x, names, **kwargs):
     """One forward that keeps the activations of the hook points ``names``: ``(output, {name: activation})``.
 

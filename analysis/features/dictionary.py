@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
@@ -70,7 +70,6 @@ class DictionaryConfig:
     init_threshold: float = 0.01
     threshold_lr: float = 0.01
     aux_coefficient: float = 1 / 32
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -91,6 +90,9 @@ class DictionaryConfig:
             raise AnalysisError(f"k must be in [1, d_sae={self.d_sae}], got {self.k}")
         if self.bandwidth <= 0:
             raise AnalysisError(f"bandwidth must be positive, got {self.bandwidth}")
+        if min(self.l1_coefficient, self.l0_coefficient, self.aux_coefficient) < 0:
+            raise AnalysisError("the sparsity and AuxK coefficients must be >= 0, got l1 "
+                                f"{self.l1_coefficient}, l0 {self.l0_coefficient}, aux {self.aux_coefficient}")
 
     @property
     def reads_minus_b_dec(self) -> bool:

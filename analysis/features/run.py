@@ -56,12 +56,11 @@ def dictionary_config(model, *, hook: str, kind: str = "sae", arch: str = "topk"
 
 
 def fit_dictionary(model, cfg: DictionaryConfig, data=None, *, train_tokens: int = 131_072,
-                   eval_tokens: int = 16_384, progress: bool = True,
-                   **train_kw) -> tuple[SparseDictionary, pd.DataFrame, pd.DataFrame]:
+                   eval_tokens: int = 16_384, windows: tuple[torch.Tensor, torch.Tensor] | None = None,
+                   progress: bool = True, **train_kw) -> tuple[SparseDictionary, pd.DataFrame, pd.DataFrame]:
     """Train ``cfg`` on ``train_tokens`` tokens and measure it on ``eval_tokens`` others: ``(dictionary, metrics,
-    history)``."""
-    train, held_out = split_windows(model, data, train_tokens=train_tokens, eval_tokens=eval_tokens)
+    history)``. ``windows``: the ``(train, held_out)`` of :func:`split_windows` already made (several dictionaries
+    of one model then share one tokenisation)."""
+    train, held_out = windows or split_windows(model, data, train_tokens=train_tokens, eval_tokens=eval_tokens)
     d, history = train_dictionary(model, cfg, train, progress=progress, **train_kw)
-    metrics = dictionary_metrics(model, d, held_out, progress=progress)
-    metrics.attrs["n_train_tokens"] = int(train.numel())
-    return d, metrics, history
+    return d, dictionary_metrics(model, d, held_out, progress=progress), history

@@ -83,9 +83,10 @@ def save_dictionary(d: SparseDictionary, path, *, model_name: str = "") -> Path:
     return path
 
 
-def load_dictionary(path, *, device=None) -> SparseDictionary:
+def load_dictionary(path, *, device=None, hook_name_out: str | None = None) -> SparseDictionary:
     """A dictionary from a folder in SAELens's layout (one written by :func:`save_dictionary`, or SAELens's own
-    ``topk``, ``jumprelu``, ``standard`` and transcoder dictionaries)."""
+    ``topk``, ``jumprelu``, ``standard`` and transcoder dictionaries; ``hook_name_out`` names the hook a transcoder
+    predicts when its config does not)."""
     path = Path(path)
     if not (path / CFG).is_file() or not (path / WEIGHTS).is_file():
         raise AnalysisError(f"{path} is not a dictionary folder: it needs {CFG} and {WEIGHTS}")
@@ -99,7 +100,7 @@ def load_dictionary(path, *, device=None) -> SparseDictionary:
     if own:
         cfg = DictionaryConfig(**own)
     else:
-        cfg = _config_from_saelens(raw, meta, w)
+        cfg = _config_from_saelens(raw, meta, hook_name_out)
     d = SparseDictionary(cfg, device=device, dtype=w["W_enc"].dtype)
     with torch.no_grad():
         if cfg.arch == "topk":
@@ -119,7 +120,7 @@ def load_dictionary(path, *, device=None) -> SparseDictionary:
     return d
 
 
-def _config_from_saelens(raw: dict, meta: dict, w: dict) -> DictionaryConfig:
+def _config_from_saelens(raw: dict, meta: dict, hook_name_out: str | None) -> DictionaryConfig:
     arch = raw.get("architecture", "")
     known = {"topk": ("sae", "topk"), "standard": ("sae", "relu"), "jumprelu": ("sae", "jumprelu"),
              "transcoder": ("transcoder", "relu"), "skip_transcoder": ("skip-transcoder", "relu"),
@@ -131,8 +132,12 @@ def _config_from_saelens(raw: dict, meta: dict, w: dict) -> DictionaryConfig:
     kind, a = known[arch]
     if raw.get("normalize_activations", "none") != "none":
         raise AnalysisError(f"normalize_activations={raw['normalize_activations']!r} is not supported")
+    out = meta.get("hook_name_out") or hook_name_out
+    if kind != "sae" and not out:
+        raise AnalysisError(f"{arch} names no hook_name_out in its metadata: pass the hook it predicts "
+                            "(load_dictionary(..., hook_name_out=...))")
     return DictionaryConfig(kind=kind, arch=a, d_in=int(raw["d_in"]), d_sae=int(raw["d_sae"]),
                             d_out=int(raw.get("d_out", raw["d_in"])),
                             hook_name=meta.get("hook_name") or raw.get("hook_name", ""),
-                            hook_name_out=meta.get("hook_name_out") or (None if kind == "sae" else "?"),
+                            hook_name_out=None if kind == "sae" else out,
                             k=int(raw.get("k", 32)))

@@ -13,17 +13,8 @@ from collections.abc import Iterator
 
 import torch
 
-from analysis.engine.staged import cache_run
+from analysis.engine.staged import cache_run, stop_layer
 from analysis.errors import AnalysisError
-
-
-def hook_depth(model, hook: str) -> int | None:
-    """The number of blocks a forward must run for ``hook`` to fire (None: the whole model)."""
-    if hook == "hook_embed":
-        return 1
-    if hook.startswith("blocks."):
-        return int(hook.split(".")[1]) + 1
-    return None
 
 
 def hook_width(model, hook: str) -> int:
@@ -32,25 +23,24 @@ def hook_width(model, hook: str) -> int:
         raise AnalysisError(f"the model has no hook point {hook!r} (see the hook names in fixedid.model)")
     x = torch.zeros(1, 2, dtype=torch.long, device=next(model.parameters()).device)
     with torch.no_grad():
-        _, cache = cache_run(model, x, [hook], **_stop(model, [hook]))
+        _, cache = cache_run(model, x, [hook], **_stop([hook]))
     if cache[hook].dim() != 3:
         raise AnalysisError(f"{hook} has shape {tuple(cache[hook].shape)}; dictionaries read [batch, pos, width] "
                             "activations (for attention heads use hook_attn_out or the residual stream)")
     return cache[hook].shape[-1]
 
 
-def _stop(model, hooks) -> dict:
-    depths = [hook_depth(model, h) for h in hooks]
-    if any(d is None for d in depths) or max(depths) >= model.cfg.n_layers:
-        return {"return_type": None}
-    return {"stop_at_layer": max(depths)}
+def _stop(hooks) -> dict:
+    """Keyword arguments of a forward that runs only as deep as ``hooks`` need, never through the head."""
+    stop = stop_layer(hooks)
+    return {"return_type": None} if stop is None else {"stop_at_layer": stop}
 
 
 @torch.no_grad()
 def model_activations(model, windows: torch.Tensor, hooks: list[str]) -> list[torch.Tensor]:
     """The activations ``[n_tokens, width]`` of ``hooks`` on ``windows`` ``[n, T]`` (one forward)."""
     x = windows.to(next(model.parameters()).device)
-    _, cache = cache_run(model, x, hooks, **_stop(model, hooks))
+    _, cache = cache_run(model, x, hooks, **_stop(hooks))
     return [cache[h].reshape(-1, cache[h].shape[-1]).float() for h in hooks]
 
 

@@ -77,9 +77,11 @@ def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr:
                    checkpoint_every: int = 0, progress: bool = True) -> tuple[SparseDictionary, pd.DataFrame]:
     """The training loop over an iterable of activation batches (one tensor per hook of :func:`hooks_of`) that
     together hold ``n_tokens`` tokens (see the module docstring)."""
+    if lr is not None and lr <= 0:
+        raise AnalysisError(f"the learning rate must be positive, got {lr}")
     torch.manual_seed(seed)
     d = SparseDictionary(cfg, device=device).train()
-    opt = torch.optim.Adam(d.parameters(), lr=lr or default_lr(cfg.d_sae, cfg.arch))
+    opt = torch.optim.Adam(d.parameters(), lr=default_lr(cfg.d_sae, cfg.arch) if lr is None else lr)
     base_lr = opt.param_groups[0]["lr"]
     since_fired = torch.zeros(cfg.d_sae, dtype=torch.long, device=device)
     rows = []

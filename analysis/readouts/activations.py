@@ -172,21 +172,10 @@ class _ToFinalNorm:
 
 def _run(model, chunk, hooks) -> dict:
     """The cache of ``hooks`` for one batch, from one forward that stops where the deepest hook point is read."""
-    stop = _stop(model, hooks)
+    stop = engine.stop_layer(hooks)
     if stop is None and all(h.startswith(("hook_embed", "blocks.", "ln_final.")) for h in hooks):
         return engine.cache_run(_ToFinalNorm(model), chunk, hooks)[1]
     return engine.cache_run(model, chunk, hooks, stop_at_layer=stop)[1]
-
-
-def _stop(model, hooks):
-    """Stop after the last block a hook needs (None: run to the end, for the final norm)."""
-    deepest = -1
-    for h in hooks:
-        if h.startswith("blocks."):
-            deepest = max(deepest, int(h.split(".")[1]))
-        elif h != "hook_embed":
-            return None
-    return deepest + 1 if deepest >= 0 else 0
 
 
 def load_activations(path) -> Activations:

@@ -73,6 +73,25 @@ def toolkit(acts, cfg, batch, seed) -> float:
     return time.perf_counter() - t
 
 
+def memory(model, args, d: int, d_sae: int, T: int, device) -> None:
+    """Peak GPU memory of training from the model over ``--tokens`` and 4x as many (bounded: the same)."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**30
+    cfg = DictionaryConfig(kind="sae", arch="topk", d_in=d, d_sae=d_sae, k=args.k, hook_name=args.hook)
+    peaks = []
+    for n in (args.tokens, 4 * args.tokens):
+        w = torch.randint(0, model.cfg.vocab_size, (max(1, n // T), T))
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        t = time.perf_counter()
+        train_dictionary(model, cfg, w, batch_tokens=args.batch, model_batch=4, progress=False)
+        sync(device)
+        peaks.append(torch.cuda.max_memory_allocated(device) / 2**30)
+        print(f"  train_dictionary from the model, {w.numel():,} tokens: peak {peaks[-1]:.2f} GiB allocated "
+              f"(weights {weights:.2f} GiB), {w.numel() / (time.perf_counter() - t):,.0f} tok/s incl. forwards",
+              flush=True)
+    print(f"peak memory at 4x the tokens / at 1x: {peaks[1] / peaks[0]:.3f} (bounded: ~1.0)")
+
+
 def main(argv=None) -> None:
     p = ArgumentParser(prog="sae.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu")
@@ -119,22 +138,7 @@ def main(argv=None) -> None:
     print(f"toolkit / bare eai-sparsify (TopK, same activations): {statistics.median(ratios):.3f} "
           f"(rounds {', '.join(f'{x:.3f}' for x in ratios)}; target >= 1.0)")
     if device.type == "cuda":
-        weights = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**30
-        cfg = DictionaryConfig(kind="sae", arch="topk", d_in=d, d_sae=d_sae, k=args.k, hook_name=args.hook)
-        peaks = []
-        for n in (args.tokens, 4 * args.tokens):
-            w = torch.randint(0, model.cfg.vocab_size, (max(1, n // T), T))
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-            t = time.perf_counter()
-            train_dictionary(model, cfg, w, batch_tokens=args.batch, model_batch=4, progress=False)
-            sync(device)
-            peaks.append(torch.cuda.max_memory_allocated(device) / 2**30)
-            print(f"  train_dictionary from the model, {w.numel():,} tokens: peak {peaks[-1]:.2f} GiB allocated "
-                  f"(weights {weights:.2f} GiB), {w.numel() / (time.perf_counter() - t):,.0f} tok/s incl. forwards",
-                  flush=True)
-        print(f"peak memory at 4x the tokens / at 1x: {peaks[1] / peaks[0]:.3f} (bounded: ~1.0)")
-
+        memory(model, args, d, d_sae, T, device)
 
 if __name__ == "__main__":
     main()

@@ -67,6 +67,8 @@ ROWS = [
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.attn.hook_z", "dictionaries read [batch, pos, width]"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --k 100000", "k must be in [1, d_sae="),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --data {oov}", "outside the vocabulary"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --lr 0", "--lr must be positive"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --arch relu --l1 -1", "coefficients must be >= 0"),
     # lens, head, context
     ("analyze", "lens --ckpt {ckpt} --data {oov}", "outside the vocabulary"),
     ("analyze", "lens --ckpt {ckpt} --data {nonutf8}", "is not UTF-8 text"),

@@ -190,10 +190,10 @@ def test_batchtopk_keeps_k_per_token_on_average_and_its_threshold_is_the_running
     mins = []
     for _ in range(2):
         loss, parts, fired = d.training_loss(x, x, None)
-        pre = d.pre_activations(x).relu().flatten()
+        pre = d.pre_activations(x).detach().relu().flatten()
         kept = pre.topk(4 * 32).values
         mins.append(float(kept[kept > 0].min()))
-        assert parts["l0"] == pytest.approx(4.0)
+        assert float(parts["l0"]) == pytest.approx(4.0)
     assert float(d.topk_threshold) == pytest.approx(0.5 * (0.5 * mins[0]) + 0.5 * mins[1], rel=1e-6)
     acts = d.encode(x)  # inference: a JumpReLU at that threshold
     pre = d.pre_activations(x)
@@ -234,6 +234,38 @@ def test_the_stream_hands_out_every_activation_once_shuffled_across_sequences(mo
         next(activation_batches(model, w, [HOOK], batch_tokens=100, buffer_tokens=150, model_batch=3))
 
 
+def test_a_saelens_config_without_the_toolkits_metadata_loads_as_the_same_dictionary(tmp_path):
+    torch.manual_seed(3)
+    for kind, arch in (("sae", "topk"), ("transcoder", "jumprelu")):
+        cfg = DictionaryConfig(kind=kind, arch=arch, d_in=12, d_sae=48, k=5, hook_name="a",
+                               hook_name_out=None if kind == "sae" else "b")
+        d = SparseDictionary(cfg)
+        with torch.no_grad():
+            for p in d.parameters():
+                p.normal_()
+        save_dictionary(d, tmp_path / kind)
+        raw = json.loads((tmp_path / kind / "cfg.json").read_text())
+        del raw["metadata"]["fixedid"]  # as SAELens itself writes it
+        raw["metadata"].pop("hook_name_out", None)
+        (tmp_path / kind / "cfg.json").write_text(json.dumps(raw))
+        x = torch.randn(20, 12)
+        if kind != "sae":
+            with pytest.raises(AnalysisError, match="names no hook_name_out"):
+                load_dictionary(tmp_path / kind)
+        back = load_dictionary(tmp_path / kind, hook_name_out=None if kind == "sae" else "b")
+        assert (back.cfg.kind, back.cfg.arch, back.cfg.k) == (kind, arch, cfg.k if arch == "topk" else 32)
+        torch.testing.assert_close(back(x), d(x), rtol=0, atol=0)
+
+
+def test_the_cli_writes_nothing_when_a_later_hook_is_bad(model, tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        analyze(["sae", "--ckpt", str(model.ckpt_dir), "--hook", HOOK, "--hook", "blocks.9.hook_resid_post",
+                 "--tokens", "1024", "--eval-tokens", "256", "--batch-tokens", "256", "--out", str(tmp_path / "o")])
+    assert done.value.code == 2
+    assert "has no hook point 'blocks.9.hook_resid_post'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_bad_configs_raise_the_package_error():
     with pytest.raises(AnalysisError, match="unknown architecture"):
         DictionaryConfig(kind="sae", arch="gated", d_in=4, d_sae=8, hook_name="a")
@@ -241,3 +273,5 @@ def test_bad_configs_raise_the_package_error():
         DictionaryConfig(kind="transcoder", arch="relu", d_in=4, d_sae=8, hook_name="a")
     with pytest.raises(AnalysisError, match="is not a dictionary folder"):
         load_dictionary("/nonexistent")
+    with pytest.raises(AnalysisError, match="coefficients must be >= 0"):
+        DictionaryConfig(kind="sae", arch="relu", d_in=4, d_sae=8, hook_name="a", l1_coefficient=-1)
