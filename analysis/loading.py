@@ -1,6 +1,7 @@
 """``analysis.load``: a fixedid checkpoint or a Hugging Face Llama directory as a
 :class:`~analysis.model.HookedFixedIdLM`, on a device and in a dtype; :func:`~analysis.loading.load_options` sets both
-for every load in a block (the CLI's ``--device`` and ``--dtype``)."""
+for every load in a block (the CLI's ``--device`` and ``--dtype``); :func:`~analysis.loading.random_init_twin` is a
+loaded model's architecture with fresh weights, the random-initialisation reference of probes, CKA and dictionaries."""
 
 from __future__ import annotations
 
@@ -47,3 +48,12 @@ def load(path, *, device: str | torch.device | None = None, dtype: str | torch.d
         model = import_hf(path, device=device, model_class=HookedFixedIdLM)
         return model.to(dtype) if dtype is not None else model
     return load_checkpoint(path, device=device, model_class=HookedFixedIdLM, dtype=dtype)
+
+
+def random_init_twin(model, seed: int | None = None):
+    """The same architecture and interface with freshly drawn weights (by default the checkpoint's own
+    initialisation: the seed its training started from), in eval mode with the same tokenizer."""
+    cfg = model.cfg if seed is None else model.cfg.replace(seed=seed)
+    twin = type(model)(cfg).to(model.unembed.weight.device).eval()
+    twin.tokenizer = getattr(model, "tokenizer", None)
+    return twin

@@ -30,7 +30,7 @@ entering ``L`` is computed once for every prompt, and only the final position is
 - ``arbitrary_labels``: a subspace fitted the same way to a fixed random class per example (TransformerLens's
   arbitrary-label control): its ``train`` IIA is what the method's expressivity alone reaches;
 - ``random_init``: a subspace fitted the same way on the model's own untrained initialisation
-  (:func:`analysis.readouts.similarity.random_init_twin`), to the same targets;
+  (:func:`analysis.loading.random_init_twin`), to the same targets;
 - per layer, ``full`` (the whole stream at the position interchanged, ``rank = d_model``: the ceiling of any
   subspace there) and ``none`` (no intervention, ``rank = 0``: the base's own answer, about 0 on solved pairs);
 - for the ``bit`` variable of a fixed-code model, ``code_direction``: the fixed rank-1 basis along the bit's columns
@@ -262,7 +262,7 @@ def das_sweep(model, variable: str = "ioi", *, bit: int | None = None, n_pairs: 
     streams = Streams(model, data, layers)
     twin = None
     if controls:
-        from analysis.readouts.similarity import random_init_twin
+        from analysis.loading import random_init_twin
         twin = Streams(random_init_twin(model), data, layers)
     fit = dict(position=position, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     bar = tqdm(total=len(layers) * len(ranks) * (3 if controls else 1), desc=f"DAS ({data.variable})", unit="fit",

@@ -80,7 +80,8 @@ def run(args) -> int:
     from analysis.outputs import write_csv
     from analysis.figures.similarity import cka_figure
     from analysis.loading import load
-    from analysis.readouts.similarity import cka_matrix, random_init_twin
+    from analysis.loading import random_init_twin
+    from analysis.readouts.similarity import cka_matrix
 
     if len(args.ckpt) > 2:
         raise AnalysisError("more than two checkpoints: add --references to compare them all under their kinds")

@@ -303,13 +303,13 @@ def _majority(t: Target, test: np.ndarray) -> tuple[float, float]:
 
 # --------------------------------------------------------------------------------------------------------- table
 def baseline_activations(model, acts, seed: int | None = None):
-    """The activations of ``model``'s random-init twin (:func:`analysis.readouts.similarity.random_init_twin`: the
+    """The activations of ``model``'s random-init twin (:func:`analysis.loading.random_init_twin`: the
     same architecture and interface from the checkpoint's own initial seed, or ``seed``) on the same tokens and hook
     points as ``acts``: the ``baseline=`` of :func:`~analysis.readouts.probes.probe_table`."""
     import torch
 
     from analysis.readouts.activations import collect
-    from analysis.readouts.similarity import random_init_twin
+    from analysis.loading import random_init_twin
 
     x = torch.tensor(acts.tokens["id"].to_numpy()).view(acts.meta["n_sequences"], acts.meta["seq_len"])
     return collect(random_init_twin(model, seed), x, hooks=acts.hooks)

@@ -69,7 +69,8 @@ from tqdm.auto import tqdm
 from analysis.corpus import corpus_tokens
 from analysis.errors import AnalysisError
 from analysis.readouts import resampling
-from analysis.readouts.similarity import layer_activations, random_init_twin
+from analysis.loading import random_init_twin
+from analysis.readouts.similarity import layer_activations
 
 #: The reference kinds (column ``reference``) and what each pair of models is.
 KINDS = {

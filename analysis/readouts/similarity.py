@@ -113,13 +113,4 @@ def cka_matrix(model_a, model_b, data=None, *, hooks=None, tokens: int = 8192, m
     return df
 
 
-def random_init_twin(model, seed: int | None = None):
-    """The same architecture and interface with freshly drawn weights (by default the checkpoint's own
-    initialisation: the seed its training started from), in eval mode with the same tokenizer."""
-    cfg = model.cfg if seed is None else model.cfg.replace(seed=seed)
-    twin = type(model)(cfg).to(model.unembed.weight.device).eval()
-    twin.tokenizer = getattr(model, "tokenizer", None)
-    return twin
-
-
-__all__ = ["random_init_twin", "linear_cka", "debiased_cka", "layer_activations", "cka_matrix"]
+__all__ = ["linear_cka", "debiased_cka", "layer_activations", "cka_matrix"]

@@ -16,7 +16,7 @@ from analysis.readouts.activations import Activations, collect, token_table
 from analysis.readouts.logistic import fit_logistic
 from analysis.readouts.probes import (Target, baseline_activations, lexical_baseline, perm_table, probe_table,
                                       split_by_type, targets)
-from analysis.readouts.similarity import random_init_twin
+from analysis.loading import random_init_twin
 from fixedid.codes import (GF2Code, canonical_code, gf2_inverse, gf2_rank, id_permutation, ids_to_bits,
                            random_invertible)
 

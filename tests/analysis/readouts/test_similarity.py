@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from analysis import AnalysisError, load
-from analysis.readouts.similarity import cka_matrix, debiased_cka, layer_activations, linear_cka, random_init_twin
+from analysis.loading import random_init_twin
+from analysis.readouts.similarity import cka_matrix, debiased_cka, layer_activations, linear_cka
 from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 from fixedid.data import SyntheticLanguage
 from fixedid.data.tokenizer import train_words
