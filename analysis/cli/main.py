@@ -18,7 +18,8 @@ import sys
 from fixedid.clitools import ArgumentParser, run_main
 from fixedid.version import __version__
 
-from analysis.cli import (attention, circuit, context, das, demo, dla, edges, erasure, evaluation, export_hf, figures,
+from analysis.cli import (attention, circuit, context, das, demo, dla, edges, erasure, evaluation, export_hf, features,
+                          figures,
                           import_hf, interventions, lens, paths, patching, probes, recoding, sae, similarity, unembed)
 from analysis.outputs import check_out
 
@@ -30,7 +31,7 @@ GROUPS = {
                        "erasure": erasure, "context": context},
     "circuits": {"dla": dla, "paths": paths, "edges": edges, "circuit": circuit, "das": das},
     "readouts": {"probes": probes, "similarity": similarity, "lens": lens, "unembed": unembed,
-                 "attention": attention, "sae": sae},
+                 "attention": attention, "sae": sae, "features": features},
     "evaluation": {"eval": evaluation},
     "interop": {"export-hf": export_hf, "import-hf": import_hf},
     "study": {"figures": figures},

@@ -69,6 +69,13 @@ ROWS = [
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --data {oov}", "outside the vocabulary"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --lr 0", "--lr must be positive"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --arch relu --l1 -1", "coefficients must be >= 0"),
+    # features (dictionaries read against the code)
+    ("analyze", "features --ckpt {ckpt} --site nonsense", "has no hook point 'nonsense'"),
+    ("analyze", "features --ckpt {ckpt} --site ln_final.hook_normalized", "is not inside a block"),
+    ("analyze", "features --ckpt {ckpt} --site blocks.0.attn.hook_z", "dictionaries read [batch, pos, width]"),
+    ("analyze", "features --ckpt {ckpt} --k 0", "--k must be a positive"),
+    ("analyze", "features --ckpt {ckpt} --purity 1.5", "--purity must be in (0, 1]"),
+    ("analyze", "features --ckpt {ckpt} --data {oov}", "outside the vocabulary"),
     # lens, head, context
     ("analyze", "lens --ckpt {ckpt} --data {oov}", "outside the vocabulary"),
     ("analyze", "lens --ckpt {ckpt} --data {nonutf8}", "is not UTF-8 text"),
