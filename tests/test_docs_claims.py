@@ -6,6 +6,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -61,3 +62,35 @@ def test_the_demos_training_budget():
     assert f"training 3 x {per_variant:,} tokens: about {3 * per_variant / 1e6:.1f}M" in flat(RECIPES)
     assert (f"{t.steps:,} steps x {t.batch_size} sequences x {cfg.model_config('canonical', 2).context} tokens = "
             f"{per_variant:,} tokens per variant") in flat(TRAINING)
+
+
+def test_the_features_tables_are_the_committed_surveys():
+    """The features page's AUROC and matching rows, recomputed from experiments/features/results (two decimals)."""
+    page = (ROOT / "docs" / "howto" / "features.md").read_text()
+    res = ROOT / "experiments" / "features" / "results"
+    code = pd.read_csv(res / "features_code.csv")
+    code = code[~code.constant]
+    top = code[code.id_bits].bit.max()
+
+    def row(label):
+        line = next(s for s in page.splitlines() if s.startswith(f"| {label} |"))
+        return [float(v) for v in line.strip("|").split("|")[1:]]
+
+    def by_depth(sel):
+        return sel.groupby(["model", "dict_seed", "depth"]).auroc.mean().groupby("depth").mean().to_numpy()
+
+    trained = code[code.init == "trained"]
+    checks = {
+        "canonical, id bits 0-7 (its code bits)": by_depth(trained[(trained.interface == "canonical") &
+                                                                   (trained.bit < top) & (trained.family == "code")]),
+        "gf2, its code bits": by_depth(trained[(trained.interface == "gf2") & (trained.family == "code")]),
+        "learned, id bits 0-7": by_depth(trained[(trained.interface == "learned") & (trained.bit < top) &
+                                                 (trained.family == "code")]),
+    }
+    match = pd.read_csv(res / "features_matching.csv")
+    corr = match[(match.stat == "max_mean") & (match.measure == "activation_correlation")]
+    for label, pair in (("two dictionaries of one model (ceiling)", "dictionary seed"),
+                        ("two training seeds of one variant (baseline)", "seed"), ("two variants", "variant")):
+        checks[label] = corr[corr.pair == pair].groupby("depth").value.mean().to_numpy()
+    for label, values in checks.items():
+        np.testing.assert_allclose(row(label), values, atol=0.0051, err_msg=label)
