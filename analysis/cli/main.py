@@ -19,7 +19,7 @@ from fixedid.clitools import ArgumentParser, run_main
 from fixedid.version import __version__
 
 from analysis.cli import (attention, circuit, context, das, demo, dla, edges, erasure, evaluation, export_hf, features,
-                          figures,
+                          figures, graph,
                           import_hf, interventions, lens, paths, patching, probes, recoding, sae, similarity, unembed)
 from analysis.outputs import check_out
 
@@ -29,7 +29,7 @@ GROUPS = {
     "training": {"demo": demo},
     "causal methods": {"patching": patching, "interventions": interventions, "recoding": recoding,
                        "erasure": erasure, "context": context},
-    "circuits": {"dla": dla, "paths": paths, "edges": edges, "circuit": circuit, "das": das},
+    "circuits": {"dla": dla, "paths": paths, "edges": edges, "circuit": circuit, "das": das, "graph": graph},
     "readouts": {"probes": probes, "similarity": similarity, "lens": lens, "unembed": unembed,
                  "attention": attention, "sae": sae, "features": features},
     "evaluation": {"eval": evaluation},

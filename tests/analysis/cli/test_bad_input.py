@@ -69,6 +69,13 @@ ROWS = [
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --data {oov}", "outside the vocabulary"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --lr 0", "--lr must be positive"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --arch relu --l1 -1", "coefficients must be >= 0"),
+    # graph (attribution graphs)
+    ("analyze", "graph --ckpt {ckpt}", "give exactly one source of prompts"),
+    ("analyze", "graph --ckpt {ckpt} --task nonsense", "unknown task 'nonsense'"),
+    ("analyze", "graph --ckpt {ckpt} --task ioi --n-prompts 0", "--n-prompts must be a positive"),
+    ("analyze", "graph --ckpt {ckpt} --task ioi --k 0", "--k must be a positive"),
+    ("analyze", "graph --ckpt {ckpt} --task ioi --node-threshold 2", "--node-threshold must be in [0, 1]"),
+    ("analyze", "graph --ckpt {ckpt} --task ioi --transcoders {file}", "no transcoder of layer 0"),
     # features (dictionaries read against the code)
     ("analyze", "features --ckpt {ckpt} --site nonsense", "has no hook point 'nonsense'"),
     ("analyze", "features --ckpt {ckpt} --site ln_final.hook_normalized", "is not inside a block"),

@@ -1,0 +1,150 @@
+"""Attribution graphs against answers computed apart from them: the real model's logits, every target's incoming
+edges plus its constant summing to its input, steering a node in the replacement moving each target by the edge's
+prediction (the replacement is affine, so first order is exact), a hand-made graph's influence and scores by hand,
+and the graph verb end to end."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from analysis.causal.attribution_graph import (_clean, _replacement, attribution_graph, input_influence,
+                                               logit_shares)
+from analysis.causal.graph_influence import graph_scores, influence, normalize_rows, prune
+from analysis.cli.main import main as analyze
+from analysis.errors import AnalysisError
+from analysis.features import dictionary_config, split_windows, train_dictionary
+
+
+@pytest.fixture(scope="module")
+def transcoders(model):
+    train, _ = split_windows(model, train_tokens=4096, eval_tokens=512)
+    out = {}
+    for L in range(model.cfg.n_layers):
+        cfg = dictionary_config(model, hook=f"blocks.{L}.ln2.hook_normalized", kind="transcoder", expansion=2, k=4)
+        out[L], _ = train_dictionary(model, cfg, train, batch_tokens=256, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def prompt(model):
+    return split_windows(model, train_tokens=512, eval_tokens=512)[1][0, :10]
+
+
+@pytest.fixture(scope="module")
+def full(model, transcoders, prompt):
+    return attribution_graph(model, prompt, transcoders, prune_graph=False, max_logits=3, desired_prob=1.0, batch=16)
+
+
+def test_logit_nodes_are_the_real_logits_and_every_row_sums_to_its_input(model, prompt, full):
+    with torch.no_grad():
+        real = model(prompt[None])[0, -1]
+    logits = full.nodes[full.nodes.kind == "logit"]
+    assert len(logits) == 3
+    np.testing.assert_allclose(logits.input, real[torch.tensor(logits.feature.to_list())].numpy(), rtol=1e-4, atol=1e-4)
+    # the three most probable tokens, in order
+    assert list(logits.feature) == real.argsort(descending=True)[:3].tolist()
+    sums = full.edges.groupby("target").weight.sum()
+    inputs = full.nodes.set_index("id").input.dropna()
+    assert set(sums.index) == set(inputs.index)
+    rel = (sums[inputs.index] - inputs).abs() / inputs.abs().clip(lower=1.0)
+    assert rel.max() < 1e-3, rel.sort_values().tail()
+    feats = full.nodes[full.nodes.kind == "feature"]
+    assert len(feats) == full.attrs["n_features"] > 0 and (feats.activation > 0).all()
+    n_in = (full.nodes.kind == "input").sum()
+    assert n_in == len(prompt) * (model.cfg.n_bits if model.cfg.has_code else 1)
+
+
+def test_steering_a_node_moves_every_target_by_its_edge(model, transcoders, prompt, full):
+    """Scale one source node in the replacement by (1 + eps): each target moves by eps x its edge weight."""
+    tcs = {L: d.eval() for L, d in transcoders.items()}
+    embed, acts, errs, _, frozen = _clean(model, prompt, tcs)
+    nodes = full.nodes.reset_index(drop=True)
+    feats = nodes[nodes.kind == "feature"]
+    source = feats[feats.layer == 0].iloc[0]  # a layer-0 feature reaches every later target
+    targets = [("logit", model.cfg.n_layers, len(prompt) - 1, int(v)) for v in nodes[nodes.kind == "logit"].feature]
+    later = feats[feats.layer > 0]
+    targets += [("feature", int(r.layer), int(r.position), int(r.feature)) for r in later.head(5).itertuples()]
+    ids = [f"L{t[3]}" if t[0] == "logit" else f"F{t[1]}:{t[2]}:{t[3]}" for t in targets]
+    B = len(targets)
+
+    def run(scale):
+        a = [x[None].expand(B, -1, -1).clone() for x in acts]
+        a[0][:, int(source.position), int(source.feature)] *= scale
+        with torch.no_grad():
+            return _replacement(model, prompt, tcs, frozen, embed[None].expand(B, -1, -1), a,
+                                [x[None].expand(B, -1, -1) for x in errs], targets).double().numpy()
+
+    eps = 0.5
+    moved = run(1 + eps) - run(1.0)
+    edge = full.edges.set_index(["source", "target"]).weight
+    predicted = np.array([edge.get((source.id, t), 0.0) * eps for t in ids])
+    np.testing.assert_allclose(moved, predicted, atol=1e-4 * max(1, np.abs(predicted).max()))
+    assert np.abs(predicted).max() > 0
+
+
+def test_influence_prune_and_scores_by_hand():
+    # inputs 0, 1 -> feature 2 -> logit 4; error 3 -> logit 4; input 1 -> logit 4
+    A = np.zeros((5, 5))
+    A[2, 0], A[2, 1] = 3.0, -1.0
+    A[4, 2], A[4, 3], A[4, 1] = 2.0, 1.0, 1.0
+    kinds = np.array(["input", "input", "feature", "error", "logit"])
+    w = np.array([0, 0, 0, 0, 1.0])
+    norm = normalize_rows(A)
+    np.testing.assert_allclose(norm[4], [0, 0.25, 0.5, 0.25, 0])
+    inf = influence(norm, w)
+    # feature 0.5; error 0.25; input 0: 0.5 * 0.75; input 1: 0.25 + 0.5 * 0.25
+    np.testing.assert_allclose(inf, [0.375, 0.375, 0.5, 0.25, 0])
+    s = graph_scores(A, w, kinds)
+    assert s["replacement"] == pytest.approx(0.75 / (0.75 + 0.25))
+    # completeness: node 4 has 0.25 of its input from the error; weights inf + w = [.375, .375, .5, .25, 1]
+    assert s["completeness"] == pytest.approx(1 - 0.25 * 1.0 / 2.5)
+    keep, edges, _ = prune(A, w, kinds, node_threshold=0.5, edge_threshold=1.0)
+    assert keep[[0, 1, 4]].all() and edges[4, 2] and not edges[0, 4]
+    with pytest.raises(AnalysisError, match="must be in"):
+        prune(A, w, kinds, node_threshold=1.5)
+
+
+def test_pruning_keeps_a_subgraph_and_the_shares_add_up(model, transcoders, prompt, full):
+    g = attribution_graph(model, prompt, transcoders, max_logits=3, desired_prob=1.0, batch=16)
+    assert g.scores == pytest.approx(full.scores)  # scores read the full graph either way
+    assert 0 < g.nodes.kept.sum() < len(g.nodes) and g.edges.kept.sum() < len(g.edges)
+    kept = set(g.nodes.id[g.nodes.kept])
+    e = g.edges[g.edges.kept & (g.edges.source != "bias")]
+    assert set(e.source) <= kept and set(e.target) <= kept
+    assert 0 <= g.scores["replacement"] <= 1 and 0 <= g.scores["completeness"] <= 1
+    shares = logit_shares(g)
+    assert sum(v for k, v in shares.items() if k.startswith("direct_")) == pytest.approx(1)
+    bits = input_influence(g)
+    assert bits.share.sum() == pytest.approx(1) and len(bits) == (model.cfg.n_bits if model.cfg.has_code else 1)
+
+
+def test_a_learned_table_has_one_input_node_per_position(learned):
+    train, held = split_windows(learned, train_tokens=2048, eval_tokens=512)
+    tcs = {L: train_dictionary(learned, dictionary_config(learned, hook=f"blocks.{L}.ln2.hook_normalized",
+                                                          kind="transcoder", expansion=2, k=4),
+                               train, batch_tokens=256, progress=False)[0] for L in range(learned.cfg.n_layers)}
+    g = attribution_graph(learned, held[0, :8], tcs, prune_graph=False, max_logits=2, desired_prob=1.0)
+    assert list(g.nodes.id[g.nodes.kind == "input"]) == [f"I{p}" for p in range(8)]
+    sums = g.edges.groupby("target").weight.sum()
+    inputs = g.nodes.set_index("id").input.dropna()
+    assert ((sums[inputs.index] - inputs).abs() / inputs.abs().clip(lower=1.0)).max() < 1e-3
+
+
+def test_bad_transcoders_are_refused(model, transcoders, prompt):
+    with pytest.raises(AnalysisError, match="one transcoder per layer"):
+        attribution_graph(model, prompt, {0: transcoders[0]})
+
+
+def test_the_graph_verb_writes_tables_and_a_figure(model, tmp_path, capsys):
+    out = tmp_path / "g"
+    with pytest.raises(SystemExit) as e:
+        analyze(["graph", "--ckpt", f"m={model.ckpt_dir}", "--task", "ioi", "--n-prompts", "1", "--tokens", "2048",
+                 "--expansion", "2", "--k", "4", "--max-logits", "2", "--out", str(out)])
+    assert e.value.code == 0, capsys.readouterr().err
+    scores = pd.read_csv(out / "graph_scores.csv")
+    assert len(scores) == 1 and scores.replacement.between(0, 1).all()
+    nodes = pd.read_csv(out / "graph_nodes.csv")
+    assert set(nodes.kind) == {"input", "feature", "error", "logit", "bias"}
+    assert (out / "graph.png").stat().st_size > 5000 and (out / "graph_edges.csv").exists()
+    assert (out / "m" / "transcoders" / "blocks.0.ln2.hook_normalized-transcoder-topk" / "cfg.json").exists()
