@@ -84,7 +84,7 @@ def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr:
     opt = torch.optim.Adam(d.parameters(), lr=default_lr(cfg.d_sae, cfg.arch) if lr is None else lr)
     base_lr = opt.param_groups[0]["lr"]
     since_fired = torch.zeros(cfg.d_sae, dtype=torch.long, device=device)
-    rows = []
+    history, names, tokens = None, [], []
     seen = 0
     steps = None
     bar = tqdm(total=n_tokens, unit="tok", unit_scale=True, desc=f"{cfg.kind} {cfg.arch} {cfg.hook_name}",
@@ -115,7 +115,18 @@ def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr:
             since_fired += x.shape[0]
             since_fired[fired] = 0
         seen += x.shape[0]
-        rows.append({"step": step, "tokens": seen, "loss": loss.detach(), **parts, "dead_fraction": dead.float().mean()})
+        # the numbers stay on the device, copied into one preallocated tensor: a step never waits to read them, and
+        # no small tensor per step outlives it (thousands of those pin freed pages and grow the CPU heap)
+        values = torch.stack([loss.detach().float(), *(v.float() for v in parts.values()),
+                              dead.float().mean()])
+        if history is None or step >= len(history):
+            grown = torch.zeros(max(steps + 1, 2 * step + 1), len(values), device=values.device)
+            history = values.new_zeros(0, len(values)) if history is None else history
+            grown[:len(history)] = history
+            history = grown
+            names = ["loss", *parts, "dead_fraction"]
+        history[step] = values
+        tokens.append(seen)
         bar.update(x.shape[0])
         if step % 20 == 0:
             bar.set_postfix(fvu=f"{parts['fvu']:.3f}", l0=f"{parts['l0']:.1f}")
@@ -126,8 +137,10 @@ def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr:
     d.fold_input_scaling(s_in, s_out)
     d.eval()
     # the history's numbers stayed on the device during training (no step waited to read them): read them now
-    history = pd.DataFrame([{k: v.item() if isinstance(v, torch.Tensor) else v for k, v in r.items()} for r in rows])
-    return d, history
+    table = pd.DataFrame(history[:len(tokens)].cpu().numpy() if history is not None else None, columns=names)
+    table.insert(0, "tokens", tokens)
+    table.insert(0, "step", range(len(tokens)))
+    return d, table
 
 
 
