@@ -11,17 +11,24 @@ its memory as the training tokens grow (bounded by the stream's buffer, not by t
    a step is three matrix products of ``tokens x d_model x d_sae`` (encoder forward and its two gradients) plus the
    sparse decoder's, so its FLOPs are about ``6 * tokens * d_model * d_sae``; the printed GFLOP/s puts each loop
    against the device's matrix-product rate.
-2. **Memory** (``--device cuda`` only): :func:`analysis.features.train.train_dictionary` from the model itself over
-   ``--tokens`` and 4x as many; the peak of allocated GPU memory of both (the same up to the allocator's rounding
-   when the stream's buffer, not the token count, bounds it) and the model's weights for scale.
+2. **Memory**: :func:`analysis.features.train.train_dictionary` from the model itself over ``--tokens`` and 4x as
+   many; on a GPU the peak of allocated GPU memory of both (the same up to the allocator's rounding when the stream's
+   buffer, not the token count, bounds it) and the model's weights for scale. ``--memory-only`` on the CPU runs each
+   in a process of its own and compares their peak resident memory (``ru_maxrss``) beside the activations the 4x run
+   would hold if it kept them all: the bounded-memory check at a shape (the paper's 1.7B) no GPU is needed for.
 
 Usage: python experiments/benchmarks/sae.py                         (CPU, the tiny shape, ~1 minute)
+       python experiments/benchmarks/sae.py --memory-only --shape paper-1.7b --hook blocks.0.hook_resid_post \
+           --tokens 32768 --expansion 4 --batch 256                    (CPU, ~8 minutes, ~9 GB of memory)
        python experiments/benchmarks/sae.py --device cuda --shape paper-1.7b --hook blocks.12.hook_resid_post
 """
 
 from __future__ import annotations
 
+import resource
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -32,6 +39,13 @@ from analysis.features.train import default_lr, train_dictionary, train_on_activ
 from analysis.model import HookedFixedIdLM
 from fixedid import ModelConfig
 from fixedid.clitools import ArgumentParser
+
+
+def argparse_hidden():
+    """The help of an option only the benchmark passes to its own child processes."""
+    import argparse
+
+    return argparse.SUPPRESS
 
 
 def sync(device):
@@ -92,6 +106,37 @@ def memory(model, args, d: int, d_sae: int, T: int, device) -> None:
     print(f"peak memory at 4x the tokens / at 1x: {peaks[1] / peaks[0]:.3f} (bounded: ~1.0)")
 
 
+def memory_child(args) -> None:
+    """One training from a random-init model of ``--shape`` over ``--child-tokens`` tokens; prints the process's peak
+    resident memory in GiB (the parent compares two of these)."""
+    torch.manual_seed(0)
+    model = HookedFixedIdLM(ModelConfig.preset(args.shape, interface="canonical")).eval()
+    T = min(model.cfg.context, 512)
+    d = model.cfg.d_model
+    cfg = DictionaryConfig(kind="sae", arch="topk", d_in=d, d_sae=args.expansion * d, k=args.k, hook_name=args.hook)
+    w = torch.randint(0, model.cfg.vocab_size, (max(1, args.child_tokens // T), T))
+    t = time.perf_counter()
+    train_dictionary(model, cfg, w, batch_tokens=args.batch, model_batch=4, progress=False)
+    print(f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.3f} {w.numel()} "
+          f"{time.perf_counter() - t:.1f}")
+
+
+def memory_cpu(args, argv) -> None:
+    """Peak resident memory of a training over ``--tokens`` and over 4x as many, each in a fresh process."""
+    peaks = []
+    for n in (args.tokens, 4 * args.tokens):
+        out = subprocess.run([sys.executable, __file__, *argv, "--child-tokens", str(n)], check=True,
+                             capture_output=True, text=True).stdout.split()
+        peak, tokens, secs = float(out[-3]), int(out[-2]), float(out[-1])
+        peaks.append(peak)
+        print(f"  {args.shape} {args.hook}, {tokens:,} tokens: peak resident {peak:.2f} GiB ({secs:.0f} s)",
+              flush=True)
+    d = ModelConfig.preset(args.shape).d_model
+    held = 4 * args.tokens * d * 4 / 2**30
+    print(f"peak memory at 4x the tokens / at 1x: {peaks[1] / peaks[0]:.3f} (bounded: ~1.0); difference "
+          f"{peaks[1] - peaks[0]:+.2f} GiB, against {held:.2f} GiB for the 4x run's activations held at once")
+
+
 def main(argv=None) -> None:
     p = ArgumentParser(prog="sae.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu")
@@ -102,13 +147,23 @@ def main(argv=None) -> None:
     p.add_argument("--k", type=int, default=32)
     p.add_argument("--batch", type=int, default=1024, help="tokens per step (default 1024)")
     p.add_argument("--rounds", type=int, default=3)
-    args = p.parse_args(argv)
+    p.add_argument("--memory-only", action="store_true", help="only the memory part (on the CPU: peak resident "
+                   "memory of two trainings, each in its own process)")
+    p.add_argument("--child-tokens", type=int, help=argparse_hidden())
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = p.parse_args(raw)
+    if args.child_tokens:
+        return memory_child(args)
+    if args.memory_only and args.device == "cpu":
+        return memory_cpu(args, raw)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA device here")
     torch.manual_seed(0)
     model = HookedFixedIdLM(ModelConfig.preset(args.shape, interface="canonical")).to(device).eval()
     T = min(model.cfg.context, 512)
+    if args.memory_only:
+        return memory(model, args, model.cfg.d_model, args.expansion * model.cfg.d_model, T, device)
     windows = torch.randint(0, model.cfg.vocab_size, (max(1, args.tokens // T), T))
     acts = torch.cat([model_activations(model, windows[i:i + 4], [args.hook])[0] for i in range(0, len(windows), 4)])
     d = acts.shape[1]
