@@ -196,8 +196,8 @@ def attribution_graph(model, tokens, transcoders: dict[int, SparseDictionary], *
             out = _replacement(model, tokens, transcoders, frozen, e, a, r, chunk)
             grads = torch.autograd.grad(out.sum(), [e, *a, *r], allow_unused=True)
         with torch.no_grad():
-            zero = _replacement(model, tokens, transcoders, frozen, torch.zeros_like(e), [torch.zeros_like(x) for x in a],
-                                [torch.zeros_like(x) for x in r], chunk)
+            zero = _replacement(model, tokens, transcoders, frozen, torch.zeros_like(e),
+                                [torch.zeros_like(x) for x in a], [torch.zeros_like(x) for x in r], chunk)
         g_e, g_a, g_r = grads[0], grads[1:1 + n_layers], grads[1 + n_layers:]
         w_in = (e.detach() * g_e) if g_e is not None else torch.zeros_like(e)
         w_in = (w_in @ cols.T).reshape(B, -1) if cols is not None else w_in.sum(-1)

@@ -22,7 +22,7 @@ from analysis.errors import AnalysisError
 HELP = "sparse-dictionary latents read against the code across depth, token features, matching across seeds/variants"
 EXAMPLES = """
   fixedid-analyze features --ckpt fixedid-demo/checkpoints/canonical --ckpt fixedid-demo/checkpoints/gf2
-  fixedid-analyze features --ckpt canonical-s0=runs/s0/canonical --ckpt canonical-s1=runs/s1/canonical --dictionary-seeds 2
+  fixedid-analyze features --ckpt fixedid-demo/checkpoints/learned --ckpt fixedid-demo/checkpoints/gf2 --dictionary-seeds 2
 """
 
 

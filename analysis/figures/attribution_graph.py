@@ -33,7 +33,7 @@ def _layout(nodes: pd.DataFrame) -> pd.DataFrame:
 def graph_figure(graphs: dict, *, max_edges: int = 400):
     """The pruned graph of each ``{title: AttributionGraph}``, one panel each: kept nodes (square: input, circle:
     transcoder feature, diamond: error, triangle: logit; input nodes only where a drawn edge leaves them) and the
-    ``max_edges`` strongest kept edges (width: |weight| relative to the panel's largest; blue positive, red
+    ``max_edges`` strongest kept edges (width: the absolute weight relative to the panel's largest; blue positive, red
     negative)."""
     fig, axes = subplots(2, height=2.3 * len(graphs), nrows=len(graphs))
     for ax, (title, g) in zip(axes[:, 0], graphs.items()):
