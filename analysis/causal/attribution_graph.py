@@ -24,7 +24,8 @@ edges are in ``edges`` so that every row sums.
 
 Tables: ``nodes`` (``id``, ``kind`` in ``input|feature|error|logit|bias``, ``layer``, ``position``, ``token``,
 ``feature`` - the transcoder latent, the code column of an input bit, the vocabulary id of a logit -, ``activation``,
-``input``, ``influence``, ``kept``) and ``edges`` (``source``, ``target``, ``weight``, ``kept``).
+``input``, ``influence``, ``kept``; a logit node's ``token`` is the token it predicts) and ``edges`` (``source``,
+``target``, ``weight``, ``kept``).
 """
 
 from __future__ import annotations
@@ -176,6 +177,8 @@ def attribution_graph(model, tokens, transcoders: dict[int, SparseDictionary], *
               "activation": float(probs[v])} for v in top]
     nodes = pd.DataFrame(rows)
     nodes["token"] = [str_tok[p] for p in nodes.position]
+    if getattr(model, "tokenizer", None) is not None:  # a logit node's token is the one it predicts
+        nodes.loc[nodes.kind == "logit", "token"] = model.to_str_tokens(top)
     n_feat, n_err = len(feat), n_layers * T
     n_in = T * (len(cols) if cols is not None else 1)
     N = len(nodes)
@@ -244,7 +247,7 @@ def attribution_graph(model, tokens, transcoders: dict[int, SparseDictionary], *
     scores = graph_scores(adjacency, logit_weights, kinds)
     return AttributionGraph(nodes, edges, adjacency, scores, last[top].double().cpu().numpy(),
                             {"n_features": n_feat, "n_errors": n_err, "n_inputs": n_in, "n_logits": n_logit,
-                             "prompt": str_tok, "pruned": prune_graph})
+                             "prompt": str_tok, "token_ids": tokens.tolist(), "pruned": prune_graph})
 
 
 def logit_shares(graph: AttributionGraph) -> dict:

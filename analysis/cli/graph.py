@@ -7,8 +7,10 @@ For each checkpoint, one TopK transcoder per layer is trained on its validation 
 ``--transcoders DIR``: a ``fixedid-analyze sae --kind transcoder`` output with one per layer), then each prompt's graph
 is built. Writes ``graph_nodes.csv`` and ``graph_edges.csv`` (every node and edge, with ``kept`` after pruning),
 ``graph_scores.csv`` (replacement and completeness scores, the logits' attribution split by node kind, per graph),
-``graph_bits.csv`` (the input nodes' influence by code column), the transcoders in SAELens's layout, and
-``graph.png``/``.pdf`` (the first prompt's pruned graph of each checkpoint).
+``graph_bits.csv`` (the input nodes' influence by code column), ``graphs/<checkpoint>-<prompt>.json`` (the pruned graph
+in circuit-tracer's graph-file schema) and ``.html`` (an offline view: hover a node for its activation, influence and a
+feature's top tokens), the transcoders in SAELens's layout, and ``graph.png``/``.pdf`` (the first prompt's pruned
+graph of each checkpoint).
 """
 
 from __future__ import annotations
@@ -72,6 +74,21 @@ def _prompts(model, args) -> list:
     return out
 
 
+def _examples(model, tcs: dict, g) -> dict:
+    """The top tokens of the graph's kept features on 4,096 held-out tokens, keyed as the graph JSON names them."""
+    from analysis.causal.graph_export import feature_examples
+    from analysis.features.run import split_windows
+
+    kept = g.nodes[g.nodes.kept & (g.nodes.kind == "feature")]
+    feats = list(zip(kept.layer.astype(int), kept.feature.astype(int)))
+    if not feats:
+        return {}
+    _, held = split_windows(model, train_tokens=1024, eval_tokens=4096)
+    found = feature_examples(model, tcs, held, feats)
+    return {f"{L}_{f}_{p}": found[(L, f)] for L, f, p in zip(kept.layer.astype(int), kept.feature.astype(int),
+                                                               kept.position.astype(int))}
+
+
 def _transcoders(model, name: str, args) -> dict:
     from analysis.features.run import dictionary_config, split_windows
     from analysis.features.saelens_format import load_dictionary
@@ -101,11 +118,13 @@ def run(args) -> int:
     import pandas as pd
 
     from analysis.causal.attribution_graph import attribution_graph, input_influence, logit_shares
+    from analysis.causal.graph_export import graph_html, graph_json
+    from fixedid.atomic import write_text_atomic
     from analysis.features.saelens_format import save_dictionary
     from analysis.figures.attribution_graph import graph_figure
     from analysis.figures.style import save_figure
     from analysis.loading import load
-    from analysis.outputs import write_csv
+    from analysis.outputs import write_csv, write_json
 
     named = parse_checkpoints(args.ckpt)
     for opt, value in (("--expansion", args.expansion), ("--k", args.k), ("--tokens", args.tokens),
@@ -119,7 +138,7 @@ def run(args) -> int:
     out = output_dir(args, "graph", named)
     models = {name: load(path) for name, path in named.items()}
     prompts = {name: _prompts(m, args) for name, m in models.items()}  # every prompt checked before training
-    nodes, edges, scores, bits, first, keep = [], [], [], [], {}, []
+    nodes, edges, scores, bits, first, keep, pages = [], [], [], [], {}, [], []
     for name, model in models.items():
         tcs = _transcoders(model, name, args)
         keep += [(d, out / name / "transcoders" / f"blocks.{L}.ln2.hook_normalized-transcoder-{d.cfg.arch}",
@@ -136,11 +155,18 @@ def run(args) -> int:
                                          "nodes_kept": int(g.nodes.kept.sum()) - 1,
                                          "edges_kept": int(g.edges.kept.sum())}]))
             bits.append(input_influence(g).assign(**tag))
+            data = graph_json(g, slug=f"{name}-{i}", scan=f"fixedid-{name}",
+                              transcoders=[d.cfg.hook_name for d in tcs.values()], node_threshold=args.node_threshold)
+            pages.append((out / "graphs" / f"{name}-{i}", data,
+                          graph_html(data, _examples(model, tcs, g), title=f"{name}: prompt {i}")))
             first.setdefault(name, g)
             print(f"  {name} prompt {i}: replacement {g.scores['replacement']:.3f}, completeness "
                   f"{g.scores['completeness']:.3f} ({g.attrs['n_features']} active features)")
     for d, folder, model_name in keep:
         save_dictionary(d, folder, model_name=model_name)
+    for stem, data, page in pages:
+        write_json(data, stem.with_suffix(".json"))
+        write_text_atomic(stem.with_suffix(".html"), page)
     for df, stem in ((nodes, "graph_nodes"), (edges, "graph_edges"), (scores, "graph_scores"), (bits, "graph_bits")):
         table = pd.concat(df, ignore_index=True)
         write_csv(table[["variant", "prompt"] + [c for c in table.columns if c not in ("variant", "prompt")]],

@@ -17,6 +17,14 @@ from analysis.features import dictionary_config, split_windows, train_dictionary
 
 
 @pytest.fixture(scope="module")
+def model(tmp_path_factory, tokenizer):
+    """One fixed-code checkpoint (the graph treats canonical and gf2 alike: one input node per code column)."""
+    from tests._helpers import tiny_checkpoint
+
+    return tiny_checkpoint(tmp_path_factory, tokenizer, "gf2")
+
+
+@pytest.fixture(scope="module")
 def transcoders(model):
     train, _ = split_windows(model, train_tokens=4096, eval_tokens=512)
     out = {}
@@ -148,3 +156,59 @@ def test_the_graph_verb_writes_tables_and_a_figure(model, tmp_path, capsys):
     assert set(nodes.kind) == {"input", "feature", "error", "logit", "bias"}
     assert (out / "graph.png").stat().st_size > 5000 and (out / "graph_edges.csv").exists()
     assert (out / "m" / "transcoders" / "blocks.0.ln2.hook_normalized-transcoder-topk" / "cfg.json").exists()
+    assert (out / "graphs" / "m-0.json").exists() and "graph-data" in (out / "graphs" / "m-0.html").read_text()
+
+
+def test_the_graph_json_is_circuit_tracers_schema_and_the_page_renders_in_a_real_browser(model, transcoders, prompt,
+                                                                                        tmp_path):
+    import json
+    import os
+    import re
+    import shutil
+    import subprocess
+
+    from analysis.causal.graph_export import feature_examples, graph_html, graph_json
+
+    g = attribution_graph(model, prompt, transcoders, max_logits=3, desired_prob=1.0, batch=16)
+    data = graph_json(g, slug="t", scan="fixedid-test", transcoders=["a", "b"])
+    assert set(data) == {"metadata", "qParams", "nodes", "links"} and data["metadata"]["schema_version"] == 1
+    ids = [n["node_id"] for n in data["nodes"]]
+    assert len(ids) == len(set(ids)) == int(g.nodes.kept.sum()) - 1  # every kept node but the bias
+    kinds = {n["feature_type"] for n in data["nodes"]}
+    assert kinds <= {"embedding", "cross layer transcoder", "mlp reconstruction error", "logit"}
+    for n in data["nodes"]:
+        pattern = {"cross layer transcoder": r"\d+_\d+_\d+", "mlp reconstruction error": r"\d+_-1_\d+",
+                   "embedding": r"E_\d+_\d+(_b\d+)?", "logit": rf"{model.cfg.n_layers + 1}_\d+_\d+"}
+        assert re.fullmatch(pattern[n["feature_type"]], n["node_id"]), n
+    assert {l["source"] for l in data["links"]} | {l["target"] for l in data["links"]} <= set(ids)
+    kept = g.edges[g.edges.kept & (g.edges.source != "bias") & g.edges.source.isin(g.nodes.id[g.nodes.kept])
+                   & g.edges.target.isin(g.nodes.id[g.nodes.kept])]
+    assert len(data["links"]) == len(kept)
+    assert sorted(l["weight"] for l in data["links"]) == pytest.approx(sorted(kept.weight))
+    logits = [n for n in data["nodes"] if n["feature_type"] == "logit"]
+    assert sum(n["is_target_logit"] for n in logits) == 1 and json.dumps(data)  # serialisable
+    # top tokens of two kept features, by brute force over the activations
+    held = split_windows(model, train_tokens=512, eval_tokens=1024)[1]
+    feats = g.nodes[g.nodes.kept & (g.nodes.kind == "feature")].head(2)
+    pairs = list(zip(feats.layer.astype(int), feats.feature.astype(int)))
+    ex = feature_examples(model, transcoders, held, pairs, top=3)
+    L, f = pairs[0]
+    with torch.no_grad():
+        acts = model.run_with_cache(held, names_filter=[f"blocks.{L}.ln2.hook_normalized"])[1]
+        a = transcoders[L].encode(acts[f"blocks.{L}.ln2.hook_normalized"].reshape(-1, model.cfg.d_model))[:, f]
+    assert [v for _, v in ex[(L, f)]] == pytest.approx(a.sort(descending=True).values[:len(ex[(L, f)])].tolist(),
+                                                      rel=1e-5)
+    page = tmp_path / "graph.html"
+    page.write_text(graph_html(data, {f"{L}_{f}_0": ex[(L, f)]}))
+    assert "<script src" not in page.read_text() and "https://" not in page.read_text()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("FIXEDID_REQUIRE_BROWSER") == "1":
+            pytest.fail("chromium is required here (.ci/run installs Debian's chromium)")
+        pytest.skip("no chromium on this machine (apt-get install chromium; .ci/run installs it)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom"]
+    dom = subprocess.run([chromium, *flags, page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    assert f'data-rendered="{len(ids)}"' in dom
+    assert dom.count('class="node"') == len(ids) and dom.count('class="edge"') == len(data["links"])
+    assert all(f'data-node-id="{i}"' in dom for i in ids)

@@ -84,7 +84,8 @@ def test_token_purity_by_counting():
     assert share["n_token_features"] == sum(per.top_share[j] >= 0.5 for j in scored)
 
 
-def test_matching_against_numpy_and_every_assignment(model):
+def test_matching_against_numpy_and_every_assignment(gf2):
+    model = gf2
     lat_a, dense_a = _synthetic(seed=3)
     dense_b = np.where(dense_a[:, ::-1] > 0, np.random.default_rng(4).random(dense_a.shape), 0).astype(np.float32)
     dense_b[:, 3] += dense_a[:, 2]  # one latent of b partly follows one of a
@@ -109,14 +110,24 @@ def test_matching_against_numpy_and_every_assignment(model):
 
 
 @pytest.fixture(scope="module")
-def survey(model, learned):
-    return feature_survey({"learned": learned, "code": model}, sites=["blocks.0.hook_resid_pre",
+def gf2(tmp_path_factory, tokenizer):
+    """One fixed-code checkpoint for the tests whose answer does not depend on which code (gf2 carries both the code
+    and the id's bits as families)."""
+    from tests._helpers import tiny_checkpoint
+
+    return tiny_checkpoint(tmp_path_factory, tokenizer, "gf2")
+
+
+@pytest.fixture(scope="module")
+def survey(gf2, learned):
+    return feature_survey({"learned": learned, "code": gf2}, sites=["blocks.0.hook_resid_pre",
                                                                       "blocks.1.hook_resid_post"],
                           train_tokens=4096, eval_tokens=1024, expansion=2, k=4, dictionary_seeds=2,
                           batch_tokens=256, progress=False)
 
 
-def test_a_dictionary_matches_itself_and_shares_nothing_with_its_null(model):
+def test_a_dictionary_matches_itself_and_shares_nothing_with_its_null(gf2):
+    model = gf2
     train, held = split_windows(model, train_tokens=4096, eval_tokens=1024)
     cfg = dictionary_config(model, hook="blocks.1.hook_resid_post", expansion=2, k=4)
     d, _ = train_dictionary(model, cfg, train, batch_tokens=256, progress=False)
@@ -130,7 +141,8 @@ def test_a_dictionary_matches_itself_and_shares_nothing_with_its_null(model):
     assert (m.null < 0.7).all(), m
 
 
-def test_the_survey_reads_every_model_site_and_reference(survey, model):
+def test_the_survey_reads_every_model_site_and_reference(survey, gf2):
+    model = gf2
     code, tokens, matching, dicts = (survey[k] for k in ("code", "tokens", "matching", "dictionaries"))
     runs = code.drop_duplicates(["model", "init", "dict_seed", "hook"])
     assert len(runs) == 2 * (2 * 2 + 2)  # sites x (models x dictionary seeds + twins)
@@ -154,7 +166,8 @@ def test_pairs_and_depths_are_named_for_what_they_are(model, learned):
                                     "blocks.1.hook_resid_post")] == [0, 1, 1.5, 2]
 
 
-def test_the_features_verb_writes_tables_and_figures(model, learned, tmp_path, capsys):
+def test_the_features_verb_writes_tables_and_figures(gf2, learned, tmp_path, capsys):
+    model = gf2
     out = tmp_path / "f"
     with pytest.raises(SystemExit) as e:
         analyze(["features", "--ckpt", f"a={model.ckpt_dir}", "--ckpt", f"b={learned.ckpt_dir}", "--site",
@@ -170,7 +183,8 @@ def test_the_features_verb_writes_tables_and_figures(model, learned, tmp_path, c
     assert "2 dictionaries" in capsys.readouterr().out
 
 
-def test_the_id_bits_top_bit_is_read_apart(survey, model):
+def test_the_id_bits_top_bit_is_read_apart(survey, gf2):
+    model = gf2
     from analysis.features.code_reading import bit_groups
 
     code = survey["code"]
