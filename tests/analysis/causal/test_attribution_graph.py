@@ -212,3 +212,52 @@ def test_the_graph_json_is_circuit_tracers_schema_and_the_page_renders_in_a_real
     assert f'data-rendered="{len(ids)}"' in dom
     assert dom.count('class="node"') == len(ids) and dom.count('class="edge"') == len(data["links"])
     assert all(f'data-node-id="{i}"' in dom for i in ids)
+
+
+def test_a_hand_built_circuit_is_recovered():
+    """One block whose head copies code column K of every position, averaged, onto column J of the last position,
+    and an output row for token t that reads column J: the logit's input edges are column J at the last position
+    (directly) and column K at every position (through the head), with weights computed here by hand, and nothing
+    else (the MLP and the transcoder write nothing, so features and errors carry no weight)."""
+    from fixedid import FixedIdLM, ModelConfig
+
+    from analysis.features import DictionaryConfig, SparseDictionary
+
+    n, d, J, K, t, a = 8, 32, 2, 5, 7, 0.5
+    cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=d, n_layers=1, n_heads=1, d_ff=32, context=16,
+                             interface="canonical", n_bits=n, bias=False)
+    m = FixedIdLM(cfg).eval()
+    cols = {j: [c for c in range(d) if c % n == j] for j in (J, K)}  # tiled code: column c carries code column c % n
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        for norm in (m.blocks[0].ln1, m.blocks[0].ln2, m.ln_final):
+            norm.w.fill_(1.0)
+        for ck, cj in zip(cols[K], cols[J]):
+            m.blocks[0].attn.v_proj.weight[ck, ck] = 1.0
+            m.blocks[0].attn.o_proj.weight[cj, ck] = a
+        m.unembed.weight[t, cols[J]] = 1.0
+    tc = SparseDictionary(DictionaryConfig(kind="transcoder", arch="topk", d_in=d, d_out=d, d_sae=16, k=2,
+                                           hook_name="blocks.0.ln2.hook_normalized",
+                                           hook_name_out="blocks.0.hook_mlp_out"))
+    with torch.no_grad():
+        tc.W_dec.zero_()
+        tc.b_dec.zero_()
+    ids = torch.tensor([3, 10, 17, 33, 40, 36])
+    g = attribution_graph(m, ids, {0: tc}, prune_graph=False, max_logits=64, desired_prob=1.0)
+    # by hand: the code rows (+-1, column j is bit n-1-j of the id), RMS scales, the head's uniform pattern
+    eps = m.blocks[0].ln1.eps
+    code = np.array([[1.0 if (i >> (n - 1 - j)) & 1 else -1.0 for j in range(n)] for i in ids.tolist()])
+    e = code[:, np.arange(d) % n]
+    s1 = np.sqrt((e ** 2).mean(1) + eps)
+    x_last = e[-1].copy()
+    x_last[cols[J]] += a * (e[:, cols[K]] / s1[:, None]).mean(0)
+    s_f = np.sqrt((x_last ** 2).mean() + eps)
+    expected = {f"I{len(ids) - 1}:b{J}": e[-1, cols[J]].sum() / s_f}
+    for p in range(len(ids)):
+        expected[f"I{p}:b{K}"] = a / len(ids) * e[p, cols[K]].sum() / (s1[p] * s_f)
+    into = g.edges[(g.edges.target == f"L{t}") & (g.edges.source != "bias")].set_index("source").weight
+    assert set(into.index) == set(expected), into
+    np.testing.assert_allclose(into[list(expected)].to_numpy(), list(expected.values()), rtol=1e-4, atol=1e-6)
+    logit = g.nodes.set_index("id").loc[f"L{t}", "input"]
+    assert logit == pytest.approx(x_last[cols[J]].sum() / s_f, rel=1e-4)
