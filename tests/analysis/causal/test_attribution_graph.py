@@ -261,3 +261,30 @@ def test_a_hand_built_circuit_is_recovered():
     np.testing.assert_allclose(into[list(expected)].to_numpy(), list(expected.values()), rtol=1e-4, atol=1e-6)
     logit = g.nodes.set_index("id").loc[f"L{t}", "input"]
     assert logit == pytest.approx(x_last[cols[J]].sum() / s_f, rel=1e-4)
+
+
+def test_steering_the_strongest_feature_moves_the_real_logit_the_way_its_edge_says(model, transcoders, prompt, full):
+    """In the real model (nothing frozen), adding a tenth of a feature's decoder write at its position moves the top
+    logit in the direction of the feature's edge into it, for the two last-layer features at the last position with
+    the strongest edges (their only path to the logit is the direct one; the size differs, as the final norm's scale,
+    frozen in the graph, moves in the real model)."""
+    top_logit = full.nodes[full.nodes.kind == "logit"].iloc[0]
+    last = f"F{model.cfg.n_layers - 1}:{len(prompt) - 1}:"
+    into = full.edges[(full.edges.target == top_logit.id) & full.edges.source.str.startswith(last)]
+    strongest = into.reindex(into.weight.abs().sort_values(ascending=False).index).head(2)
+    nodes = full.nodes.set_index("id")
+    with torch.no_grad():
+        base = model(prompt[None])[0, -1, int(top_logit.feature)]
+        for src, w in zip(strongest.source, strongest.weight):
+            n = nodes.loc[src]
+            write = 0.1 * n.activation * transcoders[int(n.layer)].W_dec[int(n.feature)]
+
+            def add(t, hook, p=int(n.position), write=write):
+                t = t.clone()
+                t[:, p] += write.to(t.dtype)
+                return t
+
+            moved = model.run_with_hooks(prompt[None], fwd_hooks=[(f"blocks.{int(n.layer)}.hook_mlp_out", add)])
+            change = float(moved[0, -1, int(top_logit.feature)] - base)
+            assert np.sign(change) == np.sign(w), (src, w, change)
+    assert len(strongest) == 2
