@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analysis.causal.graph_influence import graph_scores, prune
+from analysis.causal.graph_influence import graph_scores, influence, normalize_rows, prune
 from analysis.errors import AnalysisError
 from analysis.features.dictionary import SparseDictionary
 
@@ -133,6 +133,73 @@ def _replacement(model, tokens, transcoders, frozen, embed, acts, errs, targets)
     return torch.stack(values)
 
 
+def _node_table(model, tokens, embed, acts, errs, cols, probs, top) -> tuple[pd.DataFrame, list[str]]:
+    """The nodes in the adjacency's order - features, errors, inputs, logits - with ``id``, ``kind``, ``layer``,
+    ``position``, ``feature``, ``activation`` and ``token``; and the prompt's tokens as strings."""
+    T, n_layers = len(tokens), model.cfg.n_layers
+    rows = [{"id": f"F{L}:{p}:{f}", "kind": "feature", "layer": L, "position": p, "feature": f,
+             "activation": float(acts[L][p, f])} for L in range(n_layers) for p, f in acts[L].nonzero().tolist()]
+    rows += [{"id": f"E{L}:{p}", "kind": "error", "layer": L, "position": p, "feature": -1,
+              "activation": float(errs[L][p].norm())} for L in range(n_layers) for p in range(T)]
+    if cols is not None:
+        rows += [{"id": f"I{p}:b{j}", "kind": "input", "layer": -1, "position": p, "feature": j,
+                  "activation": float(embed[p][cols[j].bool()][0])} for p in range(T) for j in range(len(cols))]
+    else:
+        rows += [{"id": f"I{p}", "kind": "input", "layer": -1, "position": p, "feature": -1,
+                  "activation": float(embed[p].norm())} for p in range(T)]
+    rows += [{"id": f"L{int(v)}", "kind": "logit", "layer": n_layers, "position": T - 1, "feature": int(v),
+              "activation": float(probs[v])} for v in top]
+    nodes = pd.DataFrame(rows)
+    has_tokenizer = getattr(model, "tokenizer", None) is not None
+    prompt = model.to_str_tokens(tokens) if has_tokenizer else [str(int(t)) for t in tokens]
+    nodes["token"] = [prompt[p] for p in nodes.position]
+    if has_tokenizer:  # a logit node's token is the one it predicts
+        nodes.loc[nodes.kind == "logit", "token"] = model.to_str_tokens(top)
+    return nodes, prompt
+
+
+def _source_weights(model, tokens, transcoders, frozen, embed, acts, errs, cols, chunk):
+    """For a batch of targets: the edge weights from every source ``[B, n_features + n_errors + n_inputs]`` (the
+    adjacency's column order), each target's value with the nodes as they are, and with every node at zero."""
+    B, T = len(chunk), len(tokens)
+    e = embed[None].expand(B, -1, -1).clone().requires_grad_(True)
+    a = [x[None].expand(B, -1, -1).clone().requires_grad_(True) for x in acts]
+    r = [x[None].expand(B, -1, -1).clone().requires_grad_(True) for x in errs]
+    with torch.enable_grad():
+        out = _replacement(model, tokens, transcoders, frozen, e, a, r, chunk)
+        grads = torch.autograd.grad(out.sum(), [e, *a, *r], allow_unused=True)
+    with torch.no_grad():
+        zero = _replacement(model, tokens, transcoders, frozen, torch.zeros_like(e),
+                            [torch.zeros_like(x) for x in a], [torch.zeros_like(x) for x in r], chunk)
+    n_layers = len(acts)
+    g_e, g_a, g_r = grads[0], grads[1:1 + n_layers], grads[1 + n_layers:]
+    w_in = e.detach() * g_e if g_e is not None else torch.zeros_like(e)
+    w_in = (w_in @ cols.T).reshape(B, -1) if cols is not None else w_in.sum(-1)
+    w_err = torch.stack([(g * x).sum(-1) if g is not None else torch.zeros(B, T, device=x.device)
+                         for g, x in zip(g_r, errs)], 1).reshape(B, -1)
+    w_feat = []  # features in the node table's order: by layer, then (position, feature) as nonzero() lists them
+    for g, x in zip(g_a, acts):
+        nz = x.nonzero()
+        w_feat.append(g[:, nz[:, 0], nz[:, 1]] * x[nz[:, 0], nz[:, 1]] if g is not None
+                      else torch.zeros(B, len(nz), device=x.device))
+    return torch.cat([*w_feat, w_err, w_in], 1), out.detach(), zero
+
+
+def _tables(nodes: pd.DataFrame, adjacency: np.ndarray, edge_keep: np.ndarray, bias: np.ndarray):
+    """``(nodes, edges)``: every nonzero entry of the adjacency as an edge, and the ``bias`` node with one edge into
+    each target (the targets are the nodes with an ``input``)."""
+    t_idx, s_idx = np.nonzero(adjacency)
+    ids = nodes.id.to_numpy()
+    targets = nodes.input.notna().to_numpy()
+    edges = pd.concat([pd.DataFrame({"source": ids[s_idx], "target": ids[t_idx], "weight": adjacency[t_idx, s_idx],
+                                     "kept": edge_keep[t_idx, s_idx]}),
+                       pd.DataFrame({"source": "bias", "target": ids[targets], "weight": bias[targets],
+                                     "kept": nodes.kept.to_numpy()[targets]})], ignore_index=True)
+    bias_node = pd.DataFrame([{"id": "bias", "kind": "bias", "layer": -1, "position": -1, "feature": -1,
+                               "activation": 1.0, "token": "", "kept": True}])
+    return pd.concat([nodes, bias_node], ignore_index=True), edges
+
+
 def attribution_graph(model, tokens, transcoders: dict[int, SparseDictionary], *, max_logits: int = 10,
                       desired_prob: float = 0.95, batch: int = 64, prune_graph: bool = True,
                       node_threshold: float = 0.8, edge_threshold: float = 0.98,
@@ -151,103 +218,40 @@ def attribution_graph(model, tokens, transcoders: dict[int, SparseDictionary], *
     if not 1 <= max_logits or not 0 < desired_prob <= 1:
         raise AnalysisError(f"max_logits must be >= 1 and desired_prob in (0, 1], got {max_logits}, {desired_prob}")
     transcoders = {L: d.to(device).eval() for L, d in transcoders.items()}
-    T, n_layers = len(tokens), model.cfg.n_layers
     embed, acts, errs, last, frozen = _clean(model, tokens, transcoders)
     probs = last.softmax(-1)
     top = probs.argsort(descending=True)[:max_logits]
-    n_logit = int(min(len(top), int((probs[top].cumsum(0) < desired_prob).sum()) + 1))
-    top = top[:n_logit]
+    top = top[:int(min(len(top), int((probs[top].cumsum(0) < desired_prob).sum()) + 1))]
     cols = _input_columns(model)
-
-    # nodes, in the adjacency's order: features, errors, inputs, logits
-    feat = [(L, int(p), int(f)) for L in range(n_layers) for p, f in acts[L].nonzero().tolist()]
-    str_tok = (model.to_str_tokens(tokens) if getattr(model, "tokenizer", None) is not None
-               else [str(int(t)) for t in tokens])
-    rows = [{"id": f"F{L}:{p}:{f}", "kind": "feature", "layer": L, "position": p, "feature": f,
-             "activation": float(acts[L][p, f])} for L, p, f in feat]
-    rows += [{"id": f"E{L}:{p}", "kind": "error", "layer": L, "position": p, "feature": -1,
-              "activation": float(errs[L][p].norm())} for L in range(n_layers) for p in range(T)]
-    if cols is not None:
-        rows += [{"id": f"I{p}:b{j}", "kind": "input", "layer": -1, "position": p, "feature": j,
-                  "activation": float(embed[p][cols[j].bool()][0])} for p in range(T) for j in range(len(cols))]
-    else:
-        rows += [{"id": f"I{p}", "kind": "input", "layer": -1, "position": p, "feature": -1,
-                  "activation": float(embed[p].norm())} for p in range(T)]
-    rows += [{"id": f"L{int(v)}", "kind": "logit", "layer": n_layers, "position": T - 1, "feature": int(v),
-              "activation": float(probs[v])} for v in top]
-    nodes = pd.DataFrame(rows)
-    nodes["token"] = [str_tok[p] for p in nodes.position]
-    if getattr(model, "tokenizer", None) is not None:  # a logit node's token is the one it predicts
-        nodes.loc[nodes.kind == "logit", "token"] = model.to_str_tokens(top)
-    n_feat, n_err = len(feat), n_layers * T
-    n_in = T * (len(cols) if cols is not None else 1)
-    N = len(nodes)
-    adjacency = np.zeros((N, N))
-    bias = np.zeros(N)
-    value = np.full(N, np.nan)
-
-    targets = [("feature", L, p, f) for L, p, f in feat] + [("logit", n_layers, T - 1, int(v)) for v in top]
-    target_rows = list(range(n_feat)) + list(range(N - n_logit, N))
-    f_index = {k: i for i, k in enumerate(feat)}
-    for start in tqdm(range(0, len(targets), batch), disable=not progress, desc="graph", unit="batch"):
-        chunk, rows_b = targets[start:start + batch], target_rows[start:start + batch]
-        B = len(chunk)
-        e = embed[None].expand(B, -1, -1).clone().requires_grad_(True)
-        a = [x[None].expand(B, -1, -1).clone().requires_grad_(True) for x in acts]
-        r = [x[None].expand(B, -1, -1).clone().requires_grad_(True) for x in errs]
-        with torch.enable_grad():
-            out = _replacement(model, tokens, transcoders, frozen, e, a, r, chunk)
-            grads = torch.autograd.grad(out.sum(), [e, *a, *r], allow_unused=True)
-        with torch.no_grad():
-            zero = _replacement(model, tokens, transcoders, frozen, torch.zeros_like(e),
-                                [torch.zeros_like(x) for x in a], [torch.zeros_like(x) for x in r], chunk)
-        g_e, g_a, g_r = grads[0], grads[1:1 + n_layers], grads[1 + n_layers:]
-        w_in = (e.detach() * g_e) if g_e is not None else torch.zeros_like(e)
-        w_in = (w_in @ cols.T).reshape(B, -1) if cols is not None else w_in.sum(-1)
-        w_err = torch.stack([(g * x).sum(-1) if g is not None else torch.zeros(B, T, device=device)
-                             for g, x in zip(g_r, errs)], 1).reshape(B, -1)
-        w_feat = torch.zeros(B, n_feat, device=device)
-        for L in range(n_layers):
-            if g_a[L] is None:
-                continue
-            idx = [f_index[(L, p, f)] for p, f in acts[L].nonzero().tolist()]
-            if idx:
-                nz = acts[L].nonzero()
-                w_feat[:, idx] = g_a[L][:, nz[:, 0], nz[:, 1]] * acts[L][nz[:, 0], nz[:, 1]]
-        adjacency[rows_b, :n_feat] = w_feat.double().cpu().numpy()
-        adjacency[rows_b, n_feat:n_feat + n_err] = w_err.double().cpu().numpy()
-        adjacency[rows_b, n_feat + n_err:n_feat + n_err + n_in] = w_in.double().cpu().numpy()
-        value[rows_b] = out.detach().double().cpu().numpy()
-        bias[rows_b] = zero.double().cpu().numpy()
-
+    nodes, prompt = _node_table(model, tokens, embed, acts, errs, cols, probs, top)
     kinds = nodes.kind.to_numpy()
+    N, n_sources = len(nodes), int((kinds != "logit").sum())
+    adjacency, bias, value = np.zeros((N, N)), np.zeros(N), np.full(N, np.nan)
+    feats = nodes[kinds == "feature"]
+    targets = [("feature", L, p, f) for L, p, f in zip(feats.layer, feats.position, feats.feature)]
+    targets += [("logit", model.cfg.n_layers, len(tokens) - 1, int(v)) for v in top]
+    target_rows = np.flatnonzero((kinds == "feature") | (kinds == "logit"))
+    for start in tqdm(range(0, len(targets), batch), disable=not progress, desc="graph", unit="batch"):
+        rows = target_rows[start:start + batch]
+        w, out, zero = _source_weights(model, tokens, transcoders, frozen, embed, acts, errs, cols,
+                                       targets[start:start + batch])
+        adjacency[rows, :n_sources] = w.double().cpu().numpy()
+        value[rows] = out.double().cpu().numpy()
+        bias[rows] = zero.double().cpu().numpy()
+
     logit_weights = np.zeros(N)
-    logit_weights[N - n_logit:] = probs[top].double().cpu().numpy()
+    logit_weights[kinds == "logit"] = probs[top].double().cpu().numpy()
     if prune_graph:
         keep, edge_keep, node_inf = prune(adjacency, logit_weights, kinds, node_threshold=node_threshold,
                                           edge_threshold=edge_threshold)
     else:
-        from analysis.causal.graph_influence import influence, normalize_rows
-
         node_inf = influence(normalize_rows(adjacency), logit_weights)
         keep, edge_keep = np.ones(N, bool), adjacency != 0
-    nodes["input"] = value
-    nodes["influence"] = node_inf
-    nodes["kept"] = keep
-    t_idx, s_idx = np.nonzero(adjacency)
-    ids = nodes.id.to_numpy()
-    edges = pd.DataFrame({"source": ids[s_idx], "target": ids[t_idx], "weight": adjacency[t_idx, s_idx],
-                          "kept": edge_keep[t_idx, s_idx]})
-    has_bias = ~np.isnan(value)
-    edges = pd.concat([edges, pd.DataFrame({"source": "bias", "target": ids[has_bias], "weight": bias[has_bias],
-                                            "kept": keep[has_bias]})], ignore_index=True)
-    nodes = pd.concat([nodes, pd.DataFrame([{"id": "bias", "kind": "bias", "layer": -1, "position": -1,
-                                             "feature": -1, "activation": 1.0, "token": "", "kept": True}])],
-                      ignore_index=True)
-    scores = graph_scores(adjacency, logit_weights, kinds)
-    return AttributionGraph(nodes, edges, adjacency, scores, last[top].double().cpu().numpy(),
-                            {"n_features": n_feat, "n_errors": n_err, "n_inputs": n_in, "n_logits": n_logit,
-                             "prompt": str_tok, "token_ids": tokens.tolist(), "pruned": prune_graph})
+    nodes, edges = _tables(nodes.assign(input=value, influence=node_inf, kept=keep), adjacency, edge_keep, bias)
+    counts = {f"n_{k}s": int((kinds == k).sum()) for k in ("feature", "error", "input", "logit")}
+    return AttributionGraph(nodes, edges, adjacency, graph_scores(adjacency, logit_weights, kinds),
+                            last[top].double().cpu().numpy(),
+                            {**counts, "prompt": prompt, "token_ids": tokens.tolist(), "pruned": prune_graph})
 
 
 def logit_shares(graph: AttributionGraph) -> dict:

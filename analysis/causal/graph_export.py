@@ -43,7 +43,7 @@ def graph_json(graph: AttributionGraph, *, slug: str, scan: str, transcoders: li
     n_layers = int(nodes.layer.max())
     prompt = graph.attrs["prompt"]
     ids = graph.attrs.get("token_ids") or [0] * len(prompt)
-    out, rename = [], {}
+    out, rename, seen_logit = [], {}, False
     for i, r in nodes.iterrows():
         if not r.kept:
             continue
@@ -63,10 +63,11 @@ def graph_json(graph: AttributionGraph, *, slug: str, scan: str, transcoders: li
             node = {**base, "node_id": nid, "feature": f if f >= 0 else p, "layer": "E", "feature_type": "embedding",
                     "jsNodeId": f"E_{ids[p]}-{p}" + (f"b{f}" if f >= 0 else ""), "activation": None}
         else:
-            nid = f"{n_layers + 1}_{f}_{p}"
+            nid, first_logit = f"{n_layers + 1}_{f}_{p}", not seen_logit
+            seen_logit = True
             node = {**base, "node_id": nid, "feature": f, "layer": str(n_layers + 1), "feature_type": "logit",
                     "jsNodeId": f"L_{f}-{p}", "token_prob": float(r.activation), "influence": None,
-                    "activation": None, "is_target_logit": not out or all(n["feature_type"] != "logit" for n in out),
+                    "activation": None, "is_target_logit": first_logit,
                     "clerp": f'Output "{r.token}" (p={float(r.activation):.3f})'}
         rename[r.id] = nid
         out.append(node)

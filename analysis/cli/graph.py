@@ -74,16 +74,15 @@ def _prompts(model, args) -> list:
     return out
 
 
-def _examples(model, tcs: dict, g) -> dict:
-    """The top tokens of the graph's kept features on 4,096 held-out tokens, keyed as the graph JSON names them."""
+def _examples(model, tcs: dict, g, held) -> dict:
+    """The top tokens of the graph's kept features on the held-out windows ``held``, keyed as the graph JSON names
+    them."""
     from analysis.causal.graph_export import feature_examples
-    from analysis.features.run import split_windows
 
     kept = g.nodes[g.nodes.kept & (g.nodes.kind == "feature")]
     feats = list(zip(kept.layer.astype(int), kept.feature.astype(int)))
     if not feats:
         return {}
-    _, held = split_windows(model, train_tokens=1024, eval_tokens=4096)
     found = feature_examples(model, tcs, held, feats)
     return {f"{L}_{f}_{p}": found[(L, f)] for L, f, p in zip(kept.layer.astype(int), kept.feature.astype(int),
                                                                kept.position.astype(int))}
@@ -119,6 +118,7 @@ def run(args) -> int:
 
     from analysis.causal.attribution_graph import attribution_graph, input_influence, logit_shares
     from analysis.causal.graph_export import graph_html, graph_json
+    from analysis.features.run import split_windows
     from fixedid.atomic import write_text_atomic
     from analysis.features.saelens_format import save_dictionary
     from analysis.figures.attribution_graph import graph_figure
@@ -143,6 +143,7 @@ def run(args) -> int:
         tcs = _transcoders(model, name, args)
         keep += [(d, out / name / "transcoders" / f"blocks.{L}.ln2.hook_normalized-transcoder-{d.cfg.arch}",
                   str(named[name])) for L, d in tcs.items()]
+        held = split_windows(model, train_tokens=1024, eval_tokens=4096)[1]  # where features show their top tokens
         for i, toks in enumerate(prompts[name]):
             g = attribution_graph(model, toks, tcs, max_logits=args.max_logits, desired_prob=args.desired_prob,
                                   prune_graph=not args.no_prune, node_threshold=args.node_threshold,
@@ -158,7 +159,7 @@ def run(args) -> int:
             data = graph_json(g, slug=f"{name}-{i}", scan=f"fixedid-{name}",
                               transcoders=[d.cfg.hook_name for d in tcs.values()], node_threshold=args.node_threshold)
             pages.append((out / "graphs" / f"{name}-{i}", data,
-                          graph_html(data, _examples(model, tcs, g), title=f"{name}: prompt {i}")))
+                          graph_html(data, _examples(model, tcs, g, held), title=f"{name}: prompt {i}")))
             first.setdefault(name, g)
             print(f"  {name} prompt {i}: replacement {g.scores['replacement']:.3f}, completeness "
                   f"{g.scores['completeness']:.3f} ({g.attrs['n_features']} active features)")

@@ -34,12 +34,17 @@ def _unit_rows(w: np.ndarray) -> np.ndarray:
     return w / np.maximum(np.linalg.norm(w, axis=1, keepdims=True), 1e-12)
 
 
+def _unit_decoder(d: SparseDictionary) -> np.ndarray:
+    """The decoder rows ``[d_sae, d_out]`` scaled to unit norm (float64)."""
+    return _unit_rows(d.W_dec.detach().double().cpu().numpy())
+
+
 def decoder_cosines(a: SparseDictionary, b: SparseDictionary) -> np.ndarray:
     """``[d_sae_a, d_sae_b]``: cosines between the two dictionaries' decoder rows (same output width)."""
-    wa, wb = (d.W_dec.detach().double().cpu().numpy() for d in (a, b))
+    wa, wb = _unit_decoder(a), _unit_decoder(b)
     if wa.shape[1] != wb.shape[1]:
         raise AnalysisError(f"decoder directions of width {wa.shape[1]} and {wb.shape[1]} cannot be compared")
-    return _unit_rows(wa) @ _unit_rows(wb).T
+    return wa @ wb.T
 
 
 def _csr(lat: Latents, rows: np.ndarray | None = None) -> sparse.csr_matrix:
@@ -80,7 +85,7 @@ def match_dictionaries(a: SparseDictionary, b: SparseDictionary, lat_a: Latents,
     alive_a, alive_b = np.flatnonzero(lat_a.fires() > 0), np.flatnonzero(lat_b.fires() > 0)
     rng = np.random.default_rng([int(seed), 31])
     cos = decoder_cosines(a, b)[np.ix_(alive_a, alive_b)]
-    wa = _unit_rows(a.W_dec.detach().double().cpu().numpy()[alive_a])
+    wa = _unit_decoder(a)[alive_a]
     null_cos = wa @ _unit_rows(rng.standard_normal((len(alive_b), wa.shape[1]))).T
     corr = activation_correlations(lat_a, lat_b)[np.ix_(alive_a, alive_b)]
     null_corr = activation_correlations(lat_a, lat_b, rows=rng.permutation(lat_b.n_tokens))[np.ix_(alive_a, alive_b)]

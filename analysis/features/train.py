@@ -72,8 +72,8 @@ def train_on_activations(cfg: DictionaryConfig, acts: torch.Tensor, targets: tor
     return fit_on_batches(cfg, batches, acts.shape[0], device=acts.device, seed=seed, **kw)
 
 
-def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr: float | None = None, seed: int = 0, dead_tokens: int | None = None,
-                   warmup_fraction: float = 0.05, decay_fraction: float = 0.2, checkpoint_dir=None,
+def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr: float | None = None, seed: int = 0,
+                   dead_tokens: int | None = None, warmup_fraction: float = 0.05, decay_fraction: float = 0.2, checkpoint_dir=None,
                    checkpoint_every: int = 0, progress: bool = True) -> tuple[SparseDictionary, pd.DataFrame]:
     """The training loop over an iterable of activation batches (one tensor per hook of :func:`hooks_of`) that
     together hold ``n_tokens`` tokens (see the module docstring)."""
@@ -84,7 +84,7 @@ def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr:
     opt = torch.optim.Adam(d.parameters(), lr=default_lr(cfg.d_sae, cfg.arch) if lr is None else lr)
     base_lr = opt.param_groups[0]["lr"]
     since_fired = torch.zeros(cfg.d_sae, dtype=torch.long, device=device)
-    history, names, tokens = None, [], []
+    history = _History()
     seen = 0
     steps = None
     bar = tqdm(total=n_tokens, unit="tok", unit_scale=True, desc=f"{cfg.kind} {cfg.arch} {cfg.hook_name}",
@@ -115,18 +115,7 @@ def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr:
             since_fired += x.shape[0]
             since_fired[fired] = 0
         seen += x.shape[0]
-        # the numbers stay on the device, copied into one preallocated tensor: a step never waits to read them, and
-        # no small tensor per step outlives it (thousands of those pin freed pages and grow the CPU heap)
-        values = torch.stack([loss.detach().float(), *(v.float() for v in parts.values()),
-                              dead.float().mean()])
-        if history is None or step >= len(history):
-            grown = torch.zeros(max(steps + 1, 2 * step + 1), len(values), device=values.device)
-            history = values.new_zeros(0, len(values)) if history is None else history
-            grown[:len(history)] = history
-            history = grown
-            names = ["loss", *parts, "dead_fraction"]
-        history[step] = values
-        tokens.append(seen)
+        history.add(seen, {"loss": loss.detach(), **parts, "dead_fraction": dead.float().mean()}, expected=steps)
         bar.update(x.shape[0])
         if step % 20 == 0:
             bar.set_postfix(fvu=f"{parts['fvu']:.3f}", l0=f"{parts['l0']:.1f}")
@@ -136,11 +125,38 @@ def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr:
     bar.close()
     d.fold_input_scaling(s_in, s_out)
     d.eval()
-    # the history's numbers stayed on the device during training (no step waited to read them): read them now
-    table = pd.DataFrame(history[:len(tokens)].cpu().numpy() if history is not None else None, columns=names)
-    table.insert(0, "tokens", tokens)
-    table.insert(0, "step", range(len(tokens)))
-    return d, table
+    return d, history.table()
+
+
+class _History:
+    """The training curves, kept on the device in one preallocated tensor (grown by doubling): a step never waits to
+    read its numbers, and no small tensor per step outlives it (thousands of those pin freed pages and grow the CPU
+    heap with the number of steps)."""
+
+    def __init__(self):
+        self.values: torch.Tensor | None = None
+        self.names: list[str] = []
+        self.tokens: list[int] = []
+
+    def add(self, tokens: int, numbers: dict, *, expected: int) -> None:
+        """One step's 0-d tensors ``numbers`` after ``tokens`` training tokens (``expected`` steps in all)."""
+        row = torch.stack([v.float() for v in numbers.values()])
+        step = len(self.tokens)
+        if self.values is None or step >= len(self.values):
+            grown = row.new_zeros(max(expected + 1, 2 * step + 1), len(row))
+            if self.values is not None:
+                grown[:step] = self.values[:step]
+            self.values, self.names = grown, list(numbers)
+        self.values[step] = row
+        self.tokens.append(tokens)
+
+    def table(self) -> pd.DataFrame:
+        """One row per step: ``step``, ``tokens`` and the numbers (read from the device once, now)."""
+        n = len(self.tokens)
+        table = pd.DataFrame(self.values[:n].cpu().numpy() if n else None, columns=self.names)
+        table.insert(0, "tokens", self.tokens)
+        table.insert(0, "step", range(n))
+        return table
 
 
 
