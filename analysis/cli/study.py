@@ -14,7 +14,7 @@ from fixedid.clitools import ArgumentParser, run_main
 from fixedid.version import __version__
 
 from analysis.errors import AnalysisError
-from analysis.study.pipeline import DEFAULT_VARIANTS, parse_seeds, run_study, run_study_dask
+from analysis.study.pipeline import DEFAULT_VARIANTS, check_analyses, parse_seeds, run_study, run_study_dask
 
 EXAMPLES = """
   fixedid-study run tiny --seeds 0-2 --variants learned,canonical,gf2 --out study-quick   # no controls
@@ -22,6 +22,8 @@ EXAMPLES = """
   fixedid-study run small --seeds 0-4 --out /shared/study --scheduler tcp://10.0.0.5:8786  # an existing cluster
   fixedid-study run small --out /shared/study --slurm --partition gpu --account myproj --max-jobs 8  # Slurm jobs
   fixedid-study run small --out /shared/study --slurm --partition gpu --gpus-per-job 1 --print-job-script
+  fixedid-study run tiny --seeds 5-9 --gf2-seeds 0,1 --out confirm --claims frozen.toml  # test declared claims
+  fixedid-study report study --claims frozen.toml      # rewrite the report and claims.csv from the measurements
   fixedid-analyze figures --results study                                   # redraw its figures from the CSVs
 """
 
@@ -45,12 +47,27 @@ def build_parser() -> ArgumentParser:
                    f"{','.join(DEFAULT_VARIANTS)}, the three and their controls; learned,canonical,gf2 for the three "
                    "alone)")
     r.add_argument("--out", required=True, help="study directory (restartable: finished work is kept)")
+    r.add_argument("--analyses", metavar="NAMES", help="measure only these analyses, comma-separated (the names "
+                   "of analysis.study.analyses.ANALYSES and 'similarity'; default all), e.g. "
+                   "behaviours,loss,eval,interventions for what the default claims read")
+    r.add_argument("--claims", metavar="FILE", help="the claims the report tests (a TOML file of [[claim]] tables, "
+                   "see analysis.study.claims; default: the study's default claims)")
     r.add_argument("--quiet", action="store_true", help="no progress bar and no dashboard address")
     r.add_argument("--retries", type=int, default=0, metavar="N", help="tries again a task that raised, N times "
                    "(default 0; a task whose worker died is rerun anyway, up to 3 times)")
     r.add_argument("--train-cmd", metavar="TEMPLATE", help="run each training as this command, with {python}, "
                    "{config}, {out} and {variant} filled in, e.g. 'torchrun --standalone --nproc_per_node=8 -m "
                    "fixedid.train --config {config} --out {out} --variants {variant} --resume --quiet'")
+    rep = sub.add_parser("report", help="rewrite a study's report, claims.csv, CSVs and figures from its measurements",
+                         description="Rewrite a study directory's report.md, claims.csv, summary, comparisons and "
+                         "figures from the measurements it holds, without measuring again (after a change of the "
+                         "claims, or of the report).", epilog="examples:\n" + EXAMPLES.strip("\n"),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    rep.add_argument("results", metavar="DIR", help="a study directory written by fixedid-study run (its "
+                     "measurements/ or measurements.csv)")
+    rep.add_argument("--claims", metavar="FILE", help="the claims to test (default: the study's default claims)")
+    rep.add_argument("--note", metavar="TEXT", help="a paragraph printed above the claims, e.g. which seeds chose "
+                     "them")
     where = r.add_argument_group("where it runs (default: a Dask cluster of worker processes on this machine)")
     where.add_argument("--workers", type=int, metavar="N", help="worker processes on this machine (default: one per "
                        "GPU, else one per core); 0 runs the study in this process without Dask, one task after "
@@ -118,6 +135,12 @@ def main(argv=None) -> None:
     args = build_parser().parse_args(argv)
 
     def go():
+        if args.command == "report":
+            from analysis.study.pipeline import rewrite_report
+
+            path = rewrite_report(args.results, claims=args.claims, note=args.note)
+            print(f"wrote {path} with claims.csv, its CSVs and figures in {Path(args.results)}")
+            return 0
         _check(args)
         if args.print_job_script:
             from analysis.study.clusters import slurm_job_script
@@ -125,17 +148,20 @@ def main(argv=None) -> None:
             print(slurm_job_script(_slurm_options(args)))
             return 0
         seeds, gf2 = parse_seeds(args.seeds), parse_seeds(args.gf2_seeds, "--gf2-seeds")
+        check_analyses(args.analyses)
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]
         if args.train_cmd is not None:
             from analysis.study.train_cmd import check_train_cmd
 
             check_train_cmd(args.train_cmd)
         if args.workers == 0:
-            path = run_study(args.config, args.out, seeds, gf2, variants=variants, quiet=args.quiet)
+            path = run_study(args.config, args.out, seeds, gf2, variants=variants, claims=args.claims,
+                             analyses_only=args.analyses, quiet=args.quiet)
         else:
             path = run_study_dask(args.config, args.out, seeds, gf2, variants=variants, workers=args.workers,
                                   scheduler=args.scheduler, slurm=_slurm_options(args) if args.slurm else None,
-                                  train_cmd=args.train_cmd, retries=args.retries, quiet=args.quiet)
+                                  train_cmd=args.train_cmd, retries=args.retries, claims=args.claims,
+                                  analyses_only=args.analyses, quiet=args.quiet)
         print(f"wrote {path} with its figures and CSVs in {Path(args.out)}")
         return 0
 

@@ -1,4 +1,5 @@
-"""Paired comparisons between a study's variants over seeds: what each difference is, how sure, and in which family.
+"""Paired comparisons between a study's variants over seeds: what each difference is and how sure (descriptions; a
+study's findings are its claims, :mod:`analysis.study.claims`).
 
 Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis, metric, key, variant, seed, step,
 value``) and, optionally, per-item values (``... , item, value``: the behaviours' per-prompt scores).
@@ -17,10 +18,8 @@ value``) and, optionally, per-item values (``... , item, value``: the behaviours
   out - and the trained recodings for the pooled gf2 variant (``seeds x recodings x prompts``, or ``seeds x
   recodings`` without per-item values). With 2-5 seeds a percentile bootstrap understates the seed variance:
   read it beside the t interval, not instead of it;
-- ``family``: ``primary`` for the declared headline comparisons (:data:`~analysis.study.comparisons.PRIMARY_PAIRS` x
-  :data:`~analysis.study.comparisons.PRIMARY_METRICS` at the final step), ``exploratory`` otherwise; ``family_size`` and
-  ``p_holm``, the Holm adjusted p-value of ``p`` within the primary family (NaN for exploratory rows: read them as
-  such).
+Every row is exploratory and unadjusted: the tested statements, with their families and Holm adjustment, are the
+claims (:func:`analysis.study.claims.claims_table`).
 
 ``gf2 (pooled)`` is the gf2 variant pooled over every trained GF(2) recoding (``gf2``, ``gf2-r1``, ...): its
 per-seed value is the mean over the recodings of that seed. The recodings are crossed with the seeds (``gf2-r1`` is
@@ -34,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.stats import crossed_bootstrap, holm, paired_difference
+from analysis.stats import crossed_bootstrap, paired_difference
 
 #: The columns that name one measurement: analysis, metric and key.
 KEYS = ["analysis", "metric", "key"]
@@ -55,14 +54,9 @@ def variant_order(variants) -> list[str]:
     return sorted(dict.fromkeys(variants), key=lambda v: (_DISPLAY.index(v) if v in _DISPLAY else len(_DISPLAY), v))
 
 
-#: The primary family's pairs (a, b): is a trainable table needed, and is a model tied to its code. With trained
-#: recodings the gf2 side is the pooled variant.
-PRIMARY_PAIRS = (("canonical", "learned"), ("gf2", "canonical"))
-#: The primary family's measurements (analysis, metric), each at every key it has, at the final step.
-PRIMARY_METRICS = (("loss", "val_loss"), ("behaviours", "accuracy"), ("eval", "acc"))
 #: The columns of :func:`~analysis.study.comparisons.compare` (see the module docstring).
 COLUMNS = KEYS + ["step", "a", "b", "n", "diff", "lo", "hi", "p", "p_sign", "identical", "excludes_zero", "exceeds",
-                  "boot_lo", "boot_hi", "boot", "family", "family_size", "p_holm"]
+                  "boot_lo", "boot_hi", "boot"]
 
 
 def recodings_of(variants) -> list[str]:
@@ -146,7 +140,6 @@ def compare(df: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame
     """Every paired comparison of the table (see the module docstring), ``a - b`` with ``b`` the earlier variant
     (canonical - learned, gf2 - canonical)."""
     df = with_pooled(df)
-    final = df.step.max() if len(df) else None
     by_item = _blocks(items, ["seed"], ["variant", "item"])
     blocks = _blocks(df, ["seed"], "variant")
     rows = []
@@ -173,66 +166,7 @@ def compare(df: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame
                     boot = ""
                 rows.append(dict(zip(KEYS + ["step"], k), a=a, b=b, **d, excludes_zero=d["exceeds"], boot_lo=lo_b,
                                  boot_hi=hi_b, boot=boot))
-    out = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("family", "family_size", "p_holm")])
-    return declare_family(out, final)
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def primary_pairs(variants) -> list[tuple[str, str]]:
-    """The primary pairs present: gf2's side pooled over recodings when more than one was trained."""
-    pooled = POOLED in set(variants) or len(recodings_of(variants)) >= 2
-    return [(POOLED if (a == "gf2" and pooled) else a, b) for a, b in PRIMARY_PAIRS]
-
-
-def declare_family(comp: pd.DataFrame, final=None) -> pd.DataFrame:
-    """Mark the primary family (its pairs and metrics at the final step) and Holm-adjust its t-test p-values."""
-    comp = comp.copy()
-    if comp.empty:
-        return comp.assign(family=pd.Series(dtype=str), family_size=pd.Series(dtype=int), p_holm=pd.Series(dtype=float))
-    final = comp.step.max() if final is None else final
-    pairs = set(primary_pairs(set(comp.a) | set(comp.b)))
-    primary = (comp.step == final) & comp.apply(lambda r: (r.a, r.b) in pairs
-                                                and (r.analysis, r.metric) in PRIMARY_METRICS, axis=1)
-    comp["family"] = np.where(primary, "primary", "exploratory")
-    comp["p_holm"] = np.nan
-    if primary.any():
-        comp.loc[primary, "p_holm"] = holm(comp.loc[primary, "p"].to_numpy(float))
-    comp["family_size"] = np.where(primary, int(np.isfinite(comp.loc[primary, "p"]).sum()), 0)
-    return comp[COLUMNS]
-
-
-def family_lines(comp: pd.DataFrame, alpha: float = 0.05) -> list[str]:
-    """The report's section on the primary family: what it is, its size, and each member's adjusted p-value."""
-    fam = comp[comp.family == "primary"]
-    if fam.empty:
-        return []
-    n = int(fam.n.max())
-    lines = ["## The primary comparisons", "",
-             f"Declared before looking: {', '.join(f'{a} - {b}' for a, b in sorted(set(zip(fam.a, fam.b))))} on "
-             f"{', '.join(f'{a} {m}' for a, m in PRIMARY_METRICS)} at the final step - a family of "
-             f"{int(fam.family_size.iloc[0])} tests, Holm-adjusted (family-wise error {alpha:g}, resting on the "
-             "t test: on per-seed differences that are normal, which the seeds cannot check). Every other "
-             "comparison in this report is exploratory (unadjusted). Beside each: the paired t test's p, the exact "
-             f"sign-flip p, which assumes no normality (with {n} seeds it cannot go below {2 / 2 ** n:.3g}), and "
-             "where recorded a bootstrap interval that also resamples the prompts or the trained recodings. For "
-             f"`{POOLED}` the t interval and p are over the per-seed means of the trained recodings, which every "
-             "seed shares: they speak of these recodings, and only the bootstrap over seeds x recodings treats the "
-             "recoding as a random factor (weakly, with few recodings).", "",
-             "| comparison | difference [95% t interval] | bootstrap 95% | p (t) | p (Holm) | p (sign-flip) |",
-             "|---|---|---|---:|---:|---:|"]
-    for r in fam.itertuples():
-        label = f"{r.analysis} {r.metric} ({r.key}): {r.a} - {r.b}"
-        ci = f"{r.diff:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}]" if np.isfinite(r.lo) else f"{r.diff:+.3g}"
-        if r.identical:
-            ci += " (identical on every seed: no test)"
-        boot = f"[{r.boot_lo:+.3g}, {r.boot_hi:+.3g}] ({r.boot})" if r.boot else "-"
-        p = lambda x: "-" if not np.isfinite(x) else f"{x:.3g}"  # noqa: E731
-        mark = " *" if np.isfinite(r.p_holm) and r.p_holm <= alpha else ""
-        lines.append(f"| {label} | {ci} | {boot} | {p(r.p)} | {p(r.p_holm)}{mark} | {p(r.p_sign)} |")
-    k = int((fam.p_holm <= alpha).sum())
-    lines += ["", f"{k} of {int(fam.family_size.iloc[0])} primary comparisons have a Holm-adjusted p <= {alpha:g} "
-              "(marked *).", ""]
-    return lines
-
-
-__all__ = ["compare", "declare_family", "family_lines", "with_pooled", "recodings_of", "primary_pairs", "POOLED",
-           "PRIMARY_PAIRS", "PRIMARY_METRICS"]
+__all__ = ["compare", "with_pooled", "recodings_of", "POOLED"]

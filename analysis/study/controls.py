@@ -1,4 +1,5 @@
-"""Which of the study's differences survive its controls, and what a number of seeds can show.
+"""The study's controls: each difference measured again with a control in one side's place, and what a number of seeds
+can show.
 
 The study compares ``learned`` with ``canonical`` (is a trainable input table needed?) and ``canonical`` with
 ``gf2`` (is the model tied to one code?). Each control swaps one side of such a difference for a variant that
@@ -16,10 +17,12 @@ removes one explanation, and the difference is measured again, paired over the s
 :func:`~analysis.study.controls.control_table` gives, per metric and control, the base difference and the controlled one
 (paired mean differences over seeds with Student-t 95% intervals) and each one's *conclusion*: ``a > b`` or ``a < b``
 when the interval (mean +- t x the standard error over seeds) excludes 0, else ``interval includes 0`` (``identical on
-every seed`` when the differences have no variance, which is no evidence either way). These checks are exploratory:
-they are not adjusted for multiplicity (the report's primary family is). A difference (an interval that excludes
-0) *survives* a control when the controlled conclusion is the same; :func:`~analysis.study.controls.outcome` also names
-the other cases (gone, reversed, a difference that appears only with the control, none either way).
+every seed`` when the differences have no variance, which is no evidence either way). These columns describe two
+intervals side by side and are exploratory (unadjusted); :func:`~analysis.study.controls.outcome` names how they relate
+(the same, gone, reversed, appearing only with the control). They are not a test of whether a control changes a
+difference: that is an interaction claim (the difference-in-differences with its own interval and p, Holm-adjusted
+within the control family) in the study's claims (:mod:`analysis.study.claims`), the only place a report draws a
+conclusion.
 :func:`~analysis.study.controls.seeds_statement` says what ``n`` seeds can and cannot show, from the t quantile itself.
 """
 
@@ -124,26 +127,24 @@ def control_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
 
 
 def control_lines(table: pd.DataFrame) -> list[str]:
-    """The report's section: one markdown table per base difference."""
+    """The report's section on the controls: per base difference, the difference measured again with each control in
+    place of one side, as numbers only (whether a difference survives a control is an interaction claim, tested in
+    the claims table, never read off two intervals)."""
     if table.empty:
         return []
-    out = ["## Which differences survive the controls", "",
+    out = ["## The controls' differences", "",
            "Each control replaces one side of a difference with a variant that removes one explanation; the "
-           "difference is measured again over the same seeds (paired mean [95% interval]). The conclusion of the "
-           "controlled difference is stated in the base difference's terms (e.g. a positive learned - permuted "
-           "loss difference reads learned > canonical). A difference (an interval that excludes 0) survives when the "
-           "control leaves its conclusion unchanged; it is gone when the controlled interval includes 0, reversed "
-           "when it points the other way; a difference that appears only with the control is one the base "
-           "comparison did not show.", ""]
+           "difference is measured again over the same seeds (paired mean [95% t interval], unadjusted). Two intervals "
+           "side by side do not test whether a control changed a difference: that is the difference-in-differences of "
+           "an interaction claim, in the claims above.", ""]
     for base, t in table.groupby("base", sort=False):
-        out += [f"**{base}**", "", "| metric | base difference | control (what it removes) | controlled difference "
-                "| what the control did |", "|---|---|---|---|---|"]
+        out += [f"**{base}**", "", "| metric | base difference | control (what it removes) | controlled difference |",
+                "|---|---|---|---|"]
         for r in t.itertuples():
             metric = f"{r.metric} ({r.key})" if r.key not in ("", "nan") else r.metric
             pct = r.metric == "accuracy"
-            out.append(f"| {metric} | {_cell(r.base_diff, r.base_lo, r.base_hi, pct)}: {r.base_conclusion} | "
-                       f"{r.controlled}: {r.removes} | {_cell(r.control_diff, r.control_lo, r.control_hi, pct)}: "
-                       f"{r.control_conclusion} | {r.outcome} |")
+            out.append(f"| {metric} | {_cell(r.base_diff, r.base_lo, r.base_hi, pct)} | {r.controlled}: {r.removes} | "
+                       f"{_cell(r.control_diff, r.control_lo, r.control_hi, pct)} |")
         out.append("")
     return out
 

@@ -56,6 +56,7 @@ from analysis.errors import AnalysisError
 from analysis.outputs import read_csv
 from analysis.study import analyses
 from analysis.study.analyses import ANALYSES, Analysis, measure, register  # noqa: F401 (the registry's home)
+from analysis.study.claims import DEFAULT_CLAIMS, load_claims
 
 #: The study's three variants, what the training helpers train by default. Every analysis measures them and the further
 #: gf2 recodings; the controls, every analysis not registered with ``controls=False``.
@@ -147,16 +148,38 @@ def _other_seed(seed: int, ckpts: dict) -> int | None:
     return next((s for s in others if s > seed), others[0] if others else None)
 
 
-def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False) -> None:
-    """Every analysis of every checkpoint that has no measurement file yet, and the similarity of the study's
-    variants with its references (:func:`~analysis.study.pipeline.measure_similarity`)."""
+def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, analyses_only=None, quiet: bool = False) -> None:
+    """Every analysis (or those of ``analyses_only``, :func:`check_analyses`) of every checkpoint that has no
+    measurement file yet, and the similarity of the study's variants with its references
+    (:func:`~analysis.study.pipeline.measure_similarity`; unless ``analyses_only`` leaves out ``similarity``)."""
     from tqdm.auto import tqdm
 
-    todo = [m for m in measurement_tasks(cfg, out, ckpts) if not m.path.exists()]
+    todo = [m for m in measurement_tasks(cfg, out, ckpts, analyses_only) if not m.path.exists()]
     loaded: dict = {}
     for m in tqdm(todo, desc="measurements", unit="run", disable=quiet):
         measure_one(m, out, ckpts, loaded)
-    measure_similarity(cfg, out, ckpts, quiet=quiet)
+    if analyses_only is None or SIMILARITY in analyses_only:
+        measure_similarity(cfg, out, ckpts, quiet=quiet)
+
+
+#: The name that selects the similarity of the study's variants (and the overlap of their circuits) in a study's
+#: ``analyses``, beside the names of :data:`~analysis.study.analyses.ANALYSES`.
+SIMILARITY = "similarity"
+
+
+def check_analyses(names) -> list[str] | None:
+    """``names`` (a list, or a comma-separated string) as a list of the study's analyses (the names of
+    :data:`~analysis.study.analyses.ANALYSES` and ``similarity``), or None for all of them; an unknown name raises
+    :class:`~analysis.errors.AnalysisError`."""
+    if names is None:
+        return None
+    names = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    known = list(analyses.ANALYSES) + [SIMILARITY]
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise AnalysisError(f"--analyses {','.join(names)!r}: {'unknown ' + ', '.join(bad) if bad else 'none given'}; "
+                            f"choose from {','.join(known)}")
+    return list(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -172,13 +195,16 @@ class Measurement:
     reference: tuple | None
 
 
-def measurement_tasks(cfg: TrainConfig, out: Path, ckpts: dict) -> list[Measurement]:
-    """Every measurement the study makes of the checkpoints ``ckpts`` (done or not), in the order they run."""
+def measurement_tasks(cfg: TrainConfig, out: Path, ckpts: dict, analyses_only=None) -> list[Measurement]:
+    """Every measurement the study makes of the checkpoints ``ckpts`` (done or not), in the order they run;
+    ``analyses_only``: the analyses to make (default every one)."""
     todo = []
     for (seed, variant), vdir in ckpts.items():
         other = _other_seed(seed, ckpts)
         for step, cdir in checkpoints_of(vdir, cfg).items():
             for analysis, entry in analyses.ANALYSES.items():
+                if analyses_only is not None and analysis not in analyses_only:
+                    continue
                 if not entry.controls and not _is_base(variant):
                     continue
                 if entry.when == "all" or step == cfg.train.steps:
@@ -287,18 +313,24 @@ def collect_items(out: Path) -> pd.DataFrame | None:
 
 
 # ------------------------------------------------------------------------------------------------------- main
-def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, quiet: bool = False) -> Path:
+def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, claims=None, analyses_only=None,
+              quiet: bool = False) -> Path:
     """Train, measure, aggregate and report (see the module docstring); returns the report's path. ``variants``:
-    the trainer's variant names (default: the three and their controls, ``DEFAULT_VARIANTS``). One process, one
-    task after another; :func:`~analysis.study.pipeline.run_study_dask` runs the same study on a Dask cluster."""
+    the trainer's variant names (default: the three and their controls, ``DEFAULT_VARIANTS``); ``claims``: the
+    claims file the report tests (default :data:`analysis.study.claims.DEFAULT_CLAIMS`); ``analyses_only``: the
+    analyses to make (:func:`check_analyses`; default all). One process, one task after another;
+    :func:`~analysis.study.pipeline.run_study_dask` runs the same study on a Dask cluster."""
     cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
+    if claims is not None:
+        load_claims(claims)  # a bad claims file is refused before anything runs
+    analyses_only = check_analyses(analyses_only)
     ckpts = train_all(cfg, out, seeds, gf2_seeds, variants=variants, quiet=quiet)
-    measure_all(cfg, out, ckpts, quiet=quiet)
-    return write_report(cfg, out, seeds, gf2_seeds)
+    measure_all(cfg, out, ckpts, analyses_only=analyses_only, quiet=quiet)
+    return write_report(cfg, out, seeds, gf2_seeds, claims=claims)
 
 
 def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_VARIANTS, *,
-                train_cmd: str | None = None) -> list:
+                train_cmd: str | None = None, claims=None, analyses_only=None) -> list:
     """The study as :class:`analysis.study.graph.Task` s, every task after what it needs:
 
     - ``prepare.<run>``: a training run's data and ``run.json`` (:func:`fixedid.train.loop.prepare_run`);
@@ -306,11 +338,13 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
       run's ``prepare``); done when it is trained to the last step with its snapshots; with ``train_cmd``, run as
       that command (:func:`analysis.study.train_cmd.train_outside`);
     - ``similarity.step<N>``: :func:`~analysis.study.pipeline.measure_similarity` (needs the trainings of the study's
-      own variants);
+      own variants; left out when ``analyses_only`` leaves out ``similarity``);
     - ``measure.seed<S>.<variant>.step<N>.<analysis>``: one measurement (needs the variant's training, and its
-      reference's for the analyses that take one); done when its CSV exists;
-    - ``report.<hash>``: :func:`~analysis.study.pipeline.write_report`, once everything else is done (``<hash>`` names
-      the set of tasks: a study grown by more seeds gets a new report).
+      reference's for the analyses that take one); done when its CSV exists; only the analyses of ``analyses_only``
+      when it is given;
+    - ``report.<hash>``: :func:`~analysis.study.pipeline.write_report` with the claims file ``claims``, once everything
+      else is done (``<hash>`` names the set of tasks and the claims: a study grown by more seeds, or tested on other
+      claims, gets a new report).
 
     A measurement keeps its checkpoint loaded in the worker process for the next (:func:`loaded_models`); a training
     empties that first."""
@@ -340,17 +374,20 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
                               run, 1, device=True))
     ckpts = checkpoint_dirs(cfg, out, seeds, gf2_seeds, variants)
     base = tuple(trains[k] for k in ckpts if _is_base(k[1]))
-    tasks.append(Task(f"similarity.step{cfg.train.steps}", base, lambda: similarity_done(cfg, out, ckpts),
-                      lambda: measure_similarity(cfg, out, ckpts, quiet=True), 2, device=True))
-    for m in measurement_tasks(cfg, out, ckpts):
+    if analyses_only is None or SIMILARITY in analyses_only:
+        tasks.append(Task(f"similarity.step{cfg.train.steps}", base, lambda: similarity_done(cfg, out, ckpts),
+                          lambda: measure_similarity(cfg, out, ckpts, quiet=True), 2, device=True))
+    for m in measurement_tasks(cfg, out, ckpts, analyses_only):
         needs = (trains[(m.seed, m.variant)],) + ((trains[m.reference],) if m.reference is not None else ())
         tasks.append(Task(f"measure.seed{m.seed}.{m.variant}.step{m.step}.{m.analysis}", tuple(dict.fromkeys(needs)),
                           m.path.exists, lambda m=m: measure_one(m, out, ckpts, loaded_models()), 3, device=True))
-    key = hashlib.sha256(json.dumps([sorted(t.name for t in tasks), seeds, gf2_seeds]).encode()).hexdigest()[:12]
+    claims_text = Path(DEFAULT_CLAIMS if claims is None else claims).read_text()
+    key = hashlib.sha256(json.dumps([sorted(t.name for t in tasks), seeds, gf2_seeds, claims_text]).encode()
+                         ).hexdigest()[:12]
     marker = out / "tasks" / f"report.{key}.written"
 
     def report():
-        write_report(cfg, out, seeds, gf2_seeds)
+        write_report(cfg, out, seeds, gf2_seeds, claims=claims)
         write_text_atomic(marker, json.dumps({"seeds": seeds, "gf2_seeds": gf2_seeds}))
 
     tasks.append(Task(f"report.{key}", tuple(t.name for t in tasks),
@@ -360,12 +397,14 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
 
 def run_study_dask(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, client=None,
                    workers: int | None = None, scheduler: str | None = None, slurm=None,
-                   train_cmd: str | None = None, retries: int = 0, quiet: bool = False) -> Path:
+                   train_cmd: str | None = None, retries: int = 0, claims=None, analyses_only=None,
+                   quiet: bool = False) -> Path:
     """The study (:func:`study_tasks`) run on Dask distributed; returns the report's path. ``client``: a
     ``distributed.Client`` to run on; else a cluster is started (:func:`analysis.study.clusters.study_client`):
     ``workers`` processes here (default one per core, or per GPU), the scheduler at ``scheduler``, or Slurm jobs
     with ``slurm`` (:class:`~analysis.study.clusters.SlurmOptions`). ``train_cmd``: each training as this command
-    (:mod:`analysis.study.train_cmd`); ``retries``: how often a task that raises is tried again. The event log is
+    (:mod:`analysis.study.train_cmd`); ``retries``: how often a task that raises is tried again; ``claims``: the
+    claims file the report tests; ``analyses_only``: the analyses to make (default all). The event log is
     ``OUT/tasks/log.jsonl``; failed tasks raise :class:`analysis.study.graph.TasksFailed` once every other task has
     run, their tracebacks in ``OUT/tasks/failed_tasks.txt``."""
     import contextlib
@@ -380,7 +419,11 @@ def run_study_dask(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIA
     if not isinstance(retries, int) or retries < 0:
         raise AnalysisError(f"--retries {retries!r} must be a non-negative integer")
     cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
-    tasks = study_tasks(cfg, out, seeds, gf2_seeds, variants, train_cmd=train_cmd)
+    if claims is not None:
+        load_claims(claims)  # a bad claims file is refused before anything runs
+    analyses_only = check_analyses(analyses_only)
+    tasks = study_tasks(cfg, out, seeds, gf2_seeds, variants, train_cmd=train_cmd, claims=claims,
+                        analyses_only=analyses_only)
     where = (contextlib.nullcontext((client, has_gpus(client))) if client is not None
              else study_client(workers=workers, scheduler=scheduler, slurm=slurm, quiet=quiet))
     with where as (c, gpu):
@@ -412,8 +455,9 @@ def start_study(config, out, seeds, gf2_seeds, variants) -> tuple[TrainConfig, P
     return cfg, out, seeds, gf2_seeds, variants
 
 
-def write_report(cfg: TrainConfig, out: Path, seeds, gf2_seeds) -> Path:
-    """Aggregate the measurements of ``seeds`` over seeds and write the report with its figures and CSVs."""
+def write_report(cfg: TrainConfig, out: Path, seeds, gf2_seeds, claims=None) -> Path:
+    """Aggregate the measurements of ``seeds`` over seeds and write the report with its figures and CSVs, its claims
+    those of the claims file ``claims`` (default :data:`analysis.study.claims.DEFAULT_CLAIMS`)."""
     from analysis.study.report import load_circuits, load_similarity, write_results
 
     df = collect_measurements(out)
@@ -421,11 +465,46 @@ def write_report(cfg: TrainConfig, out: Path, seeds, gf2_seeds) -> Path:
     items = collect_items(out)
     items = items[items.seed.isin(seeds)] if items is not None else None
     return write_results(df, out, meta={"seeds": seeds, "gf2_seeds": gf2_seeds, "steps": cfg.train.steps,
-                                        "keep": cfg.train.snapshot_steps}, items=items,
-                         similarity=load_similarity(out), circuits=load_circuits(out))
+                                        "keep": cfg.train.snapshot_steps, "claims_source": _source(claims)},
+                         items=items, similarity=load_similarity(out), circuits=load_circuits(out), claims=claims)
+
+
+def _source(claims) -> str:
+    return "the study's default claims (`analysis/study/claims.toml`)" if claims is None else f"`{claims}`"
+
+
+def rewrite_report(out, claims=None, note: str | None = None) -> Path:
+    """Rewrite a study directory's CSVs, figures and report from the measurements it holds (``OUT/measurements`` as
+    the study wrote them, or else its ``measurements.csv``), with the per-prompt scores, similarity and circuits
+    where it has them, its claims those of ``claims`` (default :data:`analysis.study.claims.DEFAULT_CLAIMS`): after
+    a change of the claims or of the report, without measuring again. ``note``: a paragraph printed above the claims
+    (which seeds chose them, for instance)."""
+    from analysis.study.report import load_circuits, load_similarity, write_results
+
+    out = Path(out)
+    load_claims(claims)  # a bad claims file is refused before anything is written
+    if (out / "measurements").is_dir():
+        df, items = collect_measurements(out), collect_items(out)
+    elif (out / "measurements.csv").is_file():
+        df, items = read_csv(out / "measurements.csv", dtype={"key": str}), None
+    else:
+        raise AnalysisError(f"{out} holds no measurements: point at a study directory written by fixedid-study run")
+    if df.empty or list(df.columns) != ["analysis", "metric", "key", "variant", "seed", "step", "value"]:
+        raise AnalysisError(f"{out}'s measurements have no rows or not the columns analysis, metric, key, variant, "
+                            "seed, step, value")
+    record = json.loads((out / "study.json").read_text()) if (out / "study.json").is_file() else {}
+    recodings = sorted(int(v[5:]) for v in set(df.variant) if re.fullmatch(r"gf2-r\d+", v))
+    steps = sorted(int(s) for s in df.step.unique())
+    meta = {"seeds": sorted(int(s) for s in df.seed.unique()),
+            "gf2_seeds": record.get("gf2_seeds", [0] + recodings), "steps": steps[-1], "keep": steps[:-1],
+            "claims_source": _source(claims), "claims_note": note}
+    return write_results(df, out, meta=meta, items=items, similarity=load_similarity(out),
+                         circuits=load_circuits(out), claims=claims)
 
 
 __all__ = ["ANALYSES", "Analysis", "register", "parse_seeds", "training_runs", "train_all", "measure", "measure_all",
+           "check_analyses", "SIMILARITY",
            "collect_measurements", "collect_items", "measure_similarity", "run_study", "start_study",
-           "write_report", "checkpoint_dirs", "variant_label", "Measurement", "measurement_tasks", "measure_one",
+           "write_report", "rewrite_report", "checkpoint_dirs", "variant_label", "Measurement", "measurement_tasks",
+           "measure_one",
            "similarity_done", "study_tasks", "run_study_dask", "loaded_models"]

@@ -7,12 +7,15 @@ Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis,
 - :func:`~analysis.study.comparisons.compare` (:mod:`analysis.study.comparisons`): per (analysis, metric, key, step) and
   pair of variants, the mean of the paired per-seed differences ``a - b`` with its Student-t interval (mean +- t x
   standard error), the t test's and the exact sign-flip p-values, a bootstrap that also resamples prompts or trained
-  recodings, and the declared primary family with Holm-adjusted p-values; identical differences are never flagged;
+  recodings; identical differences are never flagged. All of these are descriptions;
+- :func:`~analysis.study.claims.claims_table` (:mod:`analysis.study.claims`): the declared claims, each tested by the
+  rules of :mod:`analysis.study.verdicts` (``claims.csv``): the report's only conclusions;
 - :func:`~analysis.study.report.draw_figures`: every figure from the tables alone
   (``fixedid-analyze figures --results DIR`` redraws them from ``measurements.csv`` without touching a model), each with
   per-seed points beside mean and interval;
 - :func:`~analysis.study.report.write_results`: the CSVs, the figures and ``report.md`` (with
-  :mod:`analysis.study.controls`: which differences survive each control, and what the number of seeds can show).
+  :mod:`analysis.study.controls`: each difference measured again with a control, and what the number of seeds can
+  show).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from fixedid.atomic import write_text_atomic
 from analysis.errors import AnalysisError
 from analysis.outputs import read_csv
 from analysis.stats import t_interval
-from analysis.study.comparisons import compare, family_lines, variant_order, with_pooled
+from analysis.study.comparisons import compare, variant_order, with_pooled
 from analysis.study.sections import (BOUNDED, SECTIONS, _clip, _study_references, comparison_lines, matched_lines,
                                      similarity_lines, study_pairs, table_lines, circuit_lines)
 
@@ -323,9 +326,11 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None, re
 # ------------------------------------------------------------------------------------------------------ report
 def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.DataFrame, figures: list[str],
                  meta: dict, controls: pd.DataFrame | None = None, reading: pd.DataFrame | None = None,
-                 circuits: pd.DataFrame | None = None) -> Path:
-    """Write ``out/report.md``: the primary comparisons, every analysis with its means and 95% intervals over seeds, the
+                 circuits: pd.DataFrame | None = None, claims: pd.DataFrame | None = None) -> Path:
+    """Write ``out/report.md``: the claims (``claims``: :func:`~analysis.study.claims.claims_table`), every analysis
+    with its means and 95% intervals over seeds, the
     paired comparisons, the controls and the reading. Returns its path."""
+    from analysis.study.claims import claim_lines
     from analysis.study.controls import control_lines, seeds_statement
 
     controls = pd.DataFrame() if controls is None else controls
@@ -336,12 +341,13 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
              f"{', '.join(map(str, meta.get('gf2_seeds', [0])))}; {final} training steps"
              + (f", snapshots kept at {meta['keep']}" if meta.get("keep") else "") + ".", "",
              "Every cell: mean over seeds [95% interval: mean +- t x standard error over seeds; for accuracies "
-             "clipped to 0-100%]. Every comparison: the mean paired per-seed difference [its 95% t interval], the "
-             "paired t test's p and the exact sign-flip p; only the primary family below is adjusted for "
-             "multiplicity, every other comparison is exploratory. Differences that are identical on every seed are "
-             "never counted as evidence. `gf2 (pooled)` is gf2 over every trained recoding. The per-seed values are "
-             "in measurements.csv and as dots in the figures.", ""]
-    lines += family_lines(comp)
+             "clipped to 0-100%]. Every comparison after the claims: the mean paired per-seed difference [its 95% t "
+             "interval], the paired t test's p and the exact sign-flip p, unadjusted and exploratory: a description, "
+             "not a finding. Differences that are identical on every seed are never counted as evidence. `gf2 "
+             "(pooled)` is gf2 over every trained recoding, a description of these recodings (the claims test each "
+             "recoding on its own). The per-seed values are in measurements.csv and as dots in the figures.", ""]
+    lines += claim_lines(pd.DataFrame() if claims is None else claims,
+                         meta.get("claims_source", "the study's claims file"), meta.get("claims_note"))
     for title, analysis, metric, pct, text in SECTIONS:
         table = table_lines(summary, analysis, metric, final, pct)
         if not table:
@@ -370,27 +376,32 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
 
 
 def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.DataFrame | None = None,
-                  similarity=(None, None), circuits: pd.DataFrame | None = None) -> Path:
-    """``measurements.csv``, ``summary.csv``, ``comparisons.csv``, ``controls.csv`` (when controls were trained),
-    ``figures/`` and ``report.md`` in ``out``; ``items``: per-item values (the behaviours' per-prompt scores) for
+                  similarity=(None, None), circuits: pd.DataFrame | None = None, claims=None) -> Path:
+    """``measurements.csv``, ``summary.csv``, ``comparisons.csv``, ``claims.csv``, ``controls.csv`` (when controls
+    were trained), ``figures/`` and ``report.md`` in ``out``; ``claims``: a claims file (default
+    :data:`analysis.study.claims.DEFAULT_CLAIMS`) or a list of :class:`~analysis.study.claims.Claim`; ``items``:
+    per-item values (the behaviours' per-prompt scores) for
     the bootstrap over seeds and prompts; ``similarity``: ``(references, reading)`` of
     :func:`analysis.study.report.load_similarity`; ``circuits``: the circuit overlap's reading
     (:func:`~analysis.study.report.load_circuits`)."""
     from analysis.outputs import write_csv
 
+    from analysis.study.claims import claims_table
     from analysis.study.controls import control_table
 
     out = Path(out)
     pair = df.variant.str.contains(" vs ")
     summary, comp, controls = summarise(df), compare(df[~pair], items), control_table(df)
+    claim_table = claims_table(df[~pair], claims)
     write_csv(df, out / "measurements.csv")
     write_csv(summary, out / "summary.csv")
     write_csv(comp, out / "comparisons.csv")
+    write_csv(claim_table, out / "claims.csv")
     if not controls.empty:
         write_csv(controls, out / "controls.csv")
     references, reading = similarity
     figures = draw_figures(df, out / "figures", comp, references)
-    return write_report(out, df, summary, comp, figures, meta or {}, controls, reading, circuits)
+    return write_report(out, df, summary, comp, figures, meta or {}, controls, reading, circuits, claim_table)
 
 
 def load_similarity(out: Path):

@@ -71,9 +71,7 @@ def comparison_lines(comp: pd.DataFrame, analysis: str, metric: str, step) -> li
             verdict = "identical on every seed (no variance: no test)"
         else:
             verdict = ("95% interval excludes 0" if r.excludes_zero else "95% interval includes 0") + \
-                f"; p = {r.p:.2g} (t), {r.p_sign:.2g} (sign-flip)"
-            if r.family == "primary":
-                verdict += f", Holm-adjusted {r.p_holm:.2g} (primary family)"
+                f"; p = {r.p:.2g} (t, unadjusted), {r.p_sign:.2g} (sign-flip)"
         boot = f"; bootstrap over {r.boot}: [{r.boot_lo:+.3g}, {r.boot_hi:+.3g}]" if r.boot else ""
         out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}] over {r.n} seeds, "
                    f"{verdict}{boot}")

@@ -14,7 +14,7 @@ ANALYSES = ("loss", "head")  # one at every kept step, one at the final step wit
 SIZES = (("TOKENS", 1024), ("N_PAIRS", 16), ("EVAL_LIMIT", 25), ("BOOT", 50), ("PROBE_C", 1.0))
 
 
-def small_report(cfg, out, seeds, gf2_seeds):
+def small_report(cfg, out, seeds, gf2_seeds, claims=None):
     """The measurements of ``seeds`` in one CSV and a one-line report.md (instead of the figures and tables)."""
     from analysis.outputs import write_csv
     from analysis.study.pipeline import collect_measurements

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from analysis import AnalysisError
+from analysis.outputs import read_csv
 from analysis.study import analyses, pipeline
 from analysis.study.pipeline import parse_seeds, run_study
 from analysis.study.report import compare, summarise
@@ -125,11 +126,17 @@ def test_study_trains_measures_and_reports_over_seeds(study):
         zip(c.a, c.b))
     text = report.read_text()
     assert "standard error" in text and "seed spread" not in text and "## Behaviours on the built-in tasks" in text
-    # the primary family (Holm), the pooled recodings, and the prompts' bootstrap from the per-item files
-    assert "## The primary comparisons" in text and "gf2 (pooled) - canonical" in text
-    fam = c[c.family == "primary"]
-    assert (fam.family_size == fam.p.notna().sum()).all() and set(zip(fam.a, fam.b)) == {("canonical", "learned"),
-                                                                             ("gf2 (pooled)", "canonical")}
+    # the claims (the default claims whose variants were trained, each verdict by the rules), the pooled
+    # recodings, and the prompts' bootstrap from the per-item files
+    from analysis.study import verdicts
+
+    claims = read_csv(out / "claims.csv")
+    assert set(claims.id) == {"facts-canonical", "facts-gf2", "facts-gf2-r1", "loss-canonical-learned",
+                              "loss-gf2-canonical", "loss-gf2-r1-canonical", "facts-gf2-canonical",
+                              "facts-gf2-r1-canonical", "noise-canonical", "noise-gf2", "ceiling",
+                              "facts-not-frequency", "eval-facts-canonical", "noise50-canonical"}
+    assert verdicts.check(claims) == [] and (claims.n_seeds == 2).all()
+    assert "## Claims" in text and "gf2 (pooled) - canonical" in text and "Declared before looking" not in text
     pooled = c[c.a == "gf2 (pooled)"]
     assert pooled.boot.dropna().str.startswith("seeds x recodings").all()
     assert (pooled[pooled.analysis == "behaviours"].boot == "seeds x recodings x prompts").all()
@@ -140,7 +147,8 @@ def test_study_trains_measures_and_reports_over_seeds(study):
     ctrl = pd.read_csv(out / "controls.csv", dtype={"key": str})
     assert set(ctrl.control) == {"permuted"} and set(ctrl.base) == {"learned - canonical", "canonical - gf2"}
     assert "## Similarity with its references" in text and "canonical vs gf2 @" in text
-    assert "## Which differences survive the controls" in text and "With 2 seeds a paired difference" in text
+    assert "## The controls' differences" in text and "With 2 seeds a paired difference" in text
+    assert "survives" not in text.split("## Claims")[1].split("## Figures")[0]  # no conclusion beside the claims
     for stem in ("behaviours_eval", "interventions", "probes", "similarity", "training", "comparisons"):
         assert (out / "figures" / f"{stem}.png").exists() and (out / "figures" / f"{stem}.pdf").exists()
 
@@ -153,7 +161,7 @@ def test_study_restarts_without_redoing_work(study):
     victim = out / "measurements" / "seed1" / "gf2" / "step16" / "recoding.csv"
     victim.unlink()  # as if interrupted before this measurement
     with pytest.MonkeyPatch.context() as mp:  # the report is redrawn (tested above); what is tested here is the rest
-        mp.setattr(pipeline, "write_report", lambda cfg, out, seeds, gf2_seeds: out / "report.md")
+        mp.setattr(pipeline, "write_report", lambda cfg, out, seeds, gf2_seeds, claims=None: out / "report.md")
         run_study(cfg, out, [0, 1], [0, 1], variants=("learned", "canonical", "gf2", "permuted"), quiet=True)
     assert victim.exists()
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items() if p != victim)
@@ -232,9 +240,9 @@ def _long(values: dict, analysis="loss", metric="val_loss", key="", step=9):
                           "value": x} for v, xs in values.items() for s, x in enumerate(xs)])
 
 
-def test_comparisons_pool_recodings_declare_a_family_and_never_flag_identical_differences():
+def test_comparisons_pool_recodings_and_never_flag_identical_differences():
     """Known-answer tables: the pooled gf2 is the per-seed mean over recodings; identical differences are not
-    flagged; the primary family's Holm adjustment is recomputed by hand (2 tests: p x 2, then the running max)."""
+    flagged; no comparison carries a family or an adjusted p (the claims do: tests/analysis/study/test_claims.py)."""
     from analysis.study.comparisons import compare
 
     df = _long({"learned": [1.0, 1.1, 0.9], "canonical": [1.2, 1.3, 1.1],  # canonical - learned = +0.2 every seed
@@ -248,16 +256,7 @@ def test_comparisons_pool_recodings_declare_a_family_and_never_flag_identical_di
     assert pooled.p_sign == pytest.approx(0.25) and pooled.boot == "seeds x recodings"
     assert pooled.boot_lo <= pooled["diff"] <= pooled.boot_hi
     assert ("gf2 (pooled)", "gf2") not in c.index and ("gf2-r1", "gf2") in c.index  # never against its own pool
-    # a second primary metric: behaviours accuracy; the family is {canonical - learned, pooled - canonical} x metrics
-    acc = _long({"learned": [0.9, 0.8, 0.85], "canonical": [0.7, 0.75, 0.6], "gf2": [0.6, 0.7, 0.5],
-                 "gf2-r1": [0.65, 0.6, 0.55]}, analysis="behaviours", metric="accuracy", key="ioi")
-    c2 = compare(pd.concat([df, acc], ignore_index=True))
-    fam = c2[c2.family == "primary"].set_index(["analysis", "a", "b"])
-    assert len(fam) == 4 and (fam.family_size == 3).all()  # the identical one has no p and is not counted
-    ps = fam.p.dropna().sort_values()
-    by_hand = np.minimum(np.maximum.accumulate(ps.to_numpy() * np.array([3, 2, 1])), 1)
-    assert np.allclose(fam.loc[ps.index, "p_holm"].to_numpy(), by_hand)
-    assert (c2[c2.family == "exploratory"].p_holm.isna()).all()
+    assert not {"family", "family_size", "p_holm"} & set(c.columns)
     # a variant measured as NaN on every seed (a measure that does not apply to it) is left out, not an error
     nan = _long({"learned": [np.nan] * 3, "canonical": [1.0, 2.0, 3.0], "gf2": [1.5, 2.1, 3.3]})
     assert set(zip(compare(nan).a, compare(nan).b)) == {("gf2", "canonical")}

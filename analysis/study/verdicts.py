@@ -1,0 +1,131 @@
+"""The rules that turn a claim's numbers into its verdict: one place, so a claims table can be checked by recomputing.
+
+A claims table (:func:`analysis.study.claims.claims_table`) has a row per claim; its ``verdict`` is one of
+``supported``, ``not supported`` and ``inconclusive``, decided here from the row's own numbers and nothing else:
+
+- **Multiplicity**: ``p_adjusted`` is Holm's adjustment of ``p`` within the row's ``family`` (``primary``,
+  ``control``, ``exploratory``), over the rows of that family that have a p-value (:func:`adjust`).
+- **difference** (``a - b``) and **interaction** (``(a - b) - (c - d)``, a difference-in-differences: "X survives
+  control C" or "X needs Y" is this kind): supported only if ``p_adjusted <= alpha`` and the 95% interval
+  ``[ci_low, ci_high]`` excludes 0 on the side ``direction`` names (``positive``, ``negative``; ``either``: any side);
+  not supported when it excludes 0 on the other side with ``p_adjusted <= alpha``; otherwise inconclusive. A
+  non-significant difference is never read as "no difference".
+- **equivalence** (``a - b`` within ``+-margin``, the margin stated in advance in the metric's unit): two one-sided t
+  tests (:func:`analysis.stats.tost`); ``ci_low``/``ci_high`` hold the 90% interval; supported only if it lies
+  inside ``+-margin`` and ``p_adjusted <= alpha``; not supported when it lies wholly outside (a difference larger than
+  the margin); otherwise inconclusive.
+- **descriptive** (every per-seed value at least ``threshold``): ``estimate`` is the smallest value, ``ci_low`` and
+  ``ci_high`` the smallest and largest; supported when ``estimate >= threshold``, else not supported; no test, no p.
+- **exploratory** rows are never findings: their verdict is ``inconclusive`` whatever their numbers (which are printed,
+  for a later confirmatory study to test).
+- A row without its numbers (a variant not trained, every seed identical so no test) is ``inconclusive``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import AnalysisError
+from analysis.stats import holm
+
+#: The kinds of claim, what each tests.
+KINDS = ("difference", "equivalence", "interaction", "descriptive")
+#: The families, each Holm-adjusted on its own; exploratory rows are never findings.
+FAMILIES = ("primary", "control", "exploratory")
+#: The verdicts.
+VERDICTS = ("supported", "not supported", "inconclusive")
+#: The directions a difference or interaction claim can name.
+DIRECTIONS = ("positive", "negative", "either")
+#: The columns of every claims table, in order.
+COLUMNS = ["id", "claim", "kind", "family", "measure", "contrast", "direction", "estimate", "ci_low", "ci_high",
+           "ci_level", "margin", "threshold", "p", "p_adjusted", "n_seeds", "seeds", "unit", "verdict", "note"]
+
+
+def _finite(x) -> bool:
+    return x is not None and isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(float(x))
+
+
+def adjust(table: pd.DataFrame) -> pd.Series:
+    """Holm-adjusted p-values of ``table.p`` within each ``family`` (NaN where ``p`` is NaN)."""
+    out = pd.Series(np.nan, index=table.index, dtype=float)
+    for _, g in table.groupby("family", sort=False):
+        out[g.index] = holm(g.p.astype(float).to_numpy())
+    return out
+
+
+def _side(lo: float, hi: float) -> str | None:
+    """Which side of 0 the interval lies on (``positive``/``negative``), or None when it holds 0."""
+    if lo > 0:
+        return "positive"
+    if hi < 0:
+        return "negative"
+    return None
+
+
+def verdict(row, alpha: float = 0.05) -> str:
+    """The verdict of one claims-table row (a mapping or a row of :func:`analysis.study.claims.claims_table`) by the
+    rules in the module docstring."""
+    get = row.get if hasattr(row, "get") else (lambda k, default=None: getattr(row, k, default))
+    kind, family = get("kind"), get("family")
+    if kind not in KINDS or family not in FAMILIES:
+        raise AnalysisError(f"claim {get('id')!r}: kind {kind!r} / family {family!r} must be one of {KINDS} / "
+                            f"{FAMILIES}")
+    if family == "exploratory":
+        return "inconclusive"
+    est, lo, hi = get("estimate"), get("ci_low"), get("ci_high")
+    if kind == "descriptive":
+        if not (_finite(est) and _finite(get("threshold"))):
+            return "inconclusive"
+        return "supported" if est >= get("threshold") else "not supported"
+    p = get("p_adjusted")
+    if not (_finite(p) and _finite(lo) and _finite(hi)):
+        return "inconclusive"
+    if kind == "equivalence":
+        margin = get("margin")
+        if not _finite(margin) or margin <= 0:
+            raise AnalysisError(f"claim {get('id')!r}: an equivalence claim needs a positive margin, got {margin!r}")
+        if p <= alpha and -margin < lo and hi < margin:
+            return "supported"
+        if lo >= margin or hi <= -margin:
+            return "not supported"
+        return "inconclusive"
+    side = _side(lo, hi)
+    if p > alpha or side is None:
+        return "inconclusive"
+    return "supported" if get("direction") in (side, "either") else "not supported"
+
+
+def apply(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """``table`` with ``p_adjusted`` (Holm within each family) and ``verdict`` (:func:`verdict`) filled in."""
+    out = table.copy()
+    out["p_adjusted"] = adjust(out) if len(out) else []
+    out["verdict"] = [verdict(r, alpha) for r in out.to_dict("records")]
+    return out
+
+
+def check(table: pd.DataFrame, alpha: float = 0.05) -> list[str]:
+    """What is wrong with a claims table as written (each problem a line; empty when it is right): missing columns,
+    an equivalence row without a margin, a ``p_adjusted`` that is not Holm's within its family recomputed from ``p``,
+    a verdict the rules do not give from the row's numbers."""
+    missing = [c for c in COLUMNS if c not in table.columns]
+    if missing:
+        return [f"columns missing: {missing}"]
+    problems = []
+    for r in table.itertuples():
+        if r.kind == "equivalence" and not (_finite(r.margin) and r.margin > 0):
+            problems.append(f"{r.id}: an equivalence row without a positive margin")
+    if problems:
+        return problems
+    again = apply(table, alpha)
+    for r, p, v in zip(table.itertuples(), again.p_adjusted, again.verdict):
+        if not (np.isclose(r.p_adjusted, p, rtol=1e-9, atol=1e-12) or (np.isnan(p) and np.isnan(r.p_adjusted))):
+            problems.append(f"{r.id}: p_adjusted {r.p_adjusted} is not Holm's within {r.family!r} ({p})")
+        if r.verdict != v:
+            problems.append(f"{r.id}: verdict {r.verdict!r}, but its numbers give {v!r}")
+    return problems
+
+
+__all__ = ["KINDS", "FAMILIES", "VERDICTS", "DIRECTIONS", "COLUMNS", "adjust", "verdict", "apply", "check"]
