@@ -21,7 +21,11 @@ to a rare one, which for a frequency-related concept (``freq_bucket``, a high id
 changes the token shares. Draws with fewer classes than the concept are redrawn
 (:func:`~analysis.causal.erasure.control_concept`; ``placebo_seed`` records the seed used). The placebo is thus an edit
 of the same kind (oblique, affine, of the same label structure) that removes a concept the model has no reason to use as
-such; ``edit_norm`` says whether the two edits are the same size. For ``token`` and ``prev_token`` (one class per type)
+such. Its *size* is matched to the concept's edit (``match_norm``, the default): LEACE edits of control concepts move
+the activations by 2-6 times more or less than the concept's own, so each placebo edit ``x - P x`` is scaled by
+``edit_scale`` so that its mean squared norm equals the concept's edit's on the held-out sequences, where both are
+measured (the scale reads activations only, never a loss). A scale above 1 moves past the projection, along the same
+directions; ``match_norm=False`` keeps the plain placebo. For ``token`` and ``prev_token`` (one class per type)
 every type-level control is a coarsening of the concept itself, usually with fewer classes (``n_classes``, ``rank``):
 there the placebo is nested in the concept, not independent of it.
 
@@ -43,6 +47,7 @@ Columns of the table (one row per concept x hook x condition; ``none`` the model
   above ``1e-10`` x the largest), not a matrix shape (the package keeps zeroed columns, and a trace-constrained
   eraser is stored as d x d);
 - ``edit_norm``: the mean over held-out tokens of ``||x - x_erased||^2`` (squared activation units);
+  ``edit_scale``: the factor the edit was scaled by (1 but for size-matched placebo draws);
   ``edit_share``: ``edit_norm`` over the mean squared distance of the held-out activations from the fit mean (the
   share of the activations' spread the edit moves);
 - ``probe`` (held-out accuracy of the concept's probe on the edited activations) and ``majority``;
@@ -62,7 +67,7 @@ What a result does NOT establish: a loss increase beyond the placebo shows that 
 linear subspace at this hook point more than that of a random type-level concept of the same label distribution;
 it does not show the information is absent elsewhere (a later layer may recompute it) nor that a nonlinear encoding
 of the concept is not used (LEACE removes linear information only). Where ``edit_norm`` differs much between LEACE
-and the placebo, part of the difference in loss may be the edit's size, not its direction. The interval is over
+and the placebo (``match_norm=False``), part of the difference in loss may be the edit's size, not its direction. The interval is over
 held-out sequences of one model: it says nothing about seeds.
 """
 
@@ -169,12 +174,17 @@ def _on(fn, device):
                                                   ("bias", fn.bias))})
 
 
-def _hooked(model, hook: str, fn):
+def _scaled(fn, x: torch.Tensor, scale: float) -> torch.Tensor:
+    """``x`` edited by ``fn`` with the edit ``x - fn(x)`` scaled by ``scale``."""
+    return fn(x) if scale == 1.0 else x - scale * (x - fn(x))
+
+
+def _hooked(model, hook: str, fn, scale: float = 1.0):
     mod = model.mod_dict[hook]
     fn = _on(fn, model.unembed.weight.device)
 
     def edit(module, inputs, out):  # a per-head hook [batch, pos, head, d_head] is erased as its concatenated heads
-        return fn(out.reshape(*out.shape[:2], -1).double()).to(out.dtype).reshape(out.shape)
+        return _scaled(fn, out.reshape(*out.shape[:2], -1).double(), scale).to(out.dtype).reshape(out.shape)
 
     return mod.register_forward_hook(edit)
 
@@ -227,7 +237,8 @@ def _interval(values, prefix: str) -> dict[str, float]:
 
 def erasure_tables(model, concept, hook="blocks.1.hook_resid_pre", data=None, *, tokens: int = DEFAULT_TOKENS,
                    placebo_draws: int = 3, tasks=("ioi", "agreement"), n_pairs: int = 32, seed: int = 0,
-                   test_fraction: float = 0.5, progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   test_fraction: float = 0.5, match_norm: bool = True,
+                   progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`~analysis.causal.erasure.erasure`'s table and the per-sequence table behind its intervals (see the module
     docstring)."""
     if model.training:
@@ -284,12 +295,18 @@ def erasure_tables(model, concept, hook="blocks.1.hook_resid_pre", data=None, *,
         for name, draw, p_seed, labels in conditions:
             fit = ~test & (labels >= 0)
             fn = None if name == "none" else LeaceEraser.fit(a[torch.from_numpy(fit)], _one_hot(labels[fit]))
-            edited = a if fn is None else fn(a)
+            scale = 1.0
+            if name == "leace":
+                concept_norm = edit_norm(fn, a_test)
+            elif name == "placebo" and match_norm:
+                own = edit_norm(fn, a_test)
+                scale = float(np.sqrt(concept_norm / own)) if own > 0 else 1.0
+            edited = a if fn is None else _scaled(fn, a, scale)
             probe = fit_probes(edited.numpy(), [t], test)[t.name]
             if fn is None:
                 loss, scores = base, base_scores
             else:
-                handle = _hooked(model, h, fn)
+                handle = _hooked(model, h, fn, scale)
                 try:
                     loss, scores = _losses(model, x_test), _task_scores(model, batches)
                 finally:
@@ -299,7 +316,7 @@ def erasure_tables(model, concept, hook="blocks.1.hook_resid_pre", data=None, *,
             row = {"concept": t.name, "hook": h, "depth": depth_of(h), "condition": name, "draw": draw,
                    "placebo_seed": p_seed, "n_classes": int(len(fc)), "balance": float(fc.max() / fc.sum()),
                    "rank": 0 if fn is None else true_rank(fn), "edit_norm": 0.0 if fn is None else
-                   edit_norm(fn, a_test), "probe": probe, "majority": majority, "loss": float(loss.mean()),
+                   scale ** 2 * edit_norm(fn, a_test), "edit_scale": scale, "probe": probe, "majority": majority, "loss": float(loss.mean()),
                    **_interval(delta, "delta_loss"), **split, **scores}
             row["edit_share"] = row["edit_norm"] / spread if spread > 0 else float("nan")
             rows.append(row)
@@ -314,7 +331,7 @@ def erasure_tables(model, concept, hook="blocks.1.hook_resid_pre", data=None, *,
     for c in ("draw", "placebo_seed"):
         df[c] = df[c].astype("Int64")
     front = ["concept", "hook", "depth", "condition", "draw", "placebo_seed", "n_classes", "balance", "rank",
-             "edit_norm", "edit_share", "probe", "majority", "loss", "delta_loss", "delta_loss_lo", "delta_loss_hi",
+             "edit_norm", "edit_scale", "edit_share", "probe", "majority", "loss", "delta_loss", "delta_loss_lo", "delta_loss_hi",
              "minus_placebo", "minus_placebo_lo", "minus_placebo_hi"]
     df = df[front + [c for c in df.columns if c not in front]]
     seqs = pd.concat(per_seq, ignore_index=True)
@@ -327,13 +344,14 @@ def erasure_tables(model, concept, hook="blocks.1.hook_resid_pre", data=None, *,
 
 def erasure(model, concept, hook="blocks.1.hook_resid_pre", data=None, *, tokens: int = DEFAULT_TOKENS,
             placebo_draws: int = 3, tasks=("ioi", "agreement"), n_pairs: int = 32, seed: int = 0,
-            test_fraction: float = 0.5, progress: bool = False) -> pd.DataFrame:
+            test_fraction: float = 0.5, match_norm: bool = True, progress: bool = False) -> pd.DataFrame:
     """Erase ``concept`` (a name, or a list of names) at ``hook`` (a hook point, or a list) with LEACE against
-    ``placebo_draws`` placebo erasures of matched control concepts, fitted on a ``1 - test_fraction`` share of the
-    sequences and measured on the rest (see the module docstring for the columns). ``tasks=()`` on data that is not
-    the built-in language."""
+    ``placebo_draws`` placebo erasures of matched control concepts, each scaled to the concept's edit's size unless
+    ``match_norm=False``, fitted on a ``1 - test_fraction`` share of the sequences and measured on the rest (see the
+    module docstring for the columns). ``tasks=()`` on data that is not the built-in language."""
     return erasure_tables(model, concept, hook, data, tokens=tokens, placebo_draws=placebo_draws, tasks=tasks,
-                          n_pairs=n_pairs, seed=seed, test_fraction=test_fraction, progress=progress)[0]
+                          n_pairs=n_pairs, seed=seed, test_fraction=test_fraction, match_norm=match_norm,
+                          progress=progress)[0]
 
 
 def erasure_by_depth(model, concept, data=None, **kwargs) -> pd.DataFrame:

@@ -178,6 +178,18 @@ def test_losses_are_held_out_and_the_estimand_is_recomputed_from_scratch(model):
                                              .delta_loss.mean(), abs=1e-12)
     assert list(df["rank"]) == [0, 1, 1, 1] and (df.edit_norm[1:] > 0).all() and df.edit_norm[0] == 0
     assert df.placebo_seed.dropna().nunique() == 2 and (df.n_classes == 2).all()
+    # the placebo edits are scaled to the concept's edit's size on the held-out windows
+    placebo = df[df.condition == "placebo"]
+    np.testing.assert_allclose(placebo.edit_norm, got.edit_norm, rtol=1e-9)
+    assert (df[df.condition != "placebo"].edit_scale == 1).all()
+    # unmatched: the same placebo erasers, unscaled (the scale is the ratio of the two sizes, squared in the norm)
+    plain = erasure_tables(model, f"canonical_bit:{bit}", hook, x, placebo_draws=2, tasks=(), seed=1,
+                           match_norm=False)[0]
+    raw = plain[plain.condition == "placebo"]
+    assert (raw.edit_scale == 1).all() and list(raw.placebo_seed) == list(placebo.placebo_seed)
+    np.testing.assert_allclose(raw.edit_norm.to_numpy() * placebo.edit_scale.to_numpy() ** 2,
+                               placebo.edit_norm.to_numpy(), rtol=1e-9)
+    assert not np.allclose(raw.edit_norm, got.edit_norm, rtol=0.1)  # they were not the same size before
 
 
 def test_by_depth_in_one_call_with_the_models_own_code_bits(model):
