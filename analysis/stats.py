@@ -14,6 +14,8 @@
   stated margin, with the ``1 - 2 alpha`` (90%) interval they correspond to;
 - :func:`~analysis.stats.holm` / :func:`~analysis.stats.bh`: Holm (family-wise error) and Benjamini-Hochberg (false
   discovery rate) adjusted p-values for a declared family of comparisons;
+- :func:`~analysis.stats.seed_bootstrap`: a percentile interval of a mean over *pairs of models* (a similarity, an
+  overlap) that resamples the seeds the models come from, each pair weighted by how often its seeds were drawn;
 - :func:`~analysis.stats.crossed_bootstrap`: a percentile interval of a mean over a ``[units, items]`` table that
   resamples both factors (seeds and prompts, or seeds and trained recodings), so the interval covers the variance of
   each; with ``nested=True`` items are resampled within each unit instead (items that differ between units).
@@ -219,5 +221,38 @@ def crossed_bootstrap(table, *, boots: int = 2000, level: float = 0.95, seed: in
     return mean, float(lo), float(hi)
 
 
+def seed_bootstrap(values, seeds_a, seeds_b, *, boots: int = 2000, level: float = 0.95,
+                   seed: int = 0) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of the finite ``values`` of pairs of models, the pair ``i`` between a model of
+    seed ``seeds_a[i]`` and one of seed ``seeds_b[i]``, and a percentile interval from resampling the *seeds* with
+    replacement (the vertex bootstrap of dyadic data): in a draw where seed ``s`` is drawn ``c_s`` times, a pair of
+    two seeds weighs ``c_a c_b`` and a pair within one seed ``c_s``, so a seed's every pair leaves and returns with
+    it. This is the interval over seeds that a mean over seed pairs needs (pairs sharing a seed are not independent);
+    NaN bounds with fewer than two seeds. With few seeds (3-5) a percentile bootstrap is narrow: read it as a lower
+    bound on the between-seed spread."""
+    v = np.asarray(values, dtype=float)
+    a, b = np.asarray(seeds_a), np.asarray(seeds_b)
+    if not (v.shape == a.shape == b.shape) or v.ndim != 1:
+        raise AnalysisError(f"seed_bootstrap takes one value and two seeds per pair, got shapes {v.shape}, {a.shape}, "
+                            f"{b.shape}")
+    ok = np.isfinite(v)
+    v, a, b = v[ok], a[ok], b[ok]
+    if not len(v):
+        return float("nan"), float("nan"), float("nan")
+    units = np.unique(np.concatenate([a, b]))
+    mean = float(v.mean())
+    if len(units) < 2:
+        return mean, float("nan"), float("nan")
+    ia, ib = np.searchsorted(units, a), np.searchsorted(units, b)
+    counts = np.random.default_rng(seed).multinomial(len(units), np.full(len(units), 1 / len(units)), size=boots)
+    w = np.where(ia == ib, counts[:, ia], counts[:, ia] * counts[:, ib]).astype(float)  # [boots, pairs]
+    tot = w.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        draws = np.where(tot > 0, (w @ v) / np.where(tot > 0, tot, 1), np.nan)
+    lo, hi = np.nanquantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return mean, float(lo), float(hi)
+
+
 __all__ = ["t_interval", "t_intervals", "wilson", "paired_difference", "sign_flip_p", "tost", "holm", "bh",
+           "seed_bootstrap",
            "crossed_bootstrap", "EXACT_SIGN_FLIPS"]

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from analysis.causal.edges import edge_attribution
 from analysis.errors import AnalysisError
+from analysis.stats import seed_bootstrap
 
 
 def jaccard_null(k: int, total: int) -> float:
@@ -82,23 +83,32 @@ def circuit_overlap_of_models(models: dict, pairs_of, k: int = 32, *, method: st
 
 def overlap_reading(table: pd.DataFrame) -> pd.DataFrame:
     """Per pair of variants: the mean Jaccard overlap across seeds (``cross_seed``) and within a seed
-    (``same_seed``), each variant's own across-seed overlap (``within_a``, ``within_b``: NaN with one seed) and ``chance`` (the
-    null), with the number of checkpoint pairs each mean is over."""
-    within = table[table.kind == "same_interface_cross_seed"].groupby("variant_a").jaccard.agg(["mean", "size"])
+    (``same_seed``), each variant's own across-seed overlap (``within_a``, ``within_b``: NaN with one seed) and
+    ``chance`` (the null), with the number of checkpoint pairs each mean is over and its 95% interval over seeds
+    (``seed_lo``/``seed_hi``, :func:`analysis.stats.seed_bootstrap`: the seeds resampled with every pair they are
+    in; NaN with one seed)."""
+    def row(va, vb, quantity, part):
+        if not len(part):
+            return (va, vb, quantity, np.nan, np.nan, np.nan, 0)
+        _, lo, hi = seed_bootstrap(part.jaccard.to_numpy(), part.seed_a.to_numpy(), part.seed_b.to_numpy())
+        return (va, vb, quantity, float(part.jaccard.mean()), lo, hi, len(part))
+
+    within = table[table.kind == "same_interface_cross_seed"]
     rows = []
     cross = table[table.kind != "same_interface_cross_seed"].copy()
     swap = cross.variant_a > cross.variant_b
     cross.loc[swap, ["variant_a", "variant_b"]] = cross.loc[swap, ["variant_b", "variant_a"]].to_numpy()
+    cross.loc[swap, ["seed_a", "seed_b"]] = cross.loc[swap, ["seed_b", "seed_a"]].to_numpy()
     for (va, vb), g in cross.groupby(["variant_a", "variant_b"], sort=True):
         for quantity, part in (("cross_seed", g[g.kind == "cross_interface_cross_seed"]),
                                ("same_seed", g[g.kind == "cross_interface_same_seed"])):
             if len(part):
-                rows.append((va, vb, quantity, part.jaccard.mean(), len(part)))
+                rows.append(row(va, vb, quantity, part))
         for quantity, v in (("within_a", va), ("within_b", vb)):
-            rows.append((va, vb, quantity, within.loc[v, "mean"] if v in within.index else np.nan,
-                         int(within.loc[v, "size"]) if v in within.index else 0))
-        rows.append((va, vb, "chance", float(g.null.iloc[0]), 0))
-    return pd.DataFrame(rows, columns=["variant_a", "variant_b", "quantity", "jaccard", "n_pairs"])
+            rows.append(row(va, vb, quantity, within[within.variant_a == v]))
+        rows.append((va, vb, "chance", float(g.null.iloc[0]), np.nan, np.nan, 0))
+    return pd.DataFrame(rows, columns=["variant_a", "variant_b", "quantity", "jaccard", "seed_lo", "seed_hi",
+                                       "n_pairs"])
 
 
 __all__ = ["circuit_overlap", "circuit_overlap_of_models", "overlap_reading", "jaccard_null"]

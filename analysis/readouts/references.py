@@ -50,8 +50,9 @@ n_windows, n_tokens`` (``layer``: the hook's depth index, 0 = ``hook_embed``; ``
 permutations for the null; ``n_tokens``: tokens compared per side, position 0 excluded when skipped). For
 ``own_initialisation`` rows, side ``b`` is the initialisation of side ``a``'s model.
 
-What these numbers do NOT establish: the intervals cover the choice of windows, not of seeds (each seed pair is one
-value; with three seeds a ceiling rests on three pairs); similarity at or near the ceiling says two variants'
+What these numbers do NOT establish: a row's interval covers the choice of windows, not of seeds (each seed pair is one
+value; with three seeds a ceiling rests on three pairs) - the reading's ``seed_lo``/``seed_hi`` resample the seeds
+(:func:`~analysis.readouts.references.read_references`); similarity at or near the ceiling says two variants'
 representations are as alike as two runs of one, not that they compute the same function; similarity near the null
 says no linear (CKA) or orthogonal (Procrustes) relation over these tokens, not that no nonlinear one exists.
 """
@@ -71,6 +72,7 @@ from analysis.errors import AnalysisError
 from analysis.readouts import resampling
 from analysis.loading import random_init_twin
 from analysis.readouts.similarity import layer_activations
+from analysis.stats import seed_bootstrap
 
 #: The reference kinds (column ``reference``) and what each pair of models is.
 KINDS = {
@@ -251,10 +253,12 @@ def read_references(refs: SimilarityReferences) -> pd.DataFrame:
     ``cross_interface_same_seed``), ``ceiling_a`` and ``ceiling_b`` (``same_interface_cross_seed`` of ``A``, of
     ``B``), ``relative`` (``cross_seed / sqrt(ceiling_a * ceiling_b)``: 1 at the ceiling), ``shared_init``
     (``same_seed - cross_seed``: the part a shared initialisation adds) and ``null`` (the permutation null of the
-    pair's rows: mean, lowest 2.5% and highest 97.5% quantile). Intervals ``lo``/``hi`` of a mean over pairs, ratio
-    or difference come from the common bootstrap draws (windows only: seeds are not resampled); ``n_pairs``: the
-    pairs of models each quantity averages. Columns ``variant_a, variant_b, hook, layer, measure, quantity, value, lo,
-    hi, n_pairs``."""
+    pair's rows: mean, lowest 2.5% and highest 97.5% quantile). ``seed_lo``/``seed_hi``: the 95% interval over seeds
+    of a mean over pairs (``cross_seed``, ``same_seed``, the ceilings; :func:`analysis.stats.seed_bootstrap`
+    resamples the seeds the models come from, NaN with one seed) - the interval to read; ``lo``/``hi``, from the
+    common bootstrap draws over windows, are the within-seed detail (and the only interval of ``relative`` and
+    ``shared_init``). ``n_pairs``: the pairs of models each quantity averages. Columns ``variant_a, variant_b, hook,
+    layer, measure, quantity, value, lo, hi, seed_lo, seed_hi, n_pairs``."""
     t = refs.table
     variants = list(dict.fromkeys(list(t.variant_a) + list(t.variant_b)))
     cross_pairs = [(a, b) for a, b in combinations(variants, 2)
@@ -263,13 +267,20 @@ def read_references(refs: SimilarityReferences) -> pd.DataFrame:
                    .any()]
     cells = list(t[["hook", "layer", "measure"]].drop_duplicates().itertuples(index=False))
     rows = []
+
+    def over_seeds(mask) -> tuple[float, float]:
+        g = t[mask]
+        return seed_bootstrap(g.value.to_numpy(), g.seed_a.to_numpy(), g.seed_b.to_numpy())[1:] if len(g) else \
+            (np.nan, np.nan)
+
     for (va, vb), (hook, layer, measure) in ((p, c) for p in cross_pairs for c in cells):
         at = (t.hook == hook) & (t.measure == measure)
         pair = ((t.variant_a == va) & (t.variant_b == vb)) | ((t.variant_a == vb) & (t.variant_b == va))
-        got = {"cross_seed": _mean(refs, at & pair & (t.reference == "cross_interface_cross_seed")),
-               "same_seed": _mean(refs, at & pair & (t.reference == "cross_interface_same_seed")),
-               "ceiling_a": _mean(refs, at & (t.reference == "same_interface_cross_seed") & (t.variant_a == va)),
-               "ceiling_b": _mean(refs, at & (t.reference == "same_interface_cross_seed") & (t.variant_a == vb))}
+        masks = {"cross_seed": at & pair & (t.reference == "cross_interface_cross_seed"),
+                 "same_seed": at & pair & (t.reference == "cross_interface_same_seed"),
+                 "ceiling_a": at & (t.reference == "same_interface_cross_seed") & (t.variant_a == va),
+                 "ceiling_b": at & (t.reference == "same_interface_cross_seed") & (t.variant_a == vb)}
+        got = {q: _mean(refs, m) for q, m in masks.items()}
         with np.errstate(invalid="ignore", divide="ignore"):
             (c, cd, cn), (s, sd, sn) = got["cross_seed"], got["same_seed"]
             (ca, cad, can), (cb, cbd, cbn) = got["ceiling_a"], got["ceiling_b"]
@@ -281,12 +292,15 @@ def read_references(refs: SimilarityReferences) -> pd.DataFrame:
         for quantity, (value, d, k) in got.items():
             if k:
                 lo, hi = _interval(d) if len(d) else (np.nan, np.nan)
-                rows.append({**base, "quantity": quantity, "value": value, "lo": lo, "hi": hi, "n_pairs": k})
+                s_lo, s_hi = over_seeds(masks[quantity]) if quantity in masks else (np.nan, np.nan)
+                rows.append({**base, "quantity": quantity, "value": value, "lo": lo, "hi": hi, "seed_lo": s_lo,
+                             "seed_hi": s_hi, "n_pairs": k})
         null = t[at & pair & (t.reference == "permutation_null")]
         if len(null):
             rows.append({**base, "quantity": "null", "value": float(null.value.mean()), "lo": float(null.lo.min()),
-                         "hi": float(null.hi.max()), "n_pairs": len(null)})
-    cols = ["variant_a", "variant_b", "hook", "layer", "measure", "quantity", "value", "lo", "hi", "n_pairs"]
+                         "hi": float(null.hi.max()), "seed_lo": np.nan, "seed_hi": np.nan, "n_pairs": len(null)})
+    cols = ["variant_a", "variant_b", "hook", "layer", "measure", "quantity", "value", "lo", "hi", "seed_lo",
+            "seed_hi", "n_pairs"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -309,16 +323,23 @@ def verdict(q: dict) -> str:
     return "at the ceiling" if rel_hi >= 1 else "between the null and the ceiling"
 
 
-def reading_lines(reading: pd.DataFrame, measure: str = "debiased_cka") -> list[str]:
-    """One sentence per (pair of variants, hook point): each cross-variant value against its ceiling and null."""
+def reading_lines(reading: pd.DataFrame, measure: str = "debiased_cka", *, verdicts: bool = True) -> list[str]:
+    """One sentence per (pair of variants, hook point): each cross-variant value against its ceiling and null, with
+    its interval over seeds where the reading has one (``seed_lo``/``seed_hi``), else over windows; ``verdicts``:
+    end each with :func:`verdict`'s reading (a study's report leaves it out: its conclusions are its claims)."""
     from_rows = reading[reading.measure == measure]
     lines = []
 
     def cell(v, lo, hi):
         return f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else "")
 
+    def interval(r):
+        if "seed_lo" in r._fields and np.isfinite(r.seed_lo):
+            return r.value, r.seed_lo, r.seed_hi
+        return r.value, r.lo, r.hi
+
     for (va, vb, layer, hook), g in from_rows.groupby(["variant_a", "variant_b", "layer", "hook"], sort=False):
-        q = {r.quantity: (r.value, r.lo, r.hi) for r in g.itertuples()}
+        q = {r.quantity: interval(r) if r.quantity != "null" else (r.value, r.lo, r.hi) for r in g.itertuples()}
         parts = []
         if "cross_seed" in q:
             parts.append(f"across seeds {cell(*q['cross_seed'])}")
@@ -333,7 +354,7 @@ def reading_lines(reading: pd.DataFrame, measure: str = "debiased_cka") -> list[
             parts.append(f"{cell(*q['relative'])} of the ceiling")
         if "null" in q:
             parts.append(f"null [{q['null'][1]:.2f}, {q['null'][2]:.2f}]")
-        lines.append(f"{va} vs {vb} @ {hook}: " + "; ".join(parts) + f" - {verdict(q)}")
+        lines.append(f"{va} vs {vb} @ {hook}: " + "; ".join(parts) + (f" - {verdict(q)}" if verdicts else ""))
     return lines
 
 

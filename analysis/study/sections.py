@@ -171,15 +171,16 @@ def similarity_lines(reading: pd.DataFrame | None) -> list[str]:
     if reading is None or reading.empty:
         return []
     r = reading[reading.variant_a.isin(SIMILARITY_VARIANTS) & reading.variant_b.isin(SIMILARITY_VARIANTS)]
-    lines = reading_lines(r)
+    lines = reading_lines(r, verdicts=False)
     if not lines:
         return []
     return ["## Similarity with its references", "",
             "Debiased linear CKA at the same hook point (position 0 left out), each cross-variant value beside the "
             "ceiling (the same interface across seeds), the level within one seed (canonical and gf2 of one seed "
             "start from bit-identical backbones, so the same-seed value is inflated by what they share) and a "
-            "permutation null; intervals resample windows, not seeds (references.csv and reading.csv under "
-            "similarity/ hold every measure, Procrustes included, and every pair).", ""] + [f"- {x}" for x in lines] \
+            "permutation null; intervals resample seeds (every pair of models leaving and returning with its seeds); "
+            "the interval over windows within a seed is in reading.csv. references.csv and reading.csv under "
+            "similarity/ hold every measure, Procrustes included, and every pair.", ""] + [f"- {x}" for x in lines] \
         + [""]
 
 
@@ -197,7 +198,10 @@ def circuit_lines(reading: pd.DataFrame | None) -> list[str]:
 
         def got(name, q=q):
             value = q.loc[name, "jaccard"] if name in q.index else np.nan
-            return f"{value:.2f}" if np.isfinite(value) else "n/a (one seed)"
+            if not np.isfinite(value):
+                return "n/a (one seed)"
+            lo, hi = (q.loc[name, "seed_lo"], q.loc[name, "seed_hi"]) if "seed_lo" in q.columns else (np.nan, np.nan)
+            return f"{value:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else "")
 
         parts = [f"across seeds {got('cross_seed')}" if "cross_seed" in q.index else None,
                  f"within a seed {got('same_seed')}" if "same_seed" in q.index else None]
@@ -205,10 +209,10 @@ def circuit_lines(reading: pd.DataFrame | None) -> list[str]:
                      f"{got('within_a')}, {vb} {got('within_b')}; chance {q.loc['chance', 'jaccard']:.3f}")
     return ["## Circuits across seeds and variants", "",
             f"The IOI circuit of each final checkpoint is its top {CIRCUIT_K} edges by EAP score on the same prompt "
-            "pairs; two checkpoints' circuits are compared by the Jaccard overlap of those edge sets. A cross-variant "
-            "overlap as high as a variant's own overlap across seeds says the interfaces differ no more than seeds "
-            "do; chance is the expected overlap of two random edge sets of that size. Shared edges need not do the "
-            "same thing (similarity/circuits.csv holds every pair, with the rank correlation of all edge scores).",
+            "pairs; two checkpoints' circuits are compared by the Jaccard overlap of those edge sets, each mean over "
+            "pairs with its 95% interval over seeds (the seeds resampled with every pair they are in). Chance is the "
+            "expected overlap of two random edge sets of that size. Shared edges need not do the same thing "
+            "(similarity/circuits.csv holds every pair, with the rank correlation of all edge scores).",
             ""] + lines + [""]
 
 

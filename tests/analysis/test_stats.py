@@ -147,3 +147,49 @@ def test_crossed_bootstrap_resamples_a_third_factor():
         crossed_bootstrap(table, nested=True)
     with pytest.raises(AnalysisError, match="1-D family"):
         holm(np.ones((2, 2)))
+
+
+def _exact_seed_bootstrap(values, a, b, n_units):
+    """The exact bootstrap distribution of the pair-weighted mean, by enumerating every multiset of seeds."""
+    import itertools
+    from math import factorial
+
+    out = []
+    for counts in itertools.product(range(n_units + 1), repeat=n_units):
+        if sum(counts) != n_units:
+            continue
+        prob = factorial(n_units) / np.prod([factorial(c) for c in counts]) / n_units ** n_units
+        w = np.array([counts[i] if i == j else counts[i] * counts[j] for i, j in zip(a, b)], float)
+        if w.sum():
+            out.append((float(w @ np.asarray(values) / w.sum()), prob))
+    return out
+
+
+def _quantile(dist, q):
+    dist = sorted(dist)
+    cum = np.cumsum([p for _, p in dist]) / sum(p for _, p in dist)
+    return dist[int(np.searchsorted(cum, q))][0]
+
+
+@pytest.mark.parametrize("pairs", ["same", "cross"])
+def test_seed_bootstrap_matches_the_exact_distribution_over_seed_multisets(pairs):
+    from analysis.stats import seed_bootstrap
+
+    if pairs == "same":  # one value per seed: the ordinary bootstrap of seeds
+        a = b = [0, 1, 2, 3]
+        v = [0.2, 0.5, 0.55, 0.9]
+    else:  # every pair of two seeds; a pair leaves with either of its seeds
+        a, b = [0, 0, 0, 1, 1, 2], [1, 2, 3, 2, 3, 3]
+        v = [0.1, 0.2, 0.9, 0.3, 0.8, 0.7]
+    mean, lo, hi = seed_bootstrap(v, a, b, boots=40_000, seed=3)
+    exact = _exact_seed_bootstrap(v, a, b, 4)
+    assert mean == pytest.approx(np.mean(v))
+    # percentile bounds of 40k draws against the exact distribution's 2.5% and 97.5% quantiles (a discrete
+    # distribution: the sampled quantile lands on one of its atoms, at most one atom away)
+    atoms = sorted({x for x, _ in exact})
+    for got, q in ((lo, 0.025), (hi, 0.975)):
+        want = _quantile(exact, q)
+        i = atoms.index(want)
+        assert atoms[max(i - 1, 0)] - 1e-9 <= got <= atoms[min(i + 1, len(atoms) - 1)] + 1e-9
+    one = seed_bootstrap([0.4, 0.6], [5, 5], [5, 5])
+    assert one[0] == pytest.approx(0.5) and np.isnan(one[1])  # one seed: no interval over seeds

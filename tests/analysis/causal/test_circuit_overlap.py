@@ -43,6 +43,12 @@ def test_overlaps_of_known_top_sets_and_their_reading():
     # across variants and seeds: (c0, g1) shares edge 0 -> 1/5; (c1, g0) shares none -> 0
     assert np.isclose(reading["cross_seed"], (1 / 5 + 0) / 2)
     assert np.isclose(reading["chance"], jaccard_null(3, 10))
+    # the interval over seeds: the cross-seed pairs are (c0, g1) 1/5 and (c1, g0) 0; a seed draw of {0, 0} or {1, 1}
+    # keeps no cross pair, {0, 1} keeps both: every draw's mean is 0.1 (the interval is the point)
+    full = overlap_reading(ov.reset_index()).set_index("quantity")
+    assert full.loc["cross_seed", "seed_lo"] == pytest.approx(0.1) and full.loc["cross_seed", "seed_hi"] == \
+        pytest.approx(0.1)
+    assert np.isnan(full.loc["chance", "seed_lo"])
     with pytest.raises(AnalysisError, match="another graph"):
         circuit_overlap({("a", 0): table([0]), ("b", 0): table([0]).iloc[:5]}, k=1)
     with pytest.raises(AnalysisError, match="k must lie"):

@@ -112,9 +112,19 @@ def test_the_reading_against_ceiling_and_null(refs):
     null = at[(at.reference == "permutation_null") & (at.variant_a != at.variant_b)]
     assert r.loc["null", "hi"] == pytest.approx(null.hi.max()) and r.loc["null", "n_pairs"] == 4
     assert r.loc["cross_seed", "n_pairs"] == 2 and r.loc["ceiling_a", "n_pairs"] == 1
+    # over seeds: the seeds are resampled with their pairs (analysis.stats.seed_bootstrap, checked against the exact
+    # distribution in test_stats); here every interval lies within the range of its pairs' values
+    from analysis.stats import seed_bootstrap
+
+    assert (r.loc["cross_seed", "seed_lo"], r.loc["cross_seed", "seed_hi"]) == pytest.approx(
+        seed_bootstrap(cross.value, cross.seed_a, cross.seed_b)[1:], nan_ok=True)
+    assert cross.value.min() - 1e-12 <= r.loc["cross_seed", "seed_lo"] <= r.loc["cross_seed", "seed_hi"] <= \
+        cross.value.max() + 1e-12
     assert set(reading.variant_a) == {"canonical"} and set(reading.variant_b) == {"gf2"}
     lines = reading_lines(reading)
     assert len(lines) == 3 and all(line.startswith("canonical vs gf2 @ ") for line in lines)
+    assert not any(" - at the" in line or "between the null" in line for line in reading_lines(reading,
+                                                                                              verdicts=False))
     assert read_references(refs).equals(reading)
 
 
