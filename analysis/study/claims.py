@@ -17,8 +17,8 @@ A claims file (the study's default is ``analysis/study/claims.toml``; the confir
 ``equivalence`` claims name ``margin`` (in the metric's unit) instead of ``direction``; ``descriptive`` claims name
 ``measures`` (a list), ``variants`` and ``threshold``. :func:`claims_table` computes each claim from the per-seed
 values (paired over the seeds every variant it names has), and :mod:`analysis.study.verdicts` gives each its verdict.
-A claim whose variants or measure the study lacks is left out of the table (and so out of its family's Holm
-adjustment).
+A claim whose variants or measure the study lacks keeps its row, with no numbers, the verdict ``inconclusive`` and a note
+saying what was not measured (it has no p, so it is not counted in its family's Holm adjustment).
 """
 
 from __future__ import annotations
@@ -131,27 +131,32 @@ def load_claims(path=None) -> tuple[list[Claim], float]:
     return claims, alpha
 
 
-def _per_seed(df: pd.DataFrame, measure: str, variants: list[str]) -> pd.DataFrame | None:
-    """``[seed, variant]`` values of ``measure`` over the seeds every variant has, or None when one lacks it."""
+def _per_seed(df: pd.DataFrame, measure: str, variants: list[str]) -> pd.DataFrame | str:
+    """``[seed, variant]`` values of ``measure`` over the seeds every variant has, or what is missing (a string)."""
     analysis, metric, key = measure.split("/", 2)
-    g = df[(df.analysis == analysis) & (df.metric == metric) & (df.key.astype(str) == key)
-           & df.variant.isin(variants)]
-    wide = g.pivot_table(index="seed", columns="variant", values="value", aggfunc="mean")
-    if any(v not in wide.columns for v in variants):
-        return None
+    g = df[(df.analysis == analysis) & (df.metric == metric) & (df.key.astype(str) == key)]
+    if g.empty:
+        return f"not measured: no {measure} in this study"
+    wide = g[g.variant.isin(variants)].pivot_table(index="seed", columns="variant", values="value", aggfunc="mean")
+    missing = [v for v in variants if v not in wide.columns]
+    if missing:
+        return f"not measured: {', '.join(missing)} not in this study"
     wide = wide[variants].dropna()
-    return wide if len(wide) else None
+    return wide if len(wide) else f"not measured: no seed has {measure} for every one of {', '.join(variants)}"
 
 
-def _row(c: Claim, df: pd.DataFrame) -> dict | None:
+def _row(c: Claim, df: pd.DataFrame) -> dict:
     base = dict(id=c.id, claim=c.claim, kind=c.kind, family=c.family, contrast=c.contrast,
                 direction=c.direction if c.kind in ("difference", "interaction") else "", unit=c.unit,
                 margin=c.margin if c.kind == "equivalence" else np.nan,
                 threshold=c.threshold if c.kind == "descriptive" else np.nan, note="")
+    empty = {"measure": c.measure or "; ".join(c.measures), "estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan,
+             "ci_level": np.nan, "p": np.nan, "n_seeds": 0, "seeds": ""}
     if c.kind == "descriptive":
         tables = [_per_seed(df, m, list(c.variants)) for m in c.measures]
-        if any(t is None for t in tables):
-            return None
+        missing = [t for t in tables if isinstance(t, str)]
+        if missing:
+            return {**base, **empty, "note": missing[0]}
         values = np.concatenate([t.to_numpy().ravel() for t in tables])
         seeds = sorted(set().union(*(t.index for t in tables)))
         return {**base, "measure": "; ".join(c.measures), "estimate": values.min(), "ci_low": values.min(),
@@ -159,8 +164,8 @@ def _row(c: Claim, df: pd.DataFrame) -> dict | None:
                 "seeds": ",".join(map(str, seeds)),
                 "note": f"smallest and largest of {len(values)} values (seed x variant x measure)"}
     wide = _per_seed(df, c.measure, c.named_variants)
-    if wide is None:
-        return None
+    if isinstance(wide, str):
+        return {**base, **empty, "note": wide}
     d = wide[c.a] - wide[c.b]
     if c.kind == "interaction":
         d = d - (wide[c.c] - wide[c.d])
@@ -187,7 +192,7 @@ def claims_table(df: pd.DataFrame, claims=None, alpha: float | None = None, step
     alpha = 0.05 if alpha is None else alpha
     step = int(df.step.max()) if step is None else step
     at = df[df.step == step]
-    rows = [r for r in (_row(c, at) for c in claims) if r is not None]
+    rows = [_row(c, at) for c in claims]
     table = pd.DataFrame(rows, columns=[c for c in verdicts.COLUMNS if c not in ("p_adjusted", "verdict")])
     return verdicts.apply(table, alpha)[verdicts.COLUMNS]
 
@@ -228,12 +233,17 @@ def claim_lines(table: pd.DataFrame, source: str = "the study's claims file", no
                   "verdict |", "|---|---|---|---:|---:|---:|---:|---|"]
         for r in t.itertuples():
             level = "" if not np.isfinite(r.ci_level) else f" ({100 * r.ci_level:.0f}%)"
-            interval = (f"{_num(r.estimate)} [{_num(r.ci_low)}, {_num(r.ci_high)}]{level}"
-                        if r.kind != "descriptive" else f"min {r.ci_low:.3g}, max {r.ci_high:.3g}")
+            if r.n_seeds == 0:
+                interval = "-"
+            elif r.kind == "descriptive":
+                interval = f"min {r.ci_low:.3g}, max {r.ci_high:.3g}"
+            else:
+                interval = f"{_num(r.estimate)} [{_num(r.ci_low)}, {_num(r.ci_high)}]{level}"
             bound = (f"+-{r.margin:g}" if r.kind == "equivalence" else
                      f">= {r.threshold:g}" if r.kind == "descriptive" else "-")
             p = lambda x: f"{x:.2g}" if np.isfinite(x) else "-"  # noqa: E731
-            note = f" ({r.note})" if isinstance(r.note, str) and r.note and r.kind != "descriptive" else ""
+            shown = r.kind != "descriptive" or r.n_seeds == 0
+            note = f" ({r.note})" if isinstance(r.note, str) and r.note and shown else ""
             lines.append(f"| {r.claim} | {r.contrast}: {r.measure} ({r.unit}) | {interval}{note} | {bound} | "
                          f"{p(r.p)} | {p(r.p_adjusted)} | {r.n_seeds} | **{r.verdict}** |")
         lines.append("")

@@ -77,7 +77,9 @@ def test_claims_table_numbers_agree_with_scipy_and_holm_by_hand():
               Claim("m", "missing variant", "primary", "difference", "acc", measure="behaviours/accuracy/facts",
                     a="permuted", b="learned", direction="negative")]
     t = claims_table(df, claims).set_index("id")
-    assert "m" not in t.index  # a claim whose variant was not trained is left out
+    # a claim whose variant was not trained keeps its row, untested
+    assert t.loc["m", "n_seeds"] == 0 and t.loc["m", "verdict"] == "inconclusive" and np.isnan(t.loc["m", "p"])
+    assert t.loc["m", "note"] == "not measured: permuted not in this study"
     d = vals["canonical"] - vals["learned"]
     assert t.loc["d", "estimate"] == pytest.approx(d.mean())
     assert t.loc["d", "p"] == pytest.approx(stats.ttest_rel(vals["canonical"], vals["learned"]).pvalue)
@@ -171,8 +173,10 @@ def test_the_report_command_rewrites_claims_and_refuses_bad_input(tmp_path, caps
         main(["report", str(study)])
     assert e.value.code == 0
     t = read_csv(study / "claims.csv")
+    tested = t[t.n_seeds > 0]
     assert {"facts-canonical", "facts-gf2", "loss-canonical-learned", "loss-gf2-canonical",
-            "facts-gf2-canonical"} == set(t.id) and verdicts.check(t) == []
+            "facts-gf2-canonical"} == set(tested.id) and verdicts.check(t) == []
+    assert set(t.id) == {c.id for c in load_claims()[0]}  # every declared claim has its row
     text = (study / "report.md").read_text()
     assert "## Claims" in text and "The canonical code trails the learned table on the facts task." in text
     capsys.readouterr()
