@@ -3,7 +3,9 @@
 - ``api/``: one page per module of ``fixedid`` and ``analysis`` (autodoc: every public name, documented where it is
   defined) and one page per package listing what it exports (its ``__all__``), linked to those definitions;
 - ``notebooks/``: the notebooks of ``notebooks/``, rendered with their stored outputs;
-- ``results/``: the committed study's report (``experiments/benchmarks/results/study-tiny``) with its figures.
+- ``results/``: the committed studies' reports with their figures: ``confirmatory/`` (seeds 5-9,
+  ``experiments/benchmarks/results/study-tiny-confirmatory``) and ``exploratory/`` (seeds 0-4, ``study-tiny``), and
+  ``claims.md``, the confirmatory study's claims table as the report prints it.
 
 It also holds the two build hooks: :func:`undocumented` (a public name without a docstring is a warning, so an error
 under ``-W``) and :func:`resolve_reexport` (``analysis.load`` resolves to ``analysis.loading.load``).
@@ -25,7 +27,9 @@ PACKAGES = ("fixedid", "analysis")
 #: and ``__main__`` routers.
 SKIP = ("analysis.cli.", "fixedid.train.__main__", "analysis.__main__")
 KEEP = ("analysis.cli.args", "analysis.cli.main", "analysis.cli.study")
-RESULTS = ROOT / "experiments" / "benchmarks" / "results" / "study-tiny"
+#: The committed studies the results page renders: {page folder: study directory}.
+RESULTS = {"confirmatory": ROOT / "experiments" / "benchmarks" / "results" / "study-tiny-confirmatory",
+           "exploratory": ROOT / "experiments" / "benchmarks" / "results" / "study-tiny"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -143,10 +147,23 @@ def generate(out: Path) -> None:
         write_if_changed(api / f"{name}.md", module_page(name))
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         copy_if_changed(path, out / "notebooks" / path.name)
-    report = (RESULTS / "report.md").read_text()
-    write_if_changed(out / "results" / "report.md", report)
-    for fig in sorted((RESULTS / "figures").glob("*.png")):
-        copy_if_changed(fig, out / "results" / "figures" / fig.name)
+    for name, study in RESULTS.items():
+        write_if_changed(out / "results" / name / "report.md", (study / "report.md").read_text())
+        for fig in sorted((study / "figures").glob("*.png")):
+            copy_if_changed(fig, out / "results" / name / "figures" / fig.name)
+    write_if_changed(out / "results" / "claims.md", claims_page())
+
+
+def claims_page() -> str:
+    """The confirmatory study's claims as its report prints them (:func:`analysis.study.claims.claim_lines`), from its
+    ``claims.csv``."""
+    from analysis.outputs import read_csv
+    from analysis.study.claims import claim_lines
+
+    table = read_csv(RESULTS["confirmatory"] / "claims.csv")
+    lines = claim_lines(table, "`experiments/claims/confirmatory.toml` (frozen before seeds 5-9 were trained)")
+    body = [line.replace("### ", "## ", 1) if line.startswith("### ") else line for line in lines[2:]]
+    return "\n".join(["# The confirmatory claims", ""] + body) + "\n"
 
 
 def undocumented(app, what, name, obj, options, lines) -> None:

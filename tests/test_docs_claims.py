@@ -94,3 +94,50 @@ def test_the_features_tables_are_the_committed_surveys():
         checks[label] = corr[corr.pair == pair].groupby("depth").value.mean().to_numpy()
     for label, values in checks.items():
         np.testing.assert_allclose(row(label), values, atol=0.0051, err_msg=label)
+
+
+#: Words that state a result about the variants; a sentence with one on the results page or in the README's findings
+#: must be a supported claim of the confirmatory study, word for word.
+FINDING = re.compile(r"\b(trails?|leads?|differs?|survives?|needs?|costs?|within|hurt|tied|equivalent|ceiling|beats?|"
+                     r"outperforms?|better|worse|shrinks?|grows?|more|less|higher|lower|same)\b", re.IGNORECASE)
+
+
+def _sentences(markdown: str) -> list[str]:
+    """The prose sentences of a Markdown text: fenced blocks and headings left out, bullets and links unwrapped."""
+    text = re.sub(r"```.*?```", " ", markdown, flags=re.DOTALL)
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"(^|\n)\s*[-*] ", r"\1\n", text)
+    out = []
+    for para in re.split(r"\n\s*\n", text):
+        out += [s.strip() for s in re.split(r"(?<=[.!?])\s+", flat(para)) if s.strip()]
+    return out
+
+
+def _readme_findings() -> str:
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"^## What the study found\n(.*?)(?=^## )", readme, flags=re.DOTALL | re.MULTILINE)
+    assert m, "README.md has no '## What the study found' section"
+    return m.group(1)
+
+
+def test_the_results_page_and_the_readme_state_only_supported_claims():
+    from analysis.outputs import read_csv
+
+    claims = read_csv(ROOT / "experiments" / "benchmarks" / "results" / "study-tiny-confirmatory" / "claims.csv")
+    supported = set(claims[(claims.verdict == "supported") & (claims.family != "exploratory")].claim)
+    assert supported  # the check below is only as strong as this set is right: verdicts are checked in test_claims
+    findings = _readme_findings()
+    for where, text in (("docs/results.md", (ROOT / "docs" / "results.md").read_text()), ("README.md", findings)):
+        stated = [s for s in _sentences(text) if FINDING.search(s)]
+        unsupported = [s for s in stated if s not in supported]
+        assert not unsupported, f"{where} states results with no supported claim behind them: {unsupported}"
+    bullets = [s for s in _sentences(findings) if FINDING.search(s)]
+    assert sorted(bullets) == sorted(supported)  # every supported claim said plainly, none left out
+
+
+def test_a_stated_result_without_a_claim_is_caught():
+    """The check above on a page that adds one unsupported sentence: it must be found."""
+    page = "Intro without a result.\n\n- The canonical code trails the learned table on everything.\n"
+    assert [s for s in _sentences(page) if FINDING.search(s)] == ["The canonical code trails the learned table on "
+                                                                 "everything."]

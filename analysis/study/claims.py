@@ -197,8 +197,6 @@ def claims_table(df: pd.DataFrame, claims=None, alpha: float | None = None, step
     return verdicts.apply(table, alpha)[verdicts.COLUMNS]
 
 
-__all__ = ["Claim", "DEFAULT_CLAIMS", "load_claims", "claims_table"]
-
 
 def _num(x) -> str:
     return f"{x:+.3g}" if np.isfinite(x) else "-"
@@ -206,9 +204,8 @@ def _num(x) -> str:
 
 def claim_lines(table: pd.DataFrame, source: str = "the study's claims file", note: str | None = None) -> list[str]:
     """The report's claims section: what the verdicts mean (and ``note``, a paragraph on where the claims come from),
-    then one Markdown table per family (claim, contrast,
-    estimate with its interval, margin or threshold, p, Holm-adjusted p, seeds, verdict) and how many of each family's
-    claims are supported."""
+    then one Markdown table per family (claim, contrast, estimate with its interval, margin or threshold, p,
+    Holm-adjusted p, seeds, verdict) and how many of each family's claims are supported."""
     if table.empty:
         return []
     lines = ["## Claims", "",
@@ -250,4 +247,4 @@ def claim_lines(table: pd.DataFrame, source: str = "the study's claims file", no
     return lines
 
 
-__all__ += ["claim_lines"]
+__all__ = ["Claim", "DEFAULT_CLAIMS", "load_claims", "claims_table", "claim_lines"]
