@@ -319,3 +319,16 @@ def test_a_tasks_package_warning_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "fixedid-study: warning: 7 of the 16 code bits are the same for all tokens\n" in err
     assert "warnings.warn(" not in err
+
+
+def test_task_keys_share_a_prefix_per_kind_so_dask_learns_durations():
+    """Dask learns task durations by key prefix and steals queued work for an idle worker only when it expects the
+    work to take long: every training must share the prefix "train" (a prefix per task left a worker idle for a
+    whole training while the other had trainings queued)."""
+    from distributed.utils import key_split
+
+    from analysis.study.graph import task_key
+
+    assert {key_split(task_key(n, "0a1b2c3d")) for n in ("train.seed5.learned", "train.seed5-gf2r1.gf2")} == {"train"}
+    assert key_split(task_key("measure.seed5.gf2-r1.step1200.loss", "0a1b2c3d")) == "measure"
+    assert task_key("train.seed5.learned", "x") != task_key("train.seed6.learned", "x")
