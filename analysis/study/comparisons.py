@@ -17,7 +17,8 @@ value``) and, optionally, per-item values (``... , item, value``: the behaviours
   recorded - every seed is measured on the same prompts, so the t interval over seeds leaves the prompts' variance
   out - and the trained recodings for the pooled gf2 variant (``seeds x recodings x prompts``, or ``seeds x
   recodings`` without per-item values). With 2-5 seeds a percentile bootstrap understates the seed variance:
-  read it beside the t interval, not instead of it;
+  read it beside the t interval, not instead of it.
+
 Every row is exploratory and unadjusted: the tested statements, with their families and Holm adjustment, are the
 claims (:func:`analysis.study.claims.claims_table`).
 
