@@ -147,8 +147,8 @@ def generate(out: Path) -> None:
         write_if_changed(api / f"{name}.md", module_page(name))
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         copy_if_changed(path, out / "notebooks" / path.name)
-    for stale in (out / "results" / "report.md", out / "results" / "figures"):  # the one-study layout before 2026-12-06
-        shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
+    (out / "results" / "report.md").unlink(missing_ok=True)  # the one-study layout before 2026-12-06
+    shutil.rmtree(out / "results" / "figures", ignore_errors=True)
     for name, study in RESULTS.items():
         write_if_changed(out / "results" / name / "report.md", (study / "report.md").read_text())
         for fig in sorted((study / "figures").glob("*.png")):

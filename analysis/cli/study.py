@@ -14,7 +14,7 @@ from fixedid.clitools import ArgumentParser, run_main
 from fixedid.version import __version__
 
 from analysis.errors import AnalysisError
-from analysis.study.pipeline import DEFAULT_VARIANTS, check_analyses, parse_seeds, run_study, run_study_dask
+from analysis.study.pipeline import DEFAULT_VARIANTS, parse_seeds, run_study, run_study_dask
 
 EXAMPLES = """
   fixedid-study run tiny --seeds 0-2 --variants learned,canonical,gf2 --out study-quick   # no controls
@@ -58,16 +58,12 @@ def build_parser() -> ArgumentParser:
     r.add_argument("--train-cmd", metavar="TEMPLATE", help="run each training as this command, with {python}, "
                    "{config}, {out} and {variant} filled in, e.g. 'torchrun --standalone --nproc_per_node=8 -m "
                    "fixedid.train --config {config} --out {out} --variants {variant} --resume --quiet'")
-    rep = sub.add_parser("report", help="rewrite a study's report, claims.csv, CSVs and figures from its measurements",
-                         description="Rewrite a study directory's report.md, claims.csv, summary, comparisons and "
-                         "figures from the measurements it holds, without measuring again (after a change of the "
-                         "claims, or of the report).", epilog="examples:\n" + EXAMPLES.strip("\n"),
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    rep.add_argument("results", metavar="DIR", help="a study directory written by fixedid-study run (its "
-                     "measurements/ or measurements.csv)")
-    rep.add_argument("--claims", metavar="FILE", help="the claims to test (default: the study's default claims)")
-    rep.add_argument("--note", metavar="TEXT", help="a paragraph printed above the claims, e.g. which seeds chose "
-                     "them")
+    _add_where(r)
+    _add_report(sub)
+    return p
+
+def _add_where(r) -> None:
+    """``run``'s options for where the study runs: this machine, an existing cluster, Slurm jobs."""
     where = r.add_argument_group("where it runs (default: a Dask cluster of worker processes on this machine)")
     where.add_argument("--workers", type=int, metavar="N", help="worker processes on this machine (default: one per "
                        "GPU, else one per core); 0 runs the study in this process without Dask, one task after "
@@ -89,7 +85,20 @@ def build_parser() -> ArgumentParser:
                        "e.g. --sbatch=--qos=high (repeatable)")
     slurm.add_argument("--print-job-script", action="store_true", help="print the job script each Slurm job runs "
                        "and exit (nothing is submitted)")
-    return p
+
+
+def _add_report(sub) -> None:
+    """The ``report`` command: rewrite a study's report and claims from its measurements."""
+    rep = sub.add_parser("report", help="rewrite a study's report, claims.csv, CSVs and figures from its measurements",
+                         description="Rewrite a study directory's report.md, claims.csv, summary, comparisons and "
+                         "figures from the measurements it holds, without measuring again (after a change of the "
+                         "claims, or of the report).", epilog="examples:\n" + EXAMPLES.strip("\n"),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    rep.add_argument("results", metavar="DIR", help="a study directory written by fixedid-study run (its "
+                     "measurements/ or measurements.csv)")
+    rep.add_argument("--claims", metavar="FILE", help="the claims to test (default: the study's default claims)")
+    rep.add_argument("--note", metavar="TEXT", help="a paragraph printed above the claims, e.g. which seeds chose "
+                     "them")
 
 
 def _slurm_options(args):
@@ -148,7 +157,6 @@ def main(argv=None) -> None:
             print(slurm_job_script(_slurm_options(args)))
             return 0
         seeds, gf2 = parse_seeds(args.seeds), parse_seeds(args.gf2_seeds, "--gf2-seeds")
-        check_analyses(args.analyses)
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]
         if args.train_cmd is not None:
             from analysis.study.train_cmd import check_train_cmd

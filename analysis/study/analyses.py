@@ -71,6 +71,26 @@ def register(name: str, when: str, *, reference: bool = False, controls: bool = 
     return add
 
 
+#: The name that selects the similarity of the study's variants (and the overlap of their circuits) in a study's
+#: ``analyses``, beside the names of :data:`~analysis.study.analyses.ANALYSES`.
+SIMILARITY = "similarity"
+
+
+def check_analyses(names) -> list[str] | None:
+    """``names`` (a list, or a comma-separated string) as a list of the study's analyses (the names of
+    :data:`~analysis.study.analyses.ANALYSES` and ``similarity``), or None for all of them; an unknown name raises
+    :class:`~analysis.errors.AnalysisError`."""
+    if names is None:
+        return None
+    names = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    known = list(ANALYSES) + [SIMILARITY]
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise AnalysisError(f"--analyses {','.join(names)!r}: {'unknown ' + ', '.join(bad) if bad else 'none given'}; "
+                            f"choose from {','.join(known)}")
+    return list(dict.fromkeys(names))
+
+
 def _rows(analysis: str, items) -> pd.DataFrame:
     return pd.DataFrame([{"analysis": analysis, "metric": m, "key": str(k), "value": float(v)} for m, k, v in items],
                         columns=["analysis", "metric", "key", "value"])
@@ -334,5 +354,5 @@ def circuit_overlap_of(models: dict) -> pd.DataFrame:
     return circuit_overlap_of_models(loaded, lambda m: task_pairs(m, "ioi", N_PAIRS), CIRCUIT_K)
 
 
-__all__ = ["ANALYSES", "Analysis", "register", "measure", "TOKENS", "N_PAIRS", "EVAL_LIMIT", "BOOT", "PROBE_C", "CIRCUIT_K",
+__all__ = ["ANALYSES", "SIMILARITY", "Analysis", "register", "check_analyses", "measure", "TOKENS", "N_PAIRS", "EVAL_LIMIT", "BOOT", "PROBE_C", "CIRCUIT_K",
            "circuit_overlap_of"]

@@ -24,7 +24,7 @@ saying what was not measured (it has no p, so it is not counted in its family's 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -75,8 +75,7 @@ class Claim:
         return [v for v in (self.a, self.b, self.c, self.d) if v]
 
 
-_FIELDS = {"id", "claim", "family", "kind", "unit", "measure", "a", "b", "c", "d", "direction", "margin", "threshold",
-           "measures", "variants"}
+_FIELDS = {f.name for f in fields(Claim)}
 
 
 def _claim(raw: dict, where: str) -> Claim:
@@ -221,11 +220,10 @@ def claim_lines(table: pd.DataFrame, source: str = "the study's claims file", no
         t = table[table.family == family]
         if t.empty:
             continue
-        tested = t[t.kind != "descriptive"]
         k = int((t.verdict == "supported").sum())
         title = {"primary": "Primary", "control": "Controls", "exploratory": "Exploratory (not findings)"}[family]
         lines += [f"### {title}: {k} of {len(t)} supported" if family != "exploratory" else f"### {title}", "",
-                  f"Holm adjustment over the {int(np.isfinite(tested.p).sum())} tested rows of this family.", "",
+                  f"Holm adjustment over the {int(np.isfinite(t.p).sum())} tested rows of this family.", "",
                   "| claim | contrast (unit) | estimate [interval] | margin / threshold | p | p (Holm) | seeds | "
                   "verdict |", "|---|---|---|---:|---:|---:|---:|---|"]
         for r in t.itertuples():

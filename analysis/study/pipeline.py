@@ -55,7 +55,7 @@ from fixedid.train.config import TrainConfig
 from analysis.errors import AnalysisError
 from analysis.outputs import read_csv
 from analysis.study import analyses
-from analysis.study.analyses import ANALYSES, Analysis, measure, register  # noqa: F401 (the registry's home)
+from analysis.study.analyses import ANALYSES, SIMILARITY, Analysis, check_analyses, measure, register  # noqa: F401
 from analysis.study.claims import DEFAULT_CLAIMS, load_claims
 
 #: The study's three variants, what the training helpers train by default. Every analysis measures them and the further
@@ -160,26 +160,6 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, analyses_only=None,
         measure_one(m, out, ckpts, loaded)
     if analyses_only is None or SIMILARITY in analyses_only:
         measure_similarity(cfg, out, ckpts, quiet=quiet)
-
-
-#: The name that selects the similarity of the study's variants (and the overlap of their circuits) in a study's
-#: ``analyses``, beside the names of :data:`~analysis.study.analyses.ANALYSES`.
-SIMILARITY = "similarity"
-
-
-def check_analyses(names) -> list[str] | None:
-    """``names`` (a list, or a comma-separated string) as a list of the study's analyses (the names of
-    :data:`~analysis.study.analyses.ANALYSES` and ``similarity``), or None for all of them; an unknown name raises
-    :class:`~analysis.errors.AnalysisError`."""
-    if names is None:
-        return None
-    names = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
-    known = list(analyses.ANALYSES) + [SIMILARITY]
-    bad = [n for n in names if n not in known]
-    if bad or not names:
-        raise AnalysisError(f"--analyses {','.join(names)!r}: {'unknown ' + ', '.join(bad) if bad else 'none given'}; "
-                            f"choose from {','.join(known)}")
-    return list(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -320,10 +300,8 @@ def run_study(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, 
     claims file the report tests (default :data:`analysis.study.claims.DEFAULT_CLAIMS`); ``analyses_only``: the
     analyses to make (:func:`check_analyses`; default all). One process, one task after another;
     :func:`~analysis.study.pipeline.run_study_dask` runs the same study on a Dask cluster."""
+    analyses_only = _check_inputs(claims, analyses_only)
     cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
-    if claims is not None:
-        load_claims(claims)  # a bad claims file is refused before anything runs
-    analyses_only = check_analyses(analyses_only)
     ckpts = train_all(cfg, out, seeds, gf2_seeds, variants=variants, quiet=quiet)
     measure_all(cfg, out, ckpts, analyses_only=analyses_only, quiet=quiet)
     return write_report(cfg, out, seeds, gf2_seeds, claims=claims)
@@ -348,8 +326,6 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
 
     A measurement keeps its checkpoint loaded in the worker process for the next (:func:`loaded_models`); a training
     empties that first."""
-    import hashlib
-
     from fixedid.train.loop import prepare_run, run_complete, train
 
     from analysis.study.graph import Task
@@ -381,6 +357,16 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
         needs = (trains[(m.seed, m.variant)],) + ((trains[m.reference],) if m.reference is not None else ())
         tasks.append(Task(f"measure.seed{m.seed}.{m.variant}.step{m.step}.{m.analysis}", tuple(dict.fromkeys(needs)),
                           m.path.exists, lambda m=m: measure_one(m, out, ckpts, loaded_models()), 3, device=True))
+    tasks.append(_report_task(cfg, out, seeds, gf2_seeds, claims, tasks))
+    return tasks
+
+
+def _report_task(cfg: TrainConfig, out: Path, seeds, gf2_seeds, claims, tasks: list):
+    """The report, after every task of ``tasks``; its name hashes those tasks and the claims file's text."""
+    import hashlib
+
+    from analysis.study.graph import Task
+
     claims_text = Path(DEFAULT_CLAIMS if claims is None else claims).read_text()
     key = hashlib.sha256(json.dumps([sorted(t.name for t in tasks), seeds, gf2_seeds, claims_text]).encode()
                          ).hexdigest()[:12]
@@ -390,9 +376,8 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
         write_report(cfg, out, seeds, gf2_seeds, claims=claims)
         write_text_atomic(marker, json.dumps({"seeds": seeds, "gf2_seeds": gf2_seeds}))
 
-    tasks.append(Task(f"report.{key}", tuple(t.name for t in tasks),
-                      lambda: marker.exists() and (out / "report.md").exists(), report, 4))
-    return tasks
+    return Task(f"report.{key}", tuple(t.name for t in tasks),
+                lambda: marker.exists() and (out / "report.md").exists(), report, 4)
 
 
 def run_study_dask(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIANTS, client=None,
@@ -418,10 +403,8 @@ def run_study_dask(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIA
         check_train_cmd(train_cmd)
     if not isinstance(retries, int) or retries < 0:
         raise AnalysisError(f"--retries {retries!r} must be a non-negative integer")
+    analyses_only = _check_inputs(claims, analyses_only)
     cfg, out, seeds, gf2_seeds, variants = start_study(config, out, seeds, gf2_seeds, variants)
-    if claims is not None:
-        load_claims(claims)  # a bad claims file is refused before anything runs
-    analyses_only = check_analyses(analyses_only)
     tasks = study_tasks(cfg, out, seeds, gf2_seeds, variants, train_cmd=train_cmd, claims=claims,
                         analyses_only=analyses_only)
     where = (contextlib.nullcontext((client, has_gpus(client))) if client is not None
@@ -429,6 +412,12 @@ def run_study_dask(config, out, seeds, gf2_seeds=(0,), *, variants=DEFAULT_VARIA
     with where as (c, gpu):
         run_graph(tasks, c, log=out / "tasks" / "log.jsonl", gpu=gpu, retries=retries, quiet=quiet)
     return out / "report.md"
+
+
+def _check_inputs(claims, analyses_only) -> list[str] | None:
+    """Refuse a bad claims file or analysis name before anything is written; returns the analyses to make."""
+    load_claims(claims)
+    return check_analyses(analyses_only)
 
 
 def start_study(config, out, seeds, gf2_seeds, variants) -> tuple[TrainConfig, Path, list, list, list]:
@@ -479,19 +468,14 @@ def rewrite_report(out, claims=None, note: str | None = None) -> Path:
     where it has them, its claims those of ``claims`` (default :data:`analysis.study.claims.DEFAULT_CLAIMS`): after
     a change of the claims or of the report, without measuring again. ``note``: a paragraph printed above the claims
     (which seeds chose them, for instance)."""
-    from analysis.study.report import load_circuits, load_similarity, write_results
+    from analysis.study.report import load_circuits, load_similarity, read_measurements, write_results
 
     out = Path(out)
     load_claims(claims)  # a bad claims file is refused before anything is written
     if (out / "measurements").is_dir():
         df, items = collect_measurements(out), collect_items(out)
-    elif (out / "measurements.csv").is_file():
-        df, items = read_csv(out / "measurements.csv", dtype={"key": str}), None
     else:
-        raise AnalysisError(f"{out} holds no measurements: point at a study directory written by fixedid-study run")
-    if df.empty or list(df.columns) != ["analysis", "metric", "key", "variant", "seed", "step", "value"]:
-        raise AnalysisError(f"{out}'s measurements have no rows or not the columns analysis, metric, key, variant, "
-                            "seed, step, value")
+        df, items = read_measurements(out), None
     record = json.loads((out / "study.json").read_text()) if (out / "study.json").is_file() else {}
     recodings = sorted(int(v[5:]) for v in set(df.variant) if re.fullmatch(r"gf2-r\d+", v))
     steps = sorted(int(s) for s in df.step.unique())

@@ -420,22 +420,30 @@ def load_circuits(out: Path):
     return read_csv(found[-1]) if found else None
 
 
-def redraw(results) -> list[Path]:
-    """Redraw every figure of a study directory from its ``measurements.csv`` (no model is loaded)."""
-    results = Path(results)
-    path = results / "measurements.csv"
+def read_measurements(results) -> pd.DataFrame:
+    """A study directory's ``measurements.csv`` (:data:`MEASUREMENT_COLUMNS`); one that is missing, unreadable, empty
+    or of other columns raises :class:`~analysis.errors.AnalysisError` saying so."""
+    path = Path(results) / "measurements.csv"
     if not path.is_file():
-        raise AnalysisError(f"{results} has no measurements.csv: point --results at a study directory written by "
-                            "fixedid-study")
+        raise AnalysisError(f"{results} has no measurements.csv: point at a study directory written by fixedid-study")
     try:
         df = read_csv(path, dtype={"key": str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise AnalysisError(f"{path} is not a readable CSV: {e}") from None
     if df.empty:
         raise AnalysisError(f"{path} has no rows")
+    if list(df.columns) != MEASUREMENT_COLUMNS:
+        raise AnalysisError(f"{path} has columns {list(df.columns)}, not {', '.join(MEASUREMENT_COLUMNS)}")
+    return df
+
+
+def redraw(results) -> list[Path]:
+    """Redraw every figure of a study directory from its ``measurements.csv`` (no model is loaded)."""
+    results = Path(results)
+    df = read_measurements(results)
     stems = draw_figures(df, results / "figures", references=load_similarity(results)[0])
     return [results / "figures" / f"{s}.png" for s in stems]
 
 
-__all__ = ["summarise", "compare", "study_figures", "draw_figures", "write_results", "redraw", "load_similarity",
-           "load_circuits", "forest", "depth_figure", "training_figure", "comparison_figure"]
+__all__ = ["summarise", "compare", "study_figures", "draw_figures", "write_results", "redraw", "read_measurements",
+           "load_similarity", "load_circuits", "forest", "depth_figure", "training_figure", "comparison_figure"]

@@ -66,9 +66,9 @@ def _side(lo: float, hi: float) -> str | None:
 
 
 def verdict(row, alpha: float = 0.05) -> str:
-    """The verdict of one claims-table row (a mapping or a row of :func:`analysis.study.claims.claims_table`) by the
-    rules in the module docstring."""
-    get = row.get if hasattr(row, "get") else (lambda k, default=None: getattr(row, k, default))
+    """The verdict of one claims-table row (a mapping: a record of :func:`analysis.study.claims.claims_table`) by
+    the rules in the module docstring."""
+    get = row.get
     kind, family = get("kind"), get("family")
     if kind not in KINDS or family not in FAMILIES:
         raise AnalysisError(f"claim {get('id')!r}: kind {kind!r} / family {family!r} must be one of {KINDS} / "

@@ -182,7 +182,7 @@ def test_the_report_command_rewrites_claims_and_refuses_bad_input(tmp_path, caps
     capsys.readouterr()
     bad = tmp_path / "bad.toml"
     bad.write_text("[[claim]]\nid='a'\n")
-    for argv, match in ((["report", str(tmp_path / "nowhere")], "holds no measurements"),
+    for argv, match in ((["report", str(tmp_path / "nowhere")], "has no measurements.csv"),
                         (["report", str(study), "--claims", str(bad)], "needs a non-empty 'claim'"),
                         (["report", str(study), "--claims", str(tmp_path / "none.toml")], "cannot be read")):
         before = (study / "claims.csv").read_bytes()
