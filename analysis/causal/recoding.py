@@ -32,7 +32,9 @@ Equal ``k`` is not equal disturbance: a walk of ``k`` transvections moves a cano
 by fewer bits than a gf2 code (its high bits are 1 for few, rare tokens), and lands on other tokens' codes more
 often. Compare variants against ``hamming`` (:func:`~analysis.causal.recoding.matched_hamming` interpolates each
 variant's curve at common distances; :func:`analysis.figures.recoding.disturbance_plot` draws the families on one axis),
-with ``on_support`` beside it.
+with ``on_support`` beside it. Matching the distance does not match that share: ``split=True`` measures each recoding's
+landing and off-code parts, from which :func:`analysis.causal.landing.matched_landing` compares variants at a
+matched landing share instead (report both, and say which one a claim uses).
 
 What a sweep does NOT establish: a small ``delta_loss`` under a recoding shows the model tolerates that recoding
 without retraining, not that it reads the code "linearly"; a large one shows that the trained weights are tied to
@@ -53,7 +55,7 @@ from tqdm.auto import tqdm
 from fixedid.codes import GF2Code, id_permutation, ids_to_bits, render_bits
 from fixedid.model import constant_code_bits
 
-from analysis.causal.support import CodeSupport, table_bits, token_counts
+from analysis.causal.support import CodeSupport, code_keys, table_bits, token_counts
 from analysis.evaluation.behaviours import TASKS, prepare_pairs, score_pairs
 from analysis.corpus import DEFAULT_TOKENS, corpus_tokens
 from analysis.errors import AnalysisError
@@ -96,11 +98,18 @@ def recoded_table(model, code: GF2Code) -> torch.Tensor:
 
 
 @contextmanager
-def recoded(model, code: GF2Code):
-    """Inside the block the model reads ``R c(t) xor r`` for every token ``t``; its own code is restored on exit."""
+def recoded(model, code: GF2Code, rows=None):
+    """Inside the block the model reads ``R c(t) xor r`` for every token ``t`` (or only for the token ids where the
+    boolean ``rows`` ``[vocab]`` is True, the others reading their own code); its own code is restored on exit."""
     table = recoded_table(model, code)
     buf = model.embed.code
     saved = buf.clone()
+    if rows is not None:
+        rows = torch.as_tensor(np.asarray(rows, dtype=bool))
+        if rows.shape != (buf.shape[0],):
+            raise AnalysisError(f"rows is a boolean mask over the {buf.shape[0]} token ids, got shape "
+                                f"{tuple(rows.shape)}")
+        table = torch.where(rows.to(buf.device)[:, None], table, saved)
     try:
         buf.copy_(table)
         yield model
@@ -247,8 +256,14 @@ def corpus_loss(model, tokens: torch.Tensor, max_batch: int = 64) -> float:
 @torch.no_grad()
 def recoding_sweep(model, family: str, ks=None, *, draws: int = 4, seed: int = 0, data=None,
                    tokens: int = DEFAULT_TOKENS, tasks=TASKS, n_pairs: int = 64, max_batch: int = 64,
-                   progress: bool = False) -> pd.DataFrame:
+                   split: bool = False, progress: bool = False) -> pd.DataFrame:
     """Evaluate the model under every recoding of a family (see the module docstring for the columns).
+
+    ``split``: also measure each GF(2) recoding in two parts (two more passes over the data): applied only to the
+    token ids whose recoded code is another token's (``delta_on``) and only to those whose recoded code is no token's
+    (``delta_off``), with the shares of all measured occurrences each part moves (``share_on``, ``share_off``; ids
+    whose code the map leaves unchanged are in neither). :func:`analysis.causal.landing.matched_landing` compares
+    variants from these at a matched landing share. NaN for token-row cycles (every cycled row is another token's).
 
     The data (``data``/``tokens``, see :func:`analysis.corpus.corpus_tokens`; ``data`` may also be token ids
     ``[n, T]`` already prepared, for several sweeps over the same windows) and the task prompts are tokenised once;
@@ -272,14 +287,33 @@ def recoding_sweep(model, family: str, ks=None, *, draws: int = 4, seed: int = 0
             on, ham = support.table_stats(table_bits(model, now), counts) if support else (np.nan, np.nan)
             loss = corpus_loss(model, x, max_batch)
             acc = score_pairs(model, groups).groupby("task").correct.mean() if groups else pd.Series(dtype=float)
+            keys = code_keys(table_bits(model, now)) if split and support else None
+        parts = _landing_parts(model, edit, keys, support, counts, x, base, max_batch) if split else {}
         rows.append({"interface": model.cfg.interface, "family": family, "k": k, "draw": d, "changed": changed,
-                     "on_support": on, "hamming": ham,
+                     "on_support": on, "hamming": ham, **parts,
                      **({"bit_constant": int(k) in constant} if family == "offset" else {}),
                      "loss": loss, "delta_loss": loss - base, **{f"acc_{t}": float(acc.get(t, np.nan)) for t in tasks},
                      "recoding": recoding_to_json(edit)})
     df = pd.DataFrame(rows)
     df.attrs.update(base_loss=base, n_tokens=int(x.numel()), n_sequences=int(x.shape[0]), n_bits=model.cfg.n_bits)
     return df
+
+
+def _landing_parts(model, edit, keys, support, counts, x, base, max_batch) -> dict:
+    """The on- and off-support parts of one recoding (``recoding_sweep(split=True)``)."""
+    if keys is None or not isinstance(edit, GF2Code):
+        return dict.fromkeys(("delta_on", "delta_off", "share_on", "share_off"), np.nan)
+    moved = keys != support.keys
+    on = moved & (support.landing(keys) >= 0)
+    off = moved & ~on
+    out = {"share_on": float(counts[on].sum() / counts.sum()), "share_off": float(counts[off].sum() / counts.sum())}
+    for name, rows in (("delta_on", on), ("delta_off", off)):
+        if not rows.any():
+            out[name] = 0.0  # nothing moved: the model reads its own code
+            continue
+        with recoded(model, edit, rows):
+            out[name] = corpus_loss(model, x, max_batch) - base
+    return out
 
 
 def matched_hamming(df: pd.DataFrame, at=None, *, families=("transvection",)) -> pd.DataFrame:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis.causal.bitmap import bit_layer_map
 from analysis.causal.flipsplit import flip_split, split_table
+from analysis.causal.landing import matched_landing, split_parts
 from analysis.causal.interventions import bit_groups, input_intervention, matched_decoding
 from analysis.corpus import corpus_tokens
 from analysis.errors import AnalysisWarning
@@ -132,7 +133,24 @@ def split_lines(split: pd.DataFrame | None, flips: pd.DataFrame) -> list[str]:
                   "positions, and the off-support part ("
                   + ", ".join(f"{v} {m['off']:+.3f}" for v, m in means.items())
                   + ") as the effect of code rows no token has."]
+        lines += ["", landing_line(split)]
     return lines + [""]
+
+
+def landing_line(split: pd.DataFrame) -> str:
+    """The variants' mean flips standardised to one landing share (:func:`analysis.causal.landing.matched_landing`
+    over the varying columns)."""
+    g = split[~split.bit_constant.astype(bool)]
+    m = matched_landing(split_parts(g).assign(delta_loss=g.flip), by="variant").set_index("variant")
+    at = m.landing_at.iloc[0]
+    cells = ", ".join(f"{v} {r.delta_loss:+.3f} (at its own {_pct(r.landing_own)}: {r.delta_on_off:+.3f})"
+                      for v, r in m.assign(delta_on_off=m.moved * (m.landing_own * m.rate_on.fillna(0)
+                                                                  + (1 - m.landing_own) * m.rate_off.fillna(0)))
+                      .iterrows())
+    return (f"At a matched landing share: each variant's on- and off-support parts, pooled over its varying columns "
+            f"and scaled to {_pct(at)} of the flipped rows landing on another token's code (the mean of the variants' "
+            f"own shares; analysis.causal.landing, which assumes each part scales with the share of rows it moves), "
+            f"the mean flip costs {cells}. Matched on landing share, not on distance: every flip moves one bit.")
 
 
 def noise_lines(noise: pd.DataFrame) -> list[str]:

@@ -5,7 +5,8 @@ Walks of equal length ``k`` disturb the two fixed codes by different amounts (a 
 ids has high bits that are 1 for few, rare tokens), so the section compares the variants at matched disturbance:
 the loss change interpolated at common frequency-weighted Hamming distances from the own code
 (:func:`analysis.causal.recoding.matched_hamming`), with the share of token rows landing on another token's code
-beside it, and says what that changes relative to the comparison at equal ``k``."""
+beside it, and says what that changes relative to the comparison at equal ``k``; then the same walks at a matched
+share of moved rows landing on another token's code (:func:`analysis.causal.landing.matched_landing`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.corpus import corpus_tokens
+from analysis.causal.landing import matched_landing
 from analysis.causal.recoding import matched_hamming, recoding_sweep
 
 TOKENS = 8192  # validation tokens per map
@@ -33,7 +35,8 @@ def recoding_table(models: dict) -> pd.DataFrame:
             runs = [("transvection", TRANSVECTIONS, DRAWS), ("other-variant", None, 1)] + runs
         x = corpus_tokens(m, tokens=TOKENS)  # one set of validation windows for all of a model's sweeps
         for family, ks, draws in runs:
-            df = recoding_sweep(m, family, ks, draws=draws, data=x, tasks=TASKS, n_pairs=32)
+            df = recoding_sweep(m, family, ks, draws=draws, data=x, tasks=TASKS, n_pairs=32,
+                                split=family == "transvection")
             frames.append(df.assign(variant=v, base_loss=df.attrs["base_loss"]))
     df = pd.concat(frames, ignore_index=True)
     return df[["variant"] + [c for c in df.columns if c != "variant"]]
@@ -89,7 +92,7 @@ def recoding_reading(df: pd.DataFrame, hamming_figure: str | None = None) -> lis
         cyc, *_ = mean(v, "token-permutation", TOKEN_CYCLES[-1])
         lines.append(f"- {v} (no code to recode): cycling {TOKEN_CYCLES[-1]} token rows costs {cyc:+.2f} nats.")
     if len(fixed) > 1:
-        lines += [""] + matched_lines(df, fixed)
+        lines += [""] + matched_lines(df, fixed) + [""] + landing_lines(df, fixed)
         if hamming_figure:
             lines += ["", f"![loss change and code support against the Hamming distance]({hamming_figure})"]
     lines += ["", "A large loss change says the trained weights are tied to the code they were trained on; it does "
@@ -140,4 +143,41 @@ def matched_lines(df: pd.DataFrame, fixed: list[str]) -> list[str]:
                  f"by different numbers of bits and left different shares of rows on other tokens' codes (at "
                  f"{h:g} bits: {a} {100 * m.loc[(a, h), 'on_support']:.0f}%, {b} "
                  f"{100 * m.loc[(b, h), 'on_support']:.0f}%, so matching the distance does not match the support).")
+    return lines
+
+
+def landing_lines(df: pd.DataFrame, fixed: list[str]) -> list[str]:
+    """The fixed variants' walks of each length at a matched landing share (the mean of their own shares)."""
+    walks = df[(df.family == "transvection") & (df.k > 0) & df.variant.isin(fixed)]
+    if "share_on" not in walks.columns or walks.share_on.isna().all():
+        return []
+    lines = ["### At a matched landing share", "",
+             "The same walks measured in two parts: applied only to the token ids whose new code is another token's "
+             "(a swap) and only to those whose new code is no token's. Each variant's parts, pooled over its draws, "
+             "are scaled to a common share of moved occurrences landing on another token's code (the mean of the "
+             "variants' own shares at that k), moving as many occurrences as the variant's walks did "
+             "(analysis.causal.landing; it assumes each part scales with the share it moves, which does not hold "
+             "where the loss saturates). Loss change in nats per token:", "",
+             "| k | common landing share | " + " | ".join(f"{v}: own share, occurrences moved, loss change "
+                                                         f"(at the common share)" for v in fixed) + " |",
+             "|---:|---:|" + "---:|" * len(fixed)]
+    found = {}
+    for k in TRANSVECTIONS[1:]:
+        g = walks[walks.k == k]
+        if set(g.variant) != set(fixed):
+            continue
+        m = matched_landing(g, by="variant").set_index("variant")
+        found[k] = m
+        cells = [f"{100 * m.loc[v, 'landing_own']:.0f}%, {100 * m.loc[v, 'moved']:.0f}%, "
+                 f"{m.loc[v, 'measure_own']:+.2f} ({m.loc[v, 'delta_loss']:+.2f})" for v in fixed]
+        lines.append(f"| {k} | {100 * m.landing_at.iloc[0]:.0f}% | " + " | ".join(cells) + " |")
+    if EQUAL_K in found and len(fixed) > 1:
+        m, (a, b) = found[EQUAL_K], fixed[:2]
+        raw = m.loc[a, "measure_own"] - m.loc[b, "measure_own"]
+        matched = m.loc[a, "delta_loss"] - m.loc[b, "delta_loss"]
+        lines += ["", f"At k = {EQUAL_K} the difference {a} - {b} is {raw:+.3f} nats as measured and {matched:+.3f} at "
+                  f"a matched landing share of {100 * m.landing_at.iloc[0]:.0f}%; the walks still move different "
+                  f"shares of the occurrences ({a} {100 * m.loc[a, 'moved']:.0f}%, {b} "
+                  f"{100 * m.loc[b, 'moved']:.0f}%). The section's comparison (\"What this changes\" above) uses the "
+                  "matched Hamming distance; this one is beside it."]
     return lines

@@ -29,6 +29,9 @@ from analysis.errors import AnalysisError
 TOKENS = 4096
 #: Task pairs per pair-level measurement.
 N_PAIRS = 32
+#: The landing shares (of moved rows landing on another token's code) at which bit flips and transvection walks are
+#: compared across variants (analysis.causal.landing), fixed in advance so every model is measured at the same ones.
+LANDING = (0.75, 0.9)
 #: lm-eval documents per built-in task.
 EVAL_LIMIT = 100
 #: Bootstrap draws over windows of the similarity references.
@@ -208,6 +211,7 @@ def _interventions(model, reference=None) -> pd.DataFrame:
     from analysis.corpus import corpus_tokens
     from analysis.causal.flipsplit import flip_split, split_table
     from analysis.causal.interventions import bit_groups, input_intervention, matched_decoding
+    from analysis.causal.landing import matched_landing, split_parts
 
     x = corpus_tokens(model, tokens=TOKENS)
     items = []
@@ -224,6 +228,9 @@ def _interventions(model, reference=None) -> pd.DataFrame:
             sp = split_table(flip_split(model, x, bits=varying).summary)
             on = sp[sp.on_support > 0]
             items += [("flip_split_delta_loss", part, sp[part].mean()) for part in ("flip", "on", "off")]
+            parts = split_parts(sp).assign(delta_loss=sp.flip, bits="varying")  # one group: the varying bits
+            for r in matched_landing(parts, LANDING, by="bits").itertuples():
+                items.append(("flip_at_landing", f"landing {100 * r.landing_at:.0f}%", r.delta_loss))
             if len(on):  # over the bits that land on tokens: the on-support part (a swap to the landing token)
                 # beside a swap to a random token at the same positions, so both average the same bits
                 items += [("flip_split_delta_loss", f"{label} (bits landing on tokens)", on[part].mean())
@@ -242,6 +249,7 @@ def _recoding(model, reference=None) -> pd.DataFrame:
     (``hamming``) and the share of rows it keeps on the code table (``on_support``); the comparison between codes is
     at matched Hamming distance (a walk of k transvections moves canonical and gf2 codes by different amounts)."""
     from analysis.corpus import corpus_tokens
+    from analysis.causal.landing import matched_landing
     from analysis.causal.recoding import matched_hamming, recoding_sweep
 
     x = corpus_tokens(model, tokens=TOKENS)
@@ -250,7 +258,8 @@ def _recoding(model, reference=None) -> pd.DataFrame:
     # it more than 0.5 bits (gf2) still has a value at 0.5 bits
     runs = [("token-permutation", [32])] + ([("transvection", [0, 1, 2, 4, 8, 16])] if model.cfg.has_code else [])
     for family, ks in runs:
-        df = recoding_sweep(model, family, ks, draws=2, data=x, tasks=("ioi",), n_pairs=N_PAIRS)
+        df = recoding_sweep(model, family, ks, draws=2, data=x, tasks=("ioi",), n_pairs=N_PAIRS,
+                            split=family == "transvection")
         for k, g in df[df.k > 0].groupby("k"):
             items += [("delta_loss", f"{family} k={k}", g.delta_loss.mean()),
                       ("hamming", f"{family} k={k}", g.hamming.mean()),
@@ -258,6 +267,9 @@ def _recoding(model, reference=None) -> pd.DataFrame:
         if family == "transvection":
             for r in matched_hamming(df, (0.5, 1.0, 2.0)).itertuples():
                 items.append(("delta_loss_at_hamming", f"transvection {r.hamming:g} bits", r.delta_loss))
+            for r in matched_landing(df[df.k.isin([1, 2, 4])], LANDING, by="k").itertuples():
+                items.append(("delta_loss_at_landing", f"transvection k={r.k} landing {100 * r.landing_at:.0f}%",
+                              r.delta_loss))
     return _rows("recoding", items)
 
 

@@ -145,6 +145,8 @@ def compare(df: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame
     blocks = _blocks(df, ["seed"], "variant")
     rows = []
     for k, g in df.groupby(KEYS + ["step"], sort=False):
+        if k not in blocks:
+            continue  # every value NaN (a measurement some model could not make): nothing to compare
         wide = _present(blocks[k])
         variants = _order([v for v in dict.fromkeys(g.variant) if v in wide.columns])  # all-NaN ones dropped
         for i, b in enumerate(variants):

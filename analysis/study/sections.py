@@ -104,6 +104,15 @@ SECTIONS = [
      "The transvection curve interpolated at common Hamming distances (bits moved per token, frequency-weighted): "
      "a walk of k transvections moves canonical and gf2 codes by different amounts, so equal k is not equal "
      "disturbance."),
+    ("Bit flips at a matched landing share", "interventions", "flip_at_landing", False,
+     "The mean flip over the varying columns with its on- and off-support parts scaled to a share of the flipped "
+     "rows landing on another token's code fixed in advance (analysis.causal.landing; assumes each part scales "
+     "with the share of rows it moves): the comparison of the variants matched on landing share rather than on "
+     "distance."),
+    ("Recoding at a matched landing share", "recoding", "delta_loss_at_landing", False,
+     "Transvection walks of k = 1, 2, 4 with their landing and off-code parts scaled to a common share of moved "
+     "rows landing on another token's code (analysis.causal.landing): matched on landing share, beside the matched "
+     "Hamming distance above; neither is what a claim of the frozen files tests."),
     ("Erasure", "erasure", "minus_placebo", False,
      "Loss change on held-out sequences when LEACE erases canonical bit 2 (and, for the fixed codes, the model's own "
      "code column at the same index) at each depth of the residual stream, minus the change from LEACE of random "

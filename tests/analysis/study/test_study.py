@@ -97,6 +97,9 @@ def test_study_trains_measures_and_reports_over_seeds(study):
     assert "permuted" in set(m[m.analysis == "context"].variant)
     assert {"behaviours", "loss", "probes", "eval", "patching", "interventions", "recoding", "erasure",
             "lens", "head", "context", "circuits"} <= set(m.analysis)
+    landing = m[m.metric.isin(["flip_at_landing", "delta_loss_at_landing"])]  # matched landing share, fixed codes
+    assert set(landing.variant) == {"canonical", "gf2", "gf2-r1", "permuted"}
+    assert set(landing[landing.metric == "flip_at_landing"].key) == {"landing 75%", "landing 90%"}
     # similarity with its references, once over every seed: the ceiling needs a variant at two seeds
     refs = pd.read_csv(out / "similarity" / "step16" / "references.csv")
     assert {"same_interface_cross_seed", "cross_interface_cross_seed", "cross_interface_same_seed",
@@ -261,6 +264,9 @@ def test_comparisons_pool_recodings_and_never_flag_identical_differences():
     # a variant measured as NaN on every seed (a measure that does not apply to it) is left out, not an error
     nan = _long({"learned": [np.nan] * 3, "canonical": [1.0, 2.0, 3.0], "gf2": [1.5, 2.1, 3.3]})
     assert set(zip(compare(nan).a, compare(nan).b)) == {("gf2", "canonical")}
+    # ... and a key NaN for every variant is no comparison (a standardisation with no rate for it), not an error
+    allnan = pd.concat([df, _long({v: [np.nan] * 3 for v in ("learned", "canonical")}).assign(key="none")])
+    assert set(compare(allnan).key) == set(df.key)
 
 
 def test_item_bootstrap_widens_an_interval_that_seeds_alone_make_narrow():

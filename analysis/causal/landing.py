@@ -1,0 +1,115 @@
+"""Input edits compared at a matched landing share: the share of re-coded token rows that land on another token's code.
+
+An edit of the input code (a bit flip, a recoding walk) sends some token occurrences to a code that is another
+token's (the model is shown that token: a swap) and the rest to a code that no token has (a row it never saw in
+training). The share that lands differs between codes: a low canonical bit lands for almost every token, a gf2 bit
+for fewer; a transvection walk of canonical codes lands more often than one of gf2 codes. Matching the mean Hamming
+distance (:func:`analysis.causal.recoding.matched_hamming`) does not match this share, so a comparison at equal
+distance still mixes swaps and off-code rows in variant-dependent proportions.
+
+Both edits are measured in two parts: the edit applied only to the occurrences that land (``delta_on``) and only to
+those that do not (``delta_off``), each with the share of all measured occurrences it moves (``share_on``,
+``share_off``; :func:`analysis.causal.flipsplit.flip_split` for bit flips via
+:func:`~analysis.causal.landing.split_parts`, ``recoding_sweep(split=True)`` for recodings).
+:func:`~analysis.causal.landing.matched_landing` turns a group of such edits (a variant's walks of one length, its bit
+flips) into the loss change they would have had if a share ``at`` of the occurrences they move had landed, moving as
+many occurrences as they did (direct standardisation over the two strata, with the group's pooled rates)::
+
+    rate_on  = sum(delta_on)  / sum(share_on)     (loss change per unit share of occurrences swapped to a token)
+    rate_off = sum(delta_off) / sum(share_off)    (per unit share sent off the code)
+    moved    = mean(share_on + share_off)
+    delta_loss(at) = moved * (at * rate_on + (1 - at) * rate_off)
+
+At the group's own pooled landing share ``sum(share_on) / sum(share_on + share_off)`` this is the mean of
+``delta_on + delta_off`` (the sum of the parts; a whole edit differs from it by its ``interaction``: each part is
+measured with the other part unedited). Pooled rates (ratios of sums) keep an edit that moves a sliver of
+occurrences off the code from dividing its noise by that sliver.
+
+Assumptions, and what this does NOT establish: the standardisation scales each part linearly with the share of
+occurrences it moves, which holds to first order (each occurrence's effect adding up) and not where the loss
+saturates (edits costing several nats); compare groups whose edits are small. A share far from a group's own rescales
+one of its parts by a large factor (a common ``at`` between the groups' own shares keeps it inside what was measured);
+a group that never reaches a stratum (no occurrence lands) has no rate for it, and its estimate is NaN wherever the
+share needs one. Matched landing share is matched in what the model is shown (a token or no token), not in how far
+the code moved: report it beside matched distance, not instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import AnalysisError
+
+#: The columns :func:`~analysis.causal.landing.at_landing` reads.
+PART_COLUMNS = ("delta_on", "delta_off", "share_on", "share_off")
+
+
+def landing_parts(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``moved`` (the share of occurrences the edit moves) and ``landing`` (the share of those that land
+    on another token's code; NaN for an edit that moves none) added; needs :data:`PART_COLUMNS`."""
+    missing = [c for c in PART_COLUMNS if c not in df.columns]
+    if missing:
+        raise AnalysisError(f"a landing-share comparison needs the columns {', '.join(PART_COLUMNS)} (the on- and "
+                            f"off-support parts of an edit); this table lacks {', '.join(missing)}: use "
+                            "recoding_sweep(split=True) or split_parts(split_table(...))")
+    out = df.copy()
+    on, off = out.share_on.to_numpy(float), out.share_off.to_numpy(float)
+    if np.any(on < 0) or np.any(off < 0) or np.any(on + off > 1 + 1e-9):
+        raise AnalysisError("share_on and share_off are shares of the measured occurrences: each >= 0, sum <= 1")
+    out["moved"] = on + off
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["landing"] = np.where(out.moved > 0, on / np.where(out.moved > 0, out.moved, 1.0), np.nan)
+    return out
+
+
+def split_parts(split: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`analysis.causal.flipsplit.split_table` with the part columns of this module: a flip moves every
+    occurrence it edits, ``on_support`` of them land (``share_on``), the rest do not."""
+    missing = {"on", "off", "on_support"} - set(split.columns)
+    if missing:
+        raise AnalysisError(f"split_parts reads a flip split table (split_table); this one lacks {sorted(missing)}")
+    return split.assign(delta_on=split["on"], delta_off=split["off"], share_on=split.on_support,
+                        share_off=1 - split.on_support)
+
+
+def matched_landing(df: pd.DataFrame, at=None, *, by=("variant",), measure: str = "delta_loss") -> pd.DataFrame:
+    """Each group of ``by`` (variants, or variants and walk lengths) at the landing shares of ``at``: the loss change
+    its edits would have had with that share of the occurrences they move landing on another token's code (the
+    module docstring's standardisation), so groups are compared at a matched landing share.
+
+    Default ``at``: the mean of the groups' own landing shares (one common share between them). One row per (group,
+    share): the ``by`` columns, ``landing_at``, ``delta_loss`` (NaN where the share needs a rate the group has not
+    got), ``landing_own`` (the group's pooled own landing share), ``moved`` (its mean share of occurrences moved),
+    ``measure_own`` (the mean measured ``measure`` of its whole edits: the unmatched value), ``rate_on``,
+    ``rate_off`` and ``rows`` (the group's edits that move any occurrence)."""
+    by = [by] if isinstance(by, str) else list(by)
+    missing = [c for c in by if c not in df.columns]
+    if missing:
+        raise AnalysisError(f"no column {', '.join(missing)} to group by; the table has {', '.join(df.columns)}")
+    p = landing_parts(df)
+    p = p[p.moved > 0]
+    if not len(p):
+        raise AnalysisError("no edit in the table moves any occurrence (share_on + share_off is 0 everywhere)")
+    groups = []
+    for key, g in p.groupby(by, sort=False):
+        on, off = g.share_on.sum(), g.share_off.sum()
+        groups.append(({**dict(zip(by, key if isinstance(key, tuple) else (key,)))}, dict(
+            landing_own=float(on / (on + off)), moved=float(g.moved.mean()),
+            measure_own=float(g[measure].mean()) if measure in g else np.nan,
+            rate_on=float(g.delta_on.sum() / on) if on > 0 else np.nan,
+            rate_off=float(g.delta_off.sum() / off) if off > 0 else np.nan, rows=len(g))))
+    at = [float(np.mean([s["landing_own"] for _, s in groups]))] if at is None else \
+        [float(a) for a in np.atleast_1d(at)]
+    if any(not 0 <= a <= 1 for a in at):
+        raise AnalysisError(f"a landing share is in [0, 1], got {[a for a in at if not 0 <= a <= 1][0]:g}")
+    rows = []
+    for key, s in groups:
+        for a in at:
+            on = a * s["rate_on"] if a > 0 else 0.0  # a stratum with weight 0 needs no rate
+            off = (1 - a) * s["rate_off"] if a < 1 else 0.0
+            rows.append({**key, "landing_at": a, "delta_loss": s["moved"] * (on + off), **s})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["PART_COLUMNS", "landing_parts", "split_parts", "matched_landing"]
