@@ -5,7 +5,9 @@
 Writes ``recoding.csv`` (one row per map and variant, the map as JSON, with its frequency-weighted ``hamming``
 distance from the own code and ``on_support`` share), ``recoding.png``/``.pdf`` (loss change against ``k``) and,
 for the fixed-code variants, ``recoding_hamming.png``/``.pdf`` (loss change and code support against the Hamming
-distance: variants compared at matched disturbance, not at equal ``k``).
+distance: variants compared at matched disturbance, not at equal ``k``). With ``--split`` the table also has each
+GF(2) map's landing and off-code parts (``delta_on``, ``delta_off``, ``share_on``, ``share_off``) and the variants are
+printed at a matched landing share as well.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="built-in tasks whose accuracy is measured under each map ('none' to skip)")
     p.add_argument("--n-pairs", type=int, default=64, help="pairs per task (default 64)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random draws")
+    p.add_argument("--split", action="store_true", help="also measure each GF(2) map applied only to the token ids "
+                   "that land on another token's code and only to the others (two more passes per map), and print "
+                   "the variants at a matched landing share (analysis.causal.landing)")
     add_out(p)
 
 
@@ -55,7 +60,8 @@ def run(args) -> int:
     for name, path in named.items():
         model = load(path)
         df = recoding_sweep(model, args.family, ks, draws=args.draws, seed=args.seed, data=args.data,
-                            tokens=args.tokens, tasks=tasks, n_pairs=args.n_pairs, progress=True)
+                            tokens=args.tokens, tasks=tasks, n_pairs=args.n_pairs, split=args.split,
+                            progress=True)
         frames.append(df.assign(variant=name, base_loss=df.attrs["base_loss"]))
     df = pd.concat(frames, ignore_index=True)
     df = df[["variant"] + [c for c in df.columns if c != "variant"]]
@@ -80,5 +86,23 @@ def run(args) -> int:
             line += " (a column constant over the vocabulary)"
         line += "".join(f", {c[4:]} {g[c].mean():.0%}" for c in acc)
         print(line)
+    if args.split and df.share_on.notna().any():
+        print(landing_summary(df))
     print(f"wrote {out / 'recoding.csv'} and " + " and ".join(str(f) for f in figures) + " (+ .pdf)")
     return 0
+
+
+def landing_summary(df) -> str:
+    """Per k, the variants at one landing share (the mean of their own): the split's matched comparison."""
+    from analysis.causal.landing import matched_landing
+
+    lines = ["at a matched landing share (each variant's landing and off-code parts scaled to a common share of "
+             "moved rows landing on another token's code; assumes each part scales with the share it moves):"]
+    for k, g in df[df.share_on.notna()].groupby("k", sort=True):
+        if not (g.share_on + g.share_off > 0).any():
+            continue
+        m = matched_landing(g)
+        lines.append(f"  k={k}, landing {m.landing_at.iloc[0]:.0%}: " + ", ".join(
+            f"{r.variant} {r.delta_loss:+.3f} (own {r.landing_own:.0%}: {r.measure_own:+.3f}, moving "
+            f"{r.moved:.0%} of the tokens)" for r in m.itertuples()))
+    return "\n".join(lines)

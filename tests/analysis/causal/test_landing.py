@@ -89,3 +89,18 @@ def test_sweep_parts_are_a_token_swap_and_an_off_code_rest(model):
             assert row.delta_on == pytest.approx(corpus_loss(model, x) - base, abs=1e-6)
     cyc = recoding_sweep(model, "token-permutation", [8], draws=1, data=x, tasks=(), split=True)
     assert cyc[["share_on", "delta_on"]].isna().all().all()
+
+
+def test_cli_split_writes_the_parts_and_prints_the_matched_share(model, tmp_path, capsys):
+    from analysis.cli.main import main
+
+    out = tmp_path / "rec"
+    with pytest.raises(SystemExit) as e:
+        main(["recoding", "--ckpt", str(model.ckpt_dir), "--ks", "0,2", "--draws", "2", "--tokens", "480",
+              "--tasks", "none", "--split", "--out", str(out)])
+    assert e.value.code == 0
+    df = pd.read_csv(out / "recoding.csv")
+    assert {"delta_on", "delta_off", "share_on", "share_off"} <= set(df.columns)
+    printed = capsys.readouterr().out
+    m = matched_landing(df[df.k == 2].assign(variant=model.cfg.interface))
+    assert f"k=2, landing {m.landing_at.iloc[0]:.0%}: {model.cfg.interface} {m.delta_loss.iloc[0]:+.3f}" in printed
