@@ -16,6 +16,9 @@
   discovery rate) adjusted p-values for a declared family of comparisons;
 - :func:`~analysis.stats.seed_bootstrap`: a percentile interval of a mean over *pairs of models* (a similarity, an
   overlap) that resamples the seeds the models come from, each pair weighted by how often its seeds were drawn;
+- :func:`~analysis.stats.crossed_mean`: the mean of a ``[seeds, recodings]`` table with both factors random (two-way
+  random-effects ANOVA, Satterthwaite's degrees of freedom): an interval for recodings in general, not for the ones
+  trained;
 - :func:`~analysis.stats.crossed_bootstrap`: a percentile interval of a mean over a ``[units, items]`` table that
   resamples both factors (seeds and prompts, or seeds and trained recodings), so the interval covers the variance of
   each; with ``nested=True`` items are resampled within each unit instead (items that differ between units).
@@ -221,6 +224,43 @@ def crossed_bootstrap(table, *, boots: int = 2000, level: float = 0.95, seed: in
     return mean, float(lo), float(hi)
 
 
+def crossed_mean(table, level: float = 0.95) -> dict:
+    """The grand mean of a complete ``[seeds, recodings]`` table with both factors random (a two-way crossed
+    random-effects model): the interval and test are for the population of seeds *and* recodings the table samples,
+    not for these recodings. Rows with a NaN are dropped. ``n`` (complete rows), ``k`` (columns), ``mean``, ``lo``,
+    ``hi`` (mean +- t x sqrt(V), V = (MS_seed + MS_recoding - MS_residual) / (n k) from the two-way ANOVA's mean
+    squares, replaced by the largest one mean square / (n k) where that is not positive), ``df`` (Satterthwaite's) and
+    ``p`` (two-sided, of mean 0). NaN bounds with fewer than two rows or columns; ``lo = hi = mean`` and no ``p``
+    when every cell is the same. With 2 recodings the
+    recoding term has one degree of freedom and the interval is wide: that is what two recodings can say about
+    recodings in general."""
+    from scipy import special, stats
+
+    v = np.asarray(table, dtype=float)
+    if v.ndim != 2:
+        raise AnalysisError(f"crossed_mean takes a [seeds, recodings] table, got shape {v.shape}")
+    v = v[np.isfinite(v).all(1)]
+    n, k = v.shape
+    mean = float(v.mean()) if v.size else float("nan")
+    out = dict(n=n, k=k, mean=mean, lo=float("nan"), hi=float("nan"), df=float("nan"), p=float("nan"))
+    if n < 2 or k < 2:
+        return out
+    rows, cols = v.mean(1), v.mean(0)
+    ms_s = k * float(((rows - mean) ** 2).sum()) / (n - 1)
+    ms_r = n * float(((cols - mean) ** 2).sum()) / (k - 1)
+    ms_e = float(((v - rows[:, None] - cols[None, :] + mean) ** 2).sum()) / ((n - 1) * (k - 1))
+    terms = [(1.0, ms_s, n - 1), (1.0, ms_r, k - 1), (-1.0, ms_e, (n - 1) * (k - 1))]
+    if ms_s + ms_r - ms_e <= 0:  # a negative variance estimate: the largest single mean square instead
+        terms = [(1.0,) + max(terms, key=lambda t: t[1])[1:]]
+    var = sum(c * m for c, m, _ in terms) / (n * k)
+    if not var > 0:  # every cell the same: no spread, no test
+        return dict(out, lo=mean, hi=mean)
+    df = sum(c * m for c, m, _ in terms) ** 2 / sum((c * m) ** 2 / d for c, m, d in terms)
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(var)
+    p = float(2 * special.stdtr(df, -abs(mean) / math.sqrt(var)))
+    return dict(out, lo=mean - half, hi=mean + half, df=float(df), p=p)
+
+
 def seed_bootstrap(values, seeds_a, seeds_b, *, boots: int = 2000, level: float = 0.95,
                    seed: int = 0) -> tuple[float, float, float]:
     """``(mean, low, high)``: the mean of the finite ``values`` of pairs of models, the pair ``i`` between a model of
@@ -254,5 +294,4 @@ def seed_bootstrap(values, seeds_a, seeds_b, *, boots: int = 2000, level: float 
 
 
 __all__ = ["t_interval", "t_intervals", "wilson", "paired_difference", "sign_flip_p", "tost", "holm", "bh",
-           "seed_bootstrap",
-           "crossed_bootstrap", "EXACT_SIGN_FLIPS"]
+           "seed_bootstrap", "crossed_mean", "crossed_bootstrap", "EXACT_SIGN_FLIPS"]

@@ -22,11 +22,13 @@ value``) and, optionally, per-item values (``... , item, value``: the behaviours
 Every row is exploratory and unadjusted: the tested statements, with their families and Holm adjustment, are the
 claims (:func:`analysis.study.claims.claims_table`).
 
-``gf2 (pooled)`` is the gf2 variant pooled over every trained GF(2) recoding (``gf2``, ``gf2-r1``, ...): its
-per-seed value is the mean over the recodings of that seed. The recodings are crossed with the seeds (``gf2-r1`` is
-the same matrix at every seed), so a recoding's effect is shared by every seed and cancels from the between-seed
-variance: the t interval and p of a pooled comparison speak of these trained recodings. Its bootstrap (``seeds x
-recodings``) resamples the recodings too and is the interval for recodings in general - weak with 2-3 of them.
+``gf2 (pooled)`` is the gf2 variant pooled over every trained GF(2) recoding (``gf2``, ``gf2-r1``, ...): ``diff``
+is the mean over seeds and recodings. The recodings are crossed with the seeds (``gf2-r1`` is the same matrix at
+every seed) and are a random effect: ``lo``, ``hi`` and ``p`` of a pooled comparison come from
+:func:`analysis.stats.crossed_mean` (two-way random-effects ANOVA of the [seeds, recodings] differences,
+Satterthwaite's degrees of freedom), an interval for recodings in general, wide with 2-3 of them, and ``p_sign`` is
+NaN (a sign flip over seeds would treat the recodings as fixed). Its bootstrap (``seeds x recodings``) resamples
+both factors too. Each recoding is also compared on its own (``gf2-r1`` rows).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.stats import crossed_bootstrap, paired_difference
+from analysis.stats import crossed_bootstrap, crossed_mean, paired_difference
 
 #: The columns that name one measurement: analysis, metric and key.
 KEYS = ["analysis", "metric", "key"]
@@ -93,6 +95,16 @@ def _recoding_table(wide: pd.DataFrame, a: str, b: str, recs: list[str]) -> np.n
     table = np.stack([wide[r].to_numpy(float) if r in wide else np.full(len(wide), np.nan) for r in recs], 1)
     other_v = wide[other].to_numpy(float)[:, None]
     return table - other_v if a == POOLED else other_v - table
+
+
+def _random_recodings(d: dict, table) -> dict:
+    """A pooled comparison's ``lo``, ``hi`` and ``p`` from :func:`analysis.stats.crossed_mean` of its [seeds,
+    recodings] table of differences (no sign-flip p: that treats the recodings as fixed)."""
+    if table is None:
+        return dict(d, lo=np.nan, hi=np.nan, p=np.nan, p_sign=np.nan, exceeds=False)
+    r = crossed_mean(table)
+    return dict(d, lo=r["lo"], hi=r["hi"], p=r["p"], p_sign=np.nan,
+                exceeds=bool(np.isfinite(r["lo"]) and (r["lo"] > 0 or r["hi"] < 0)))
 
 
 def _present(wide: pd.DataFrame) -> pd.DataFrame:
@@ -156,6 +168,8 @@ def compare(df: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame
                 d = paired_difference(wide[a].to_numpy(float), wide[b].to_numpy(float))
                 if not d["n"]:
                     continue
+                if POOLED in (a, b):  # recodings as a random effect: the interval and p for recodings in general
+                    d = _random_recodings(d, _recoding_table(wide, a, b, recodings_of(g.variant)))
                 boot, table = "", None
                 if k in by_item:
                     table = _item_table(by_item[k], a, b)

@@ -29,8 +29,8 @@ from fixedid.atomic import write_text_atomic
 
 from analysis.errors import AnalysisError
 from analysis.outputs import read_csv
-from analysis.stats import t_interval
-from analysis.study.comparisons import compare, variant_order, with_pooled
+from analysis.stats import crossed_mean, t_interval
+from analysis.study.comparisons import POOLED, compare, recodings_of, variant_order, with_pooled
 from analysis.study.sections import (BOUNDED, SECTIONS, _clip, _study_references, comparison_lines, matched_lines,
                                      similarity_lines, study_pairs, table_lines, circuit_lines)
 
@@ -43,13 +43,22 @@ MEASUREMENT_COLUMNS = ["analysis", "metric", "key", "variant", "seed", "step", "
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
     """Per (analysis, metric, key, variant, step): ``n`` seeds, ``mean`` and its Student-t 95% interval
     (``lo``/``hi``), the ``seeds``; ``gf2 (pooled)`` (per seed the mean over trained recodings) where several were
-    trained."""
+    trained, its interval with the recodings as a random effect (:func:`analysis.stats.crossed_mean`)."""
     rows = []
     df = with_pooled(df)
     df = df.assign(_o=df.variant.map({v: i for i, v in enumerate(variant_order(df.variant))})).sort_values(
         ["_o", "step"], kind="stable").drop(columns="_o")
+    recs = recodings_of(df.variant)
+    tables = {}  # per (analysis, metric, key, step): the [seeds, recodings] values of the pooled rows
+    if POOLED in set(df.variant):
+        wide = df[df.variant.isin(recs)].pivot_table(index=KEYS + ["step", "seed"], columns="variant",
+                                                     values="value").reindex(columns=recs)
+        tables = {k: t.to_numpy(float) for k, t in wide.groupby(level=list(range(len(KEYS) + 1)), sort=False)}
     for k, g in df.groupby(KEYS + ["variant", "step"], sort=False):
         m, lo, hi = t_interval(g.value.to_numpy(float))
+        if k[3] == POOLED:  # recodings as a random effect (analysis.stats.crossed_mean)
+            r = crossed_mean(tables.get(k[:3] + k[4:], np.empty((0, len(recs)))))
+            lo, hi = r["lo"], r["hi"]
         rows.append(dict(zip(KEYS + ["variant", "step"], k), n=int(g.value.notna().sum()), mean=m, lo=lo, hi=hi,
                          seeds=",".join(map(str, sorted(g.seed)))))
     return pd.DataFrame(rows)
@@ -235,8 +244,8 @@ def comparison_figure(comp: pd.DataFrame):
         ax.tick_params(labelsize=6)
     axes[0, 0].set_yticks(range(len(labels)), labels, fontsize=6)
     axes[0, 0].invert_yaxis()
-    fig.supxlabel("paired difference / its 95% half-width, t x standard error over seeds (grey: interval includes "
-                  "0; arrows: beyond 4)", fontsize=7)
+    fig.supxlabel("paired difference / its 95% half-width, t x standard error over seeds (gf2 (pooled): seeds and "
+                  "recodings random) (grey: interval includes 0; arrows: beyond 4)", fontsize=7)
     fig.suptitle("differences between variants over seeds (filled: 95% interval excludes 0, unadjusted)",
                  fontsize=9, x=0.02, ha="left")
     return fig
@@ -344,8 +353,9 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
              "clipped to 0-100%]. Every comparison after the claims: the mean paired per-seed difference [its 95% t "
              "interval], the paired t test's p and the exact sign-flip p, unadjusted and exploratory: a description, "
              "not a finding. Differences that are identical on every seed are never counted as evidence. `gf2 "
-             "(pooled)` is gf2 over every trained recoding, a description of these recodings (the claims test each "
-             "recoding on its own). The per-seed values are in measurements.csv and as dots in the figures.", ""]
+             "(pooled)` is the mean over seeds and every trained recoding, with the recodings as a random effect (its "
+             "interval and p from a two-way random-effects ANOVA of the seeds x recodings table: for recodings in "
+             "general, wide with two or three of them); the claims test each recoding on its own. The per-seed values are in measurements.csv and as dots in the figures.", ""]
     lines += claim_lines(pd.DataFrame() if claims is None else claims,
                          meta.get("claims_source", "the study's claims file"), meta.get("claims_note"))
     for title, analysis, metric, pct, text in SECTIONS:

@@ -67,13 +67,20 @@ def comparison_lines(comp: pd.DataFrame, analysis: str, metric: str, step) -> li
         if r.n < 2:
             out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} (one shared seed: no interval)")
             continue
+        pooled = POOLED in (r.a, r.b)
         if r.identical:
             verdict = "identical on every seed (no variance: no test)"
+        elif pooled and not np.isfinite(r.lo):
+            verdict = "no interval (recodings as a random effect: the seeds x recodings table has no spread)"
+        elif pooled:
+            verdict = ("95% interval excludes 0" if r.excludes_zero else "95% interval includes 0") + \
+                f"; p = {r.p:.2g} (recodings and seeds random, unadjusted)"
         else:
             verdict = ("95% interval excludes 0" if r.excludes_zero else "95% interval includes 0") + \
                 f"; p = {r.p:.2g} (t, unadjusted), {r.p_sign:.2g} (sign-flip)"
         boot = f"; bootstrap over {r.boot}: [{r.boot_lo:+.3g}, {r.boot_hi:+.3g}]" if r.boot else ""
-        out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}] over {r.n} seeds, "
+        over = f"{r.n} seeds x the trained recodings" if pooled else f"{r.n} seeds"
+        out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}] over {over}, "
                    f"{verdict}{boot}")
     return out + ([""] if out else [])
 

@@ -256,8 +256,18 @@ def test_comparisons_pool_recodings_and_never_flag_identical_differences():
     assert ident.identical and not ident.excludes_zero and not ident.exceeds and np.isnan(ident.p)
     pooled = c.loc[("gf2 (pooled)", "canonical")]
     d = (np.array([1.4, 1.4, 1.3]) - np.array([1.2, 1.3, 1.1]))
-    assert np.isclose(pooled["diff"], d.mean()) and np.isclose(pooled.p, stats.ttest_1samp(d, 0).pvalue)
-    assert pooled.p_sign == pytest.approx(0.25) and pooled.boot == "seeds x recodings"
+    assert np.isclose(pooled["diff"], d.mean())
+    # the recodings are a random effect: the two-way ANOVA of the [seeds, recodings] differences, written out here
+    t = np.array([[1.5, 1.3], [1.2, 1.6], [1.4, 1.2]]) - np.array([1.2, 1.3, 1.1])[:, None]
+    rows, cols, m = t.mean(1), t.mean(0), t.mean()
+    ms = [2 * rows.var(ddof=1), 3 * cols.var(ddof=1), ((t - rows[:, None] - cols + m) ** 2).sum() / 2]
+    dfs = [2, 1, 2]
+    var_terms = ms[:2] if ms[0] + ms[1] - ms[2] <= 0 else [ms[0], ms[1], -ms[2]]
+    v = sum(var_terms) / 6
+    df_s = sum(var_terms) ** 2 / sum(x ** 2 / f for x, f in zip(var_terms, dfs))
+    assert np.isclose(pooled.p, 2 * stats.t.sf(abs(m) / np.sqrt(v), df_s))
+    assert np.isclose(pooled.hi - pooled["diff"], stats.t.ppf(0.975, df_s) * np.sqrt(v))
+    assert np.isnan(pooled.p_sign) and pooled.boot == "seeds x recodings"
     assert pooled.boot_lo <= pooled["diff"] <= pooled.boot_hi
     assert ("gf2 (pooled)", "gf2") not in c.index and ("gf2-r1", "gf2") in c.index  # never against its own pool
     assert not {"family", "family_size", "p_holm"} & set(c.columns)
