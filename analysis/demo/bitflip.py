@@ -139,14 +139,14 @@ def split_lines(split: pd.DataFrame | None, flips: pd.DataFrame) -> list[str]:
 
 def landing_line(split: pd.DataFrame) -> str:
     """The variants' mean flips standardised to one landing share (:func:`analysis.causal.landing.matched_landing`
-    over the varying columns)."""
+    over the varying columns), beside the sum of their parts at their own share."""
     g = split[~split.bit_constant.astype(bool)]
-    m = matched_landing(split_parts(g).assign(delta_loss=g.flip), by="variant").set_index("variant")
+    m = matched_landing(split_parts(g).assign(delta_loss=g.flip), by="variant")
+    parts = g.assign(parts=g.on + g.off).groupby("variant").parts.mean()
     at = m.landing_at.iloc[0]
-    cells = ", ".join(f"{v} {r.delta_loss:+.3f} (at its own {_pct(r.landing_own)}: {r.delta_on_off:+.3f})"
-                      for v, r in m.assign(delta_on_off=m.moved * (m.landing_own * m.rate_on.fillna(0)
-                                                                  + (1 - m.landing_own) * m.rate_off.fillna(0)))
-                      .iterrows())
+    cells = ", ".join((f"{r.variant} n/a (no flip of it lands on a token)" if np.isnan(r.delta_loss)
+                       else f"{r.variant} {r.delta_loss:+.3f}")
+                      + f" (at its own {_pct(r.landing_own)}: {parts[r.variant]:+.3f})" for r in m.itertuples())
     return (f"At a matched landing share: each variant's on- and off-support parts, pooled over its varying columns "
             f"and scaled to {_pct(at)} of the flipped rows landing on another token's code (the mean of the variants' "
             f"own shares; analysis.causal.landing, which assumes each part scales with the share of rows it moves), "

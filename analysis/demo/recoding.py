@@ -163,14 +163,16 @@ def landing_lines(df: pd.DataFrame, fixed: list[str]) -> list[str]:
              "|---:|---:|" + "---:|" * len(fixed)]
     found = {}
     for k in TRANSVECTIONS[1:]:
-        g = walks[walks.k == k]
+        g = walks[(walks.k == k) & (walks.share_on + walks.share_off > 0)]
         if set(g.variant) != set(fixed):
-            continue
+            continue  # some variant's walks of this length moved no token's code: nothing to match
         m = matched_landing(g, by="variant").set_index("variant")
         found[k] = m
         cells = [f"{100 * m.loc[v, 'landing_own']:.0f}%, {100 * m.loc[v, 'moved']:.0f}%, "
                  f"{m.loc[v, 'measure_own']:+.2f} ({m.loc[v, 'delta_loss']:+.2f})" for v in fixed]
         lines.append(f"| {k} | {100 * m.landing_at.iloc[0]:.0f}% | " + " | ".join(cells) + " |")
+    if not found:
+        return []
     if EQUAL_K in found and len(fixed) > 1:
         m, (a, b) = found[EQUAL_K], fixed[:2]
         raw = m.loc[a, "measure_own"] - m.loc[b, "measure_own"]

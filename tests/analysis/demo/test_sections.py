@@ -113,3 +113,37 @@ def test_recoding_section_compares_at_matched_hamming(small):
         gap = float(re.search(r"canonical - gf2 is ([+-][0-9.]+) nats", what).group(1))
         assert gap == pytest.approx(eq.loc["canonical", "delta_loss"] - eq.loc["gf2", "delta_loss"], abs=6e-4)
     assert rec[rec.variant == "learned"].hamming.isna().all()
+
+
+def _standardised(g, at):
+    """The landing-share standardisation written out: pooled rates per stratum, scaled to share ``at``."""
+    on, off = g.share_on.sum(), g.share_off.sum()
+    rate_on = g.delta_on.sum() / on if on > 0 else np.nan
+    rate_off = g.delta_off.sum() / off if off > 0 else np.nan
+    terms = ([at * rate_on] if at > 0 else []) + ([(1 - at) * rate_off] if at < 1 else [])
+    return (g.share_on + g.share_off).mean() * sum(terms), on / (on + off)
+
+
+def test_recoding_and_flips_at_a_matched_landing_share(small):
+    flips, _, _, rec, flip_lines, lines = small
+    walks = rec[(rec.family == "transvection") & (rec.k == 4) & (rec.share_on + rec.share_off > 0)]
+    if set(walks.variant) == {"canonical", "gf2"}:
+        own = {v: _standardised(walks[walks.variant == v], 0.5)[1] for v in ("canonical", "gf2")}
+        at = (own["canonical"] + own["gf2"]) / 2
+        est = {v: _standardised(walks[walks.variant == v], at)[0] for v in ("canonical", "gf2")}
+        raw = walks.groupby("variant").delta_loss.mean()
+        line = next(s for s in lines if s.startswith("At k = 4 the difference"))
+        assert f"is {raw['canonical'] - raw['gf2']:+.3f} nats as measured and {est['canonical'] - est['gf2']:+.3f}" \
+            in line
+        assert "uses the matched Hamming distance" in line
+    split = pd.DataFrame(flips.attrs["split"])
+    split = split[~split.bit_constant.astype(bool)]
+    parts = split.assign(delta_on=split.on, delta_off=split.off, share_on=split.on_support,
+                         share_off=1 - split.on_support)
+    own = {v: _standardised(g, 0.5)[1] for v, g in parts.groupby("variant")}
+    at = np.mean(list(own.values()))
+    line = next(s for s in flip_lines if s.startswith("At a matched landing share"))
+    assert f"scaled to {100 * at:.0f}% of the flipped rows" in line
+    for v, g in parts.groupby("variant"):
+        est = _standardised(g, at)[0]
+        assert (f"{v} {est:+.3f} (at its own" if np.isfinite(est) else f"{v} n/a") in line
