@@ -225,37 +225,48 @@ def crossed_bootstrap(table, *, boots: int = 2000, level: float = 0.95, seed: in
 
 
 def crossed_mean(table, level: float = 0.95) -> dict:
-    """The grand mean of a complete ``[seeds, recodings]`` table with both factors random (a two-way crossed
-    random-effects model): the interval and test are for the population of seeds *and* recodings the table samples,
-    not for these recodings. Rows with a NaN are dropped. ``n`` (complete rows), ``k`` (columns), ``mean``, ``lo``,
-    ``hi`` (mean +- t x sqrt(V), V = (MS_seed + MS_recoding - MS_residual) / (n k) from the two-way ANOVA's mean
-    squares, replaced by the largest one mean square / (n k) where that is not positive), ``df`` (Satterthwaite's) and
-    ``p`` (two-sided, of mean 0). NaN bounds with fewer than two rows or columns; ``lo = hi = mean`` and no ``p``
-    when every cell is the same. With 2 recodings the
-    recoding term has one degree of freedom and the interval is wide: that is what two recodings can say about
-    recodings in general."""
+    """The grand mean of a ``[seeds, recodings]`` table with both factors random (a two-way crossed random-effects
+    model): the interval and test are for the population of seeds *and* recodings the table samples, not for these
+    recodings. A recoding measured on no seed is dropped, then every seed missing any recoding. ``n`` (seeds kept),
+    ``k`` (recodings kept), ``mean``, ``lo``, ``hi`` (mean +- t x sqrt(V)), ``df`` and ``p`` (two-sided, of mean 0).
+
+    From the two-way ANOVA's mean squares (MS_seed, MS_recoding, MS_residual), each variance component estimated and
+    set to 0 where negative: V = (max(MS_seed, MS_res) + max(MS_recoding, MS_res) - MS_res) / (n k), with
+    Satterthwaite's degrees of freedom over the mean squares it keeps. NaN bounds with fewer than two seeds or
+    recodings; ``lo = hi = mean`` and no ``p`` when every cell is the same. With 2 recodings the recoding term has one
+    degree of freedom and the interval is wide: that is what two recodings can say about recodings in general."""
     from scipy import special, stats
 
     v = np.asarray(table, dtype=float)
     if v.ndim != 2:
         raise AnalysisError(f"crossed_mean takes a [seeds, recodings] table, got shape {v.shape}")
+    v = v[:, np.isfinite(v).any(0)]
     v = v[np.isfinite(v).all(1)]
     n, k = v.shape
     mean = float(v.mean()) if v.size else float("nan")
     out = dict(n=n, k=k, mean=mean, lo=float("nan"), hi=float("nan"), df=float("nan"), p=float("nan"))
     if n < 2 or k < 2:
         return out
+    if _identical(v.ravel()):  # every cell the same: no spread, no test
+        return dict(out, lo=mean, hi=mean)
     rows, cols = v.mean(1), v.mean(0)
     ms_s = k * float(((rows - mean) ** 2).sum()) / (n - 1)
     ms_r = n * float(((cols - mean) ** 2).sum()) / (k - 1)
     ms_e = float(((v - rows[:, None] - cols[None, :] + mean) ** 2).sum()) / ((n - 1) * (k - 1))
-    terms = [(1.0, ms_s, n - 1), (1.0, ms_r, k - 1), (-1.0, ms_e, (n - 1) * (k - 1))]
-    if ms_s + ms_r - ms_e <= 0:  # a negative variance estimate: the largest single mean square instead
-        terms = [(1.0,) + max(terms, key=lambda t: t[1])[1:]]
-    var = sum(c * m for c, m, _ in terms) / (n * k)
-    if not var > 0:  # every cell the same: no spread, no test
+    terms = [(1.0, ms_s, n - 1) if ms_s > ms_e else (1.0, ms_e, (n - 1) * (k - 1)),
+             (1.0, ms_r, k - 1) if ms_r > ms_e else (1.0, ms_e, (n - 1) * (k - 1)),
+             (-1.0, ms_e, (n - 1) * (k - 1))]
+    terms = [t for t in terms if t[1] > 0]
+    total = sum(c * m for c, m, _ in terms)
+    if not total > 0:
         return dict(out, lo=mean, hi=mean)
-    df = sum(c * m for c, m, _ in terms) ** 2 / sum((c * m) ** 2 / d for c, m, d in terms)
+    # the MS_res terms of a truncated component and the subtracted one are one mean square: merge them for the df
+    merged = {}
+    for c, m, d in terms:
+        key = (m, d)
+        merged[key] = merged.get(key, 0.0) + c
+    df = total ** 2 / sum((c * m) ** 2 / d for (m, d), c in merged.items() if c)
+    var = total / (n * k)
     half = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(var)
     p = float(2 * special.stdtr(df, -abs(mean) / math.sqrt(var)))
     return dict(out, lo=mean - half, hi=mean + half, df=float(df), p=p)

@@ -20,7 +20,8 @@ many occurrences as they did (direct standardisation over the two strata, with t
     moved    = mean(share_on + share_off)
     delta_loss(at) = moved * (at * rate_on + (1 - at) * rate_off)
 
-At the group's own pooled landing share ``sum(share_on) / sum(share_on + share_off)`` this is the mean of
+Sums and means are over the group's edits that move any occurrence (an edit that moves none is left out). At the
+group's own pooled landing share ``sum(share_on) / sum(share_on + share_off)`` this is the mean of
 ``delta_on + delta_off`` (the sum of the parts; a whole edit differs from it by its ``interaction``: each part is
 measured with the other part unedited). Pooled rates (ratios of sums) keep an edit that moves a sliver of
 occurrences off the code from dividing its noise by that sliver.
@@ -41,7 +42,8 @@ import pandas as pd
 
 from analysis.errors import AnalysisError
 
-#: The columns :func:`~analysis.causal.landing.at_landing` reads.
+#: The columns :func:`~analysis.causal.landing.landing_parts` and :func:`~analysis.causal.landing.matched_landing`
+#: read.
 PART_COLUMNS = ("delta_on", "delta_off", "share_on", "share_off")
 
 

@@ -169,7 +169,9 @@ def landing_lines(df: pd.DataFrame, fixed: list[str]) -> list[str]:
         m = matched_landing(g, by="variant").set_index("variant")
         found[k] = m
         cells = [f"{100 * m.loc[v, 'landing_own']:.0f}%, {100 * m.loc[v, 'moved']:.0f}%, "
-                 f"{m.loc[v, 'measure_own']:+.2f} ({m.loc[v, 'delta_loss']:+.2f})" for v in fixed]
+                 f"{m.loc[v, 'measure_own']:+.2f} ("
+                 + ("n/a" if np.isnan(m.loc[v, "delta_loss"]) else f"{m.loc[v, 'delta_loss']:+.2f}") + ")"
+                 for v in fixed]
         lines.append(f"| {k} | {100 * m.landing_at.iloc[0]:.0f}% | " + " | ".join(cells) + " |")
     if not found:
         return []

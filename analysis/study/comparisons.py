@@ -22,13 +22,13 @@ value``) and, optionally, per-item values (``... , item, value``: the behaviours
 Every row is exploratory and unadjusted: the tested statements, with their families and Holm adjustment, are the
 claims (:func:`analysis.study.claims.claims_table`).
 
-``gf2 (pooled)`` is the gf2 variant pooled over every trained GF(2) recoding (``gf2``, ``gf2-r1``, ...): ``diff``
-is the mean over seeds and recodings. The recodings are crossed with the seeds (``gf2-r1`` is the same matrix at
-every seed) and are a random effect: ``lo``, ``hi`` and ``p`` of a pooled comparison come from
-:func:`analysis.stats.crossed_mean` (two-way random-effects ANOVA of the [seeds, recodings] differences,
-Satterthwaite's degrees of freedom), an interval for recodings in general, wide with 2-3 of them, and ``p_sign`` is
-NaN (a sign flip over seeds would treat the recodings as fixed). Its bootstrap (``seeds x recodings``) resamples
-both factors too. Each recoding is also compared on its own (``gf2-r1`` rows).
+``gf2 (pooled)`` is the gf2 variant pooled over every trained GF(2) recoding (``gf2``, ``gf2-r1``, ...): ``diff`` is
+the mean over the seeds with every recoding measured (``n``) and the recodings. The recodings are crossed with the
+seeds (``gf2-r1`` is the same matrix at every seed) and are a random effect: ``lo``, ``hi`` and ``p`` of a pooled
+comparison come from :func:`analysis.stats.crossed_mean` (two-way random-effects ANOVA of the [seeds, recodings]
+differences, Satterthwaite's degrees of freedom), an interval for recodings in general, wide with 2-3 of them, and
+``p_sign`` is NaN (a sign flip over seeds would treat the recodings as fixed). Its bootstrap (``seeds x recodings``)
+resamples both factors too. Each recoding is also compared on its own (``gf2-r1`` rows).
 """
 
 from __future__ import annotations
@@ -98,13 +98,15 @@ def _recoding_table(wide: pd.DataFrame, a: str, b: str, recs: list[str]) -> np.n
 
 
 def _random_recodings(d: dict, table) -> dict:
-    """A pooled comparison's ``lo``, ``hi`` and ``p`` from :func:`analysis.stats.crossed_mean` of its [seeds,
-    recodings] table of differences (no sign-flip p: that treats the recodings as fixed)."""
+    """A pooled comparison's ``n``, ``diff``, ``lo``, ``hi``, ``p`` and ``identical`` from
+    :func:`analysis.stats.crossed_mean` of its [seeds, recodings] table of differences (the seeds with every recoding
+    measured; no sign-flip p: that treats the recodings as fixed)."""
     if table is None:
         return dict(d, lo=np.nan, hi=np.nan, p=np.nan, p_sign=np.nan, exceeds=False)
     r = crossed_mean(table)
-    return dict(d, lo=r["lo"], hi=r["hi"], p=r["p"], p_sign=np.nan,
-                exceeds=bool(np.isfinite(r["lo"]) and (r["lo"] > 0 or r["hi"] < 0)))
+    same = bool(r["n"] >= 2 and r["k"] >= 2 and r["lo"] == r["hi"])  # every seed x recoding difference the same
+    return dict(d, n=r["n"], diff=r["mean"], lo=r["lo"], hi=r["hi"], p=r["p"], p_sign=np.nan, identical=same,
+                exceeds=bool(not same and np.isfinite(r["lo"]) and (r["lo"] > 0 or r["hi"] < 0)))
 
 
 def _present(wide: pd.DataFrame) -> pd.DataFrame:

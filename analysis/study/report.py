@@ -43,7 +43,8 @@ MEASUREMENT_COLUMNS = ["analysis", "metric", "key", "variant", "seed", "step", "
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
     """Per (analysis, metric, key, variant, step): ``n`` seeds, ``mean`` and its Student-t 95% interval
     (``lo``/``hi``), the ``seeds``; ``gf2 (pooled)`` (per seed the mean over trained recodings) where several were
-    trained, its interval with the recodings as a random effect (:func:`analysis.stats.crossed_mean`)."""
+    trained, its mean, ``n`` and interval over the seeds with every recoding measured, the recodings a random effect
+    (:func:`analysis.stats.crossed_mean`; no interval with fewer than two such seeds or one recoding)."""
     rows = []
     df = with_pooled(df)
     df = df.assign(_o=df.variant.map({v: i for i, v in enumerate(variant_order(df.variant))})).sort_values(
@@ -56,10 +57,11 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
         tables = {k: t.to_numpy(float) for k, t in wide.groupby(level=list(range(len(KEYS) + 1)), sort=False)}
     for k, g in df.groupby(KEYS + ["variant", "step"], sort=False):
         m, lo, hi = t_interval(g.value.to_numpy(float))
+        n = int(g.value.notna().sum())
         if k[3] == POOLED:  # recodings as a random effect (analysis.stats.crossed_mean)
             r = crossed_mean(tables.get(k[:3] + k[4:], np.empty((0, len(recs)))))
-            lo, hi = r["lo"], r["hi"]
-        rows.append(dict(zip(KEYS + ["variant", "step"], k), n=int(g.value.notna().sum()), mean=m, lo=lo, hi=hi,
+            n, m, lo, hi = r["n"], r["mean"], r["lo"], r["hi"]
+        rows.append(dict(zip(KEYS + ["variant", "step"], k), n=n, mean=m, lo=lo, hi=hi,
                          seeds=",".join(map(str, sorted(g.seed)))))
     return pd.DataFrame(rows)
 

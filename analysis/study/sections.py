@@ -26,11 +26,11 @@ def _clip(metric: str, lo, hi):
     return (max(lo, 0.0), min(hi, 1.0)) if metric in BOUNDED and np.isfinite(lo) else (lo, hi)
 
 
-def _fmt(m, lo, hi, pct=False) -> str:
+def _fmt(m, lo, hi, pct=False, n=1) -> str:
     f = (lambda x: f"{100 * x:.0f}%") if pct else (lambda x: f"{x:.3g}")
     if not np.isfinite(m):
         return "-"
-    return f"{f(m)} [{f(lo)}, {f(hi)}]" if np.isfinite(lo) else f"{f(m)} (one seed)"
+    return f"{f(m)} [{f(lo)}, {f(hi)}]" if np.isfinite(lo) else f"{f(m)} ({'one seed' if n <= 1 else 'no interval'})"
 
 
 def study_pairs(comp: pd.DataFrame) -> pd.DataFrame:
@@ -53,7 +53,8 @@ def table_lines(summary: pd.DataFrame, analysis: str, metric: str, step, pct=Fal
         cells = []
         for v in variants:
             r = d[(d.key == k) & (d.variant == v)]
-            cells.append(_fmt(r["mean"].iloc[0], *_clip(metric, r.lo.iloc[0], r.hi.iloc[0]), pct) if len(r) else "-")
+            cells.append(_fmt(r["mean"].iloc[0], *_clip(metric, r.lo.iloc[0], r.hi.iloc[0]), pct, r.n.iloc[0])
+                         if len(r) else "-")
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -71,7 +72,7 @@ def comparison_lines(comp: pd.DataFrame, analysis: str, metric: str, step) -> li
         if r.identical:
             verdict = "identical on every seed (no variance: no test)"
         elif pooled and not np.isfinite(r.lo):
-            verdict = "no interval (recodings as a random effect: the seeds x recodings table has no spread)"
+            verdict = "no interval (fewer than two seeds with every recoding measured)"
         elif pooled:
             verdict = ("95% interval excludes 0" if r.excludes_zero else "95% interval includes 0") + \
                 f"; p = {r.p:.2g} (recodings and seeds random, unadjusted)"
@@ -80,8 +81,8 @@ def comparison_lines(comp: pd.DataFrame, analysis: str, metric: str, step) -> li
                 f"; p = {r.p:.2g} (t, unadjusted), {r.p_sign:.2g} (sign-flip)"
         boot = f"; bootstrap over {r.boot}: [{r.boot_lo:+.3g}, {r.boot_hi:+.3g}]" if r.boot else ""
         over = f"{r.n} seeds x the trained recodings" if pooled else f"{r.n} seeds"
-        out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}] over {over}, "
-                   f"{verdict}{boot}")
+        interval = f" [{r.lo:+.3g}, {r.hi:+.3g}]" if np.isfinite(r.lo) else ""
+        out.append(f"- {r.key}: {r.a} - {r.b} = {r.diff:+.3g}{interval} over {over}, {verdict}{boot}")
     return out + ([""] if out else [])
 
 
@@ -287,8 +288,9 @@ def matched_lines(comp: pd.DataFrame, step) -> list[str]:
         return []
     return ["## What the matched comparisons changed", "",
             "Each row: a comparison the study used to make (left) and the matched one that replaces it (right), as "
-            "paired differences over seeds [95% t interval]; 'changed' says whether the conclusion (sign, or an "
-            "interval that includes 0) is different. Units: nats, or overlap for the head.", "",
+            "paired differences over seeds [95% t interval; gf2 (pooled): seeds and recodings random]; 'changed' "
+            "says whether the conclusion (sign, or an interval that includes 0) is different. Units: nats, or "
+            "overlap for the head.", "",
             "| estimand | pair | unmatched | matched | changed |", "|---|---|---|---|---|"] + rows + [""]
 
 

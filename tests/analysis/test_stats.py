@@ -199,6 +199,8 @@ def test_crossed_mean_covers_the_mean_over_seeds_and_recodings():
     """Simulated [seeds, recodings] tables with a seed effect, a recoding effect and noise, true mean 0: the interval
     covers 0 in at least ~95% of tables (Satterthwaite is slightly conservative), where a t interval over the seeds'
     means, which treats the recodings as fixed, covers it far less often when recodings vary."""
+    from scipy import stats
+
     from analysis.stats import crossed_mean
 
     rng = np.random.default_rng(0)
@@ -213,8 +215,20 @@ def test_crossed_mean_covers_the_mean_over_seeds_and_recodings():
     assert 0.93 <= hit_random / n <= 0.995 and hit_fixed / n < 0.8
     r = crossed_mean(np.array([[1.0, 2.0], [np.nan, 5.0], [3.0, 4.0]]))
     assert r["n"] == 2 and r["mean"] == pytest.approx(2.5)  # the incomplete row dropped
+    r = crossed_mean(np.array([[1.0, 2.0, np.nan], [2.0, 5.0, np.nan], [3.0, 4.0, np.nan]]))
+    assert (r["n"], r["k"]) == (3, 2)  # a recoding measured on no seed is dropped, not every seed
     assert np.isnan(crossed_mean(np.ones((3, 1)))["lo"])  # one recoding: no interval for recodings in general
-    same = crossed_mean(np.full((3, 2), 0.5))
-    assert same["lo"] == same["hi"] == 0.5 and np.isnan(same["p"])  # no spread: the mean, no test
+    # a table with both components positive: V = (MS_s + MS_r - MS_e) / (n k), Satterthwaite df, written out
+    t = np.array([[0.0, 2.0, 1.0], [1.0, 3.5, 2.0], [3.0, 5.0, 3.5], [2.0, 4.0, 3.0]])
+    rows, cols, m = t.mean(1), t.mean(0), t.mean()
+    ms_s, ms_r = 3 * rows.var(ddof=1), 4 * cols.var(ddof=1)
+    ms_e = ((t - rows[:, None] - cols + m) ** 2).sum() / 6
+    assert ms_s > ms_e and ms_r > ms_e
+    var = (ms_s + ms_r - ms_e) / 12
+    df = (ms_s + ms_r - ms_e) ** 2 / (ms_s ** 2 / 3 + ms_r ** 2 / 2 + ms_e ** 2 / 6)
+    r = crossed_mean(t)
+    assert r["df"] == pytest.approx(df) and r["hi"] - r["mean"] == pytest.approx(stats.t.ppf(0.975, df) * var ** 0.5)
+    same = crossed_mean(np.full((3, 2), 0.1))  # 0.1 is not exact in binary: no spread all the same
+    assert same["lo"] == same["hi"] == same["mean"] and np.isnan(same["p"])  # no spread: the mean, no test
     flat = crossed_mean(np.array([[1.0, 2.0], [2.0, 1.0]]))  # equal row and column means: MS_e alone
     assert flat["hi"] - flat["mean"] == pytest.approx(12.706 * np.sqrt(1.0 / 4), rel=1e-3)  # t(0.975, 1 df)

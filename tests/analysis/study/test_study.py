@@ -260,13 +260,14 @@ def test_comparisons_pool_recodings_and_never_flag_identical_differences():
     # the recodings are a random effect: the two-way ANOVA of the [seeds, recodings] differences, written out here
     t = np.array([[1.5, 1.3], [1.2, 1.6], [1.4, 1.2]]) - np.array([1.2, 1.3, 1.1])[:, None]
     rows, cols, m = t.mean(1), t.mean(0), t.mean()
-    ms = [2 * rows.var(ddof=1), 3 * cols.var(ddof=1), ((t - rows[:, None] - cols + m) ** 2).sum() / 2]
-    dfs = [2, 1, 2]
-    var_terms = ms[:2] if ms[0] + ms[1] - ms[2] <= 0 else [ms[0], ms[1], -ms[2]]
-    v = sum(var_terms) / 6
-    df_s = sum(var_terms) ** 2 / sum(x ** 2 / f for x, f in zip(var_terms, dfs))
-    assert np.isclose(pooled.p, 2 * stats.t.sf(abs(m) / np.sqrt(v), df_s))
-    assert np.isclose(pooled.hi - pooled["diff"], stats.t.ppf(0.975, df_s) * np.sqrt(v))
+    ms_s, ms_r = 2 * rows.var(ddof=1), 3 * cols.var(ddof=1)  # 3 seeds x 2 recodings
+    ms_e = ((t - rows[:, None] - cols + m) ** 2).sum() / 2
+    # variance components, each set to 0 where its estimate is negative
+    s_seed, s_rec = max(0.0, (ms_s - ms_e) / 2), max(0.0, (ms_r - ms_e) / 3)
+    v = s_seed / 3 + s_rec / 2 + ms_e / 6
+    assert s_seed == 0 and s_rec == 0  # this table: V is the residual mean square's alone, on its 2 df
+    assert np.isclose(pooled.p, 2 * stats.t.sf(abs(m) / np.sqrt(v), 2))
+    assert np.isclose(pooled.hi - pooled["diff"], stats.t.ppf(0.975, 2) * np.sqrt(v))
     assert np.isnan(pooled.p_sign) and pooled.boot == "seeds x recodings"
     assert pooled.boot_lo <= pooled["diff"] <= pooled.boot_hi
     assert ("gf2 (pooled)", "gf2") not in c.index and ("gf2-r1", "gf2") in c.index  # never against its own pool
