@@ -179,7 +179,7 @@ def _lens(model, reference=None) -> pd.DataFrame:
 def _eval(model, reference=None) -> pd.DataFrame:
     from analysis.evaluation.lmeval import evaluate_table
 
-    t = evaluate_table(model, limit=EVAL_LIMIT)
+    t = evaluate_table(model, limit=EVAL_LIMIT, bootstrap_iters=0)  # the study reads values, not lm-eval's stderr
     return _rows("eval", [(r.metric, r.task, r.value) for r in t.itertuples()])
 
 

@@ -273,3 +273,18 @@ def test_evaluate_table_bootstraps_in_process_and_restores_the_environment(ckpt,
     monkeypatch.setenv("DISABLE_MULTIPROC", "yes")
     evaluate_table(ckpt.ckpt_dir, ["fixedid_lastword"], limit=8)
     assert os.environ["DISABLE_MULTIPROC"] == "yes"
+
+
+def test_no_bootstrap_leaves_the_values_and_drops_the_stderr(ckpt):
+    """``bootstrap_iters=0`` (what the study asks: it reads values only): the same values and no standard errors,
+    where the default gives every metric one (accuracy's in closed form, perplexity's by the bootstrap); a negative
+    count is refused."""
+    from analysis.evaluation.lmeval import evaluate_table
+
+    tasks = ["fixedid_lastword", "fixedid_facts"]
+    full, none = (evaluate_table(ckpt.ckpt_dir, tasks, limit=8, bootstrap_iters=b) for b in (100_000, 0))
+    assert full[["task", "metric", "value"]].equals(none[["task", "metric", "value"]])
+    assert none.stderr.isna().all() and full.stderr.notna().all()
+    assert {("fixedid_lastword", "perplexity"), ("fixedid_facts", "acc")} <= set(zip(full.task, full.metric))
+    with pytest.raises(AnalysisError, match="bootstrap_iters"):
+        evaluate_table(ckpt.ckpt_dir, tasks, limit=8, bootstrap_iters=-1)
