@@ -133,11 +133,13 @@ class Measurer:
         self.pairs, self.m = tgt.pairs, len(seq)
         if self.pairs:
             self.base_lp = base_logits[:, -1].float().log_softmax(-1)
+            self.base_p = self.base_lp.exp()  # the KL's weights, the same for every edited run of this chunk
             self.answer, self.wrong = tgt.answer[seq], tgt.wrong[seq]
             self.base_ld = self._ld(self.base_lp)
         else:
             self.targets = tgt.tokens[seq][:, 1:]
             self.base_lp = base_logits[:, :-1].float().log_softmax(-1)
+            self.base_p = self.base_lp.exp()
             self.ce_base = -self.base_lp.gather(-1, self.targets[..., None])[..., 0]  # [m, T-1]
 
     def _ld(self, lp):
@@ -151,7 +153,7 @@ class Measurer:
             lq = logits[:, -1].float().log_softmax(-1).view(k, m, -1)
             ld = (lq.gather(-1, self.answer[None, :, None].expand(k, m, 1))[..., 0]
                   - lq.gather(-1, self.wrong[None, :, None].expand(k, m, 1))[..., 0])
-            kl = (self.base_lp.exp()[None] * (self.base_lp[None] - lq)).sum(-1)
+            kl = (self.base_p[None] * (self.base_lp[None] - lq)).sum(-1)
             return {"logit_diff": ld, "delta_logit_diff": ld - self.base_ld[None], "correct": (ld > 0).float(),
                     "kl": kl}
         n_pred = self.targets.shape[1]
@@ -163,7 +165,7 @@ class Measurer:
             tg = self.targets[None, :, start:, None].expand(k, m, n_pred - start, 1)
             ce[:, :, start:] = -lq.gather(-1, tg)[..., 0]
             bp = self.base_lp[None, :, start:]
-            kl[:, :, start:] = (bp.exp() * (bp - lq)).sum(-1)
+            kl[:, :, start:] = (self.base_p[None, :, start:] * (bp - lq)).sum(-1)
         loss = ce.mean(-1)
         return {"loss": loss, "delta_loss": loss - self.ce_base.mean(-1)[None], "kl": kl.mean(-1)}
 

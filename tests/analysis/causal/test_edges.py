@@ -77,7 +77,9 @@ def test_a_memory_budget_below_one_chunk_splits_it_into_single_pairs(model, batc
     assert one > 0 and edges.pair_bytes(model, 2 * batch.n_pos) == 2 * one
     monkeypatch.setattr(edges, "EDGE_BUDGET", one)  # room for one pair per chunk
     split = edge_attribution(model, batch)
-    assert np.allclose(split.score, whole.score, atol=1e-9, rtol=1e-9) and (split.n == whole.n).all()
+    # the same scores to float32 rounding: with more than one thread, products over a chunk of one pair and of all
+    # pairs add in different orders (a wrong split moves scores by orders of magnitude more)
+    assert np.allclose(split.score, whole.score, atol=1e-7, rtol=1e-5) and (split.n == whole.n).all()
 
 
 def test_eap_ig_over_the_inputs_is_complete_and_noise_mode_mirrors(model, batch):
