@@ -44,3 +44,29 @@ def test_gpu_benchmark_refuses_bad_input_in_one_line(argv, match, tmp_path, caps
         gpu_module().main([*argv, "--json", str(out)])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and match in err and "\n" not in err and not out.exists()
+
+
+def bench_module(name):
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_suite_benchmark_sums_durations_per_file():
+    text = ("============ slowest durations ============\n"
+            "12.50s call     tests/test_docs.py::test_the_site_builds_in_strict_mode\n"
+            "2.00s setup    tests/analysis/test_x.py::test_a[canonical]\n"
+            "0.50s teardown tests/analysis/test_x.py::test_a[canonical]\n"
+            "1.25s call     tests/analysis/test_x.py::test_b\n"
+            "(3 durations < 0.005s hidden.)\n")
+    assert bench_module("suite").file_seconds(text) == {"tests/test_docs.py": 12.5, "tests/analysis/test_x.py": 3.75}
+
+
+@pytest.mark.parametrize("name, argv, match", [("suite", ["--budget", "0"], "--budget must be positive"),
+                                               ("demo", ["--target", "-1"], "--target must be positive")])
+def test_suite_and_demo_benchmarks_refuse_bad_input_in_one_line(name, argv, match, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench_module(name).main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and match in err[0]

@@ -17,7 +17,6 @@ Usage: python experiments/benchmarks/demo.py [--config tiny] [--target 360] [--k
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -28,11 +27,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from fixedid.clitools import ArgumentParser
+
 TASKS = ("ioi", "agreement", "induction")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog="demo.py", description=__doc__.split("\n\n")[0])  # bad input: one line, exit 2
     ap.add_argument("--config", default="tiny", help="the recipe the demo trains (default tiny)")
     ap.add_argument("--target", type=float, default=360.0, help="seconds the cold demo may take (default 360)")
     ap.add_argument("--keep", help="run in this (new) directory and keep the cache and the report")

@@ -18,7 +18,6 @@ Usage: python experiments/benchmarks/suite.py [--budget 360] [--top 12] [-- extr
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import resource
@@ -28,6 +27,8 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from fixedid.clitools import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +42,7 @@ def file_seconds(text: str) -> dict[str, float]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog="suite.py", description=__doc__.split("\n\n")[0])  # bad input: one line, exit 2
     ap.add_argument("--budget", type=float, default=360.0, help="seconds of tests allowed (default 360)")
     ap.add_argument("--top", type=int, default=12, help="heaviest test files to list")
     ap.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
