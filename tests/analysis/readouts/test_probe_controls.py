@@ -192,9 +192,15 @@ def cv_problem(kind, seed):
     return np.repeat(np.arange(n_seq), 10), x, y
 
 
+@pytest.mark.parametrize("per_fold", [False, True], ids=["folds-batched", "per-fold"])
 @pytest.mark.parametrize("kind, seed, best", [("corr", 2, 10.0), ("noise", 1, 0.001)])
-def test_C_is_chosen_on_the_training_rows_only_and_as_an_independent_cross_validation_would(kind, seed, best):
+def test_C_is_chosen_on_the_training_rows_only_and_as_an_independent_cross_validation_would(kind, seed, best,
+                                                                                           per_fold, monkeypatch):
+    """Both ways of solving the folds (every fold in one batched solve; above ``CV_SPLIT_WORK``, one solve per fold
+    on its own rows) choose what scikit-learn's cross-validation on the same folds chooses."""
     from sklearn.linear_model import LogisticRegression
+
+    monkeypatch.setattr(fitting, "CV_SPLIT_WORK", 0 if per_fold else float("inf"))
 
     grid = (0.001, 0.1, 10.0)
     seq, x, y = cv_problem(kind, seed)
@@ -219,6 +225,26 @@ def test_C_is_chosen_on_the_training_rows_only_and_as_an_independent_cross_valid
     y2[test] = np.random.default_rng(9).integers(0, 2, size=test.sum())
     again = fitting._fit(x, [Target("y", y2, "class")], test, groups=seq, Cs=grid)["y"]
     assert again.C == fit.C and again.score != fit.score
+
+
+def test_per_fold_solves_choose_and_score_as_the_batched_one(monkeypatch):
+    """Multi-class and binary targets with rows missing labels (each problem its own mask): the per-fold solves on
+    the folds' own rows reach the batched solve's C and test scores."""
+    rng = np.random.default_rng(3)
+    seq = np.repeat(np.arange(40), 12)
+    x = rng.normal(size=(len(seq), 6)) @ rng.normal(size=(6, 6))
+    three = np.digitize(x[:, 0] + 0.5 * rng.normal(size=len(x)), [-1, 1])
+    three[rng.random(len(x)) < 0.3] = -1  # no label on 30% of the rows
+    two = (x[:, 1] - x[:, 2] + rng.logistic(size=len(x)) > 0).astype(np.int64)
+    tgts = [Target("three", three, "class"), Target("two", two, "class")]
+    test = probes.split_by_sequence(seq, 0.2, 0)
+    out = {}
+    for per_fold in (False, True):
+        monkeypatch.setattr(fitting, "CV_SPLIT_WORK", 0 if per_fold else float("inf"))
+        out[per_fold] = fitting._fit(x, tgts, test, groups=seq)
+    for name in ("three", "two"):
+        assert out[True][name].C == out[False][name].C
+        assert out[True][name].score == pytest.approx(out[False][name].score, abs=1e-9)
 
 
 def test_the_table_records_the_C_it_used():
