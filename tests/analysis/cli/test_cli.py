@@ -75,7 +75,12 @@ def test_bad_input_is_one_line_and_exit_2(ckpt, tmp_path, capsys, args, message)
     assert not (tmp_path / "o").exists()  # nothing half-written
 
 
-def test_demo_end_to_end_then_cached(tmp_path, capsys):
+def test_demo_end_to_end_then_cached(tmp_path, capsys, monkeypatch):
+    from analysis.demo import bitflip, probes, recoding
+
+    # the analyses' validation tokens, a quarter of the demo's: what is tested is the wiring and the report
+    for module, tokens in ((bitflip, 2048), (recoding, 2048), (probes, 1024)):
+        monkeypatch.setattr(module, "TOKENS", tokens)
     cfg = tmp_path / "demo.toml"
     cfg.write_text(CONFIG.replace("context = 32", "context = 64").replace("vocab_size = 512", "vocab_size = 1200"))
     args = ["demo", "--config", cfg, "--cache", tmp_path / "cache", "--out", tmp_path / "demo"]
