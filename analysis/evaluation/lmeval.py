@@ -430,6 +430,28 @@ def tidy_results(results: dict, n_samples: dict | None = None):
     return pd.DataFrame(rows, columns=["task", "metric", "filter", "value", "stderr", "n", "study_canonical"])
 
 
+def _manager_with(tasks: list, paths: list, *, kept: bool):
+    """A task manager that finds every one of ``tasks``: the built-in tasks and ``paths`` alone first, lm-eval's own
+    ~14,000 tasks indexed only when a task is not among those; :class:`AnalysisError` naming the unknown ones.
+    ``kept``: from :func:`~analysis.evaluation.lmeval.task_manager`'s per-process cache (not for a temporary
+    directory, which is not worth keeping)."""
+    def manager_for(defaults: bool):
+        if kept:
+            return task_manager(paths, defaults=defaults)
+        from lm_eval.tasks import TaskManager
+
+        return TaskManager(include_path=list(map(str, paths)), include_defaults=defaults)
+
+    manager = manager_for(False)
+    if any(t not in manager.all_tasks for t in tasks):
+        manager = manager_for(True)
+    unknown = [t for t in tasks if t not in manager.all_tasks]
+    if unknown:
+        raise AnalysisError(f"unknown lm-eval task(s) {unknown}; the built-in ones are {', '.join(BUILTIN_TASKS)} "
+                            "(others: lm-eval ls tasks)")
+    return manager
+
+
 def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_fewshot: int = 0,
                    batch_size: int = 32, include_path=None, device: str | None = None, progress: bool = False,
                    bootstrap_iters: int = 100_000):
@@ -468,21 +490,7 @@ def evaluate_table(model, tasks=BUILTIN_TASKS, *, limit: int | None = None, num_
     with tempfile.TemporaryDirectory() as tmp, _quiet_loggers("lm-eval", "lm_eval"):
         world = language_seed(model)
         paths = extra if world == 0 else [write_task_data(Path(tmp) / f"world{world}", world), *extra]
-
-        def manager_for(defaults: bool):
-            if world == 0:
-                return task_manager(paths, defaults=defaults)
-            from lm_eval.tasks import TaskManager  # a temporary directory: not worth keeping
-
-            return TaskManager(include_path=list(map(str, paths)), include_defaults=defaults)
-
-        manager = manager_for(False)  # the built-in tasks and include_path: lm-eval's own only when asked for
-        if any(t not in manager.all_tasks for t in tasks):
-            manager = manager_for(True)
-        unknown = [t for t in tasks if t not in manager.all_tasks]
-        if unknown:
-            raise AnalysisError(f"unknown lm-eval task(s) {unknown}; the built-in ones are {', '.join(BUILTIN_TASKS)} "
-                                "(others: lm-eval ls tasks)")
+        manager = _manager_with(tasks, paths, kept=world == 0)
         lm = FixedIdEvalLM(model=model, batch_size=batch_size, pretrained=path)
         lm.bar_file = sys.stderr if progress else io.StringIO()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \

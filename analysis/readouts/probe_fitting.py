@@ -157,7 +157,20 @@ def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=N
         y = np.zeros(len(keep_tr), dtype=np.int64)
         y[keep_tr] = np.searchsorted(classes, t.labels[~test][keep_tr])
         plan.append((t, classes, y, keep_tr, given))
-    # cross-validation of C for the class targets (``_cv_choose``)
+    chosen = _choose_C(xtr, plan, C, cv, fold, Cs, method, middle)
+    final = _logistic(xtr, [p[2] for p in plan], [p[3] for p in plan], [len(p[1]) for p in plan],
+                      [chosen[p[0].name] for p in plan], method)
+    for (t, classes, _, _, _), (W, conv) in zip(plan, final):
+        keep_te = t.labels[test] >= 0
+        pred = classes[_predict(xte[keep_te], W)]
+        out[t.name] = _Fit(float((pred == t.labels[test][keep_te]).mean()), chosen[t.name], conv)
+    return out
+
+
+def _choose_C(xtr, plan, C, cv, fold, Cs, method, middle) -> dict[str, float]:
+    """The C of each planned class target (``(target, classes, class indices, train mask, given C)``): the given one,
+    else ``C`` when not cross-validating, else by :func:`~analysis.readouts.probe_fitting._cv_choose` over the folds
+    (``middle`` without folds, or for a target with no fold to score)."""
     chosen = {}
     problems = []  # (target name, fit rows, validation rows, class indices, classes, fold)
     for t, classes, y, keep, given in plan:
@@ -175,13 +188,7 @@ def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=N
                                  middle))
     for t, *_ in plan:
         chosen.setdefault(t.name, middle)
-    final = _logistic(xtr, [p[2] for p in plan], [p[3] for p in plan], [len(p[1]) for p in plan],
-                      [chosen[p[0].name] for p in plan], method)
-    for (t, classes, _, _, _), (W, conv) in zip(plan, final):
-        keep_te = t.labels[test] >= 0
-        pred = classes[_predict(xte[keep_te], W)]
-        out[t.name] = _Fit(float((pred == t.labels[test][keep_te]).mean()), chosen[t.name], conv)
-    return out
+    return chosen
 
 
 def _cv_choose(xtr, problems, Cs, method, names, middle) -> dict[str, float]:
