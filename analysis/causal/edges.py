@@ -138,25 +138,29 @@ def _pair_runs(model, clean, corrupt, names, fn, answer, wrong):
 
 # ------------------------------------------------------------------------------------------- the gradients
 def _through_norm(norm, x, g):
-    """The derivative by the norm's input of ``<g, norm(x)>``, per copy of ``x`` (``g``: ``[..., copies, d]``): each
-    reader's gradient through its own norm, in closed form (fixedid's RMSNorm, or LayerNorm with ``b``): with
-    ``u = g * w``, ``s`` the scale and ``xc`` the (centred) input, ``u / s - xc <u, xc> / (d s^3)``, centred again
-    for LayerNorm."""
+    """The derivative by the norm's input of ``<g, norm(x)>``, per copy of ``x`` (``g``: ``[copies, rows, pos, d]``),
+    computed in place in ``g``: each reader's gradient through its own norm, in closed form (fixedid's RMSNorm, or
+    LayerNorm with ``b``): with ``u = g * w / s``, ``s`` the scale and ``xs`` the (centred) input over ``s``,
+    ``u - xs <u, xs> / d``, centred again for LayerNorm (``<u, xs>`` is taken as ``<g, w xs / s>``, before ``g``
+    becomes ``u``)."""
     x = x.detach()
     scale, xc = _scale(norm, x)
-    inv = (1 / scale)[:, :, None]  # [rows, pos, 1, 1]
-    xs = xc[:, :, None] * inv  # the normalised input, [rows, pos, 1, d]
-    u = g * (norm.w.detach() * inv)
-    out = u - xs * ((u * xs).sum(-1, keepdim=True) / x.shape[-1])
-    return out - out.mean(-1, keepdim=True) if hasattr(norm, "b") else out
+    inv = 1 / scale  # [rows, pos, 1]
+    xs = xc * inv  # the normalised input, [rows, pos, d]
+    w_inv = norm.w.detach() * inv  # [rows, pos, d]
+    c = (g * (w_inv * xs / x.shape[-1])).sum(-1, keepdim=True)  # <u, xs> / d, [copies, rows, pos, 1]
+    g.mul_(w_inv).addcmul_(xs, c, value=-1)
+    if hasattr(norm, "b"):
+        g.sub_(g.mean(-1, keepdim=True))
+    return g
 
 
-def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=()) -> tuple[list, torch.Tensor, dict,
+def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=()) -> tuple[torch.Tensor, dict,
                                                                                        torch.Tensor]:
     """One forward of ``base_tokens`` (the hook points in ``overrides`` replaced by their given values, the
     derivative still flowing through the component that computed them) and one backward of the summed metric;
-    returns per layer ``(q/k/v input grads [rows, pos, H + 2K, d_model], mlp input grad [rows, pos, d_model])``, the
-    logits reader's grad, the run's activations at the hook points ``record`` (detached) and its metric per row."""
+    returns every reader's input gradient ``[readers, rows, pos, d_model]`` (:func:`_readers_from_stream`), the run's
+    activations at the hook points ``record`` (detached) and its metric per row."""
     cfg = model.cfg
     L = cfg.n_layers
     mods, kept, handles, cache = model.mod_dict, {}, [], {}
@@ -198,28 +202,36 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=()) -
     finally:
         for h in handles:
             h.remove()
-    return (*_readers_from_stream(model, kept, grads), cache, m.detach().float())
+    return _readers_from_stream(model, kept, grads), cache, m.detach().float()
 
 
 @torch.no_grad()  # the readers' gradients from the stream's: no graph of their own
-def _readers_from_stream(model, kept, grads) -> tuple[list, torch.Tensor]:
-    """Per layer the q/k/v readers' input gradients (each head's projection, then its norm) and the MLP reader's,
-    and the logits reader's, from the gradients at the projections' outputs and the norms' outputs (``grads``) and
-    the norms' inputs (``kept``)."""
+def _readers_from_stream(model, kept, grads) -> torch.Tensor:
+    """Every reader's input gradient ``[readers, rows, pos, d_model]``, in the readers' order (per layer the q/k/v
+    heads, each through its projection and then its norm, and the MLP input; the logits last), from the gradients at
+    the projections' outputs and the norms' outputs (``grads``) and the norms' inputs (``kept``). Each reader is
+    made in place in one buffer, readers first, so every step reads and writes contiguous memory."""
     cfg = model.cfg
-    layers = []
+    x = kept["final"][0]
+    rows, pos, d = x.shape
+    heads = cfg.n_heads + 2 * cfg.kv_heads
+    out = torch.empty(cfg.n_layers * (heads + 1) + 1, rows, pos, d, dtype=x.dtype, device=x.device)
     for i, block in enumerate(model.blocks):
         attn, gs, Ws = block.attn, [], []
         for c, n in (("q", cfg.n_heads), ("k", cfg.kv_heads), ("v", cfg.kv_heads)):
-            g, out = grads[f"{i}.{c}"], kept[f"{i}.{c}"][1]
-            gs.append(torch.zeros_like(out) if g is None else g)
+            g, act = grads[f"{i}.{c}"], kept[f"{i}.{c}"][1]
+            gs.append((torch.zeros_like(act) if g is None else g).permute(2, 0, 1, 3))  # [n, rows, pos, d_head]
             Ws.append(getattr(attn, f"{c}_proj").weight.view(n, cfg.d_head, cfg.d_model))
-        per = torch.einsum("bthe,hed->bthd", torch.cat(gs, 2), torch.cat(Ws))  # every q/k/v head's projection at once
-        qkv = _through_norm(block.ln1, kept[f"{i}.ln1"][0], per)
-        mlp = _through_norm(block.ln2, kept[f"{i}.ln2"][0], grads[f"{i}.ln2"][:, :, None])[:, :, 0]
-        layers.append((qkv, mlp))
-    final = _through_norm(model.ln_final, kept["final"][0], grads["final"][:, :, None])[:, :, 0]
-    return layers, final
+        col = i * (heads + 1)
+        qkv = out[col:col + heads]
+        torch.bmm(torch.cat(gs).view(heads, rows * pos, cfg.d_head), torch.cat(Ws),
+                  out=qkv.view(heads, rows * pos, d))  # every q/k/v head's projection at once
+        _through_norm(block.ln1, kept[f"{i}.ln1"][0], qkv)
+        out[col + heads] = grads[f"{i}.ln2"]
+        _through_norm(block.ln2, kept[f"{i}.ln2"][0], out[col + heads:col + heads + 1])
+    out[-1] = grads["final"]
+    _through_norm(model.ln_final, x, out[-1:])
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ the sweep
@@ -266,6 +278,7 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
     n, T, L = len(batch), batch.n_pos, model.cfg.n_layers
     alphas = [0.0] if method == "eap" else [(k + 0.5) / steps for k in range(steps)]
     names = _write_names(L)
+    written = [k for k in names if not k.endswith("hook_attn_out")]  # what _writes reads
     device = batch.clean.device
     scores = torch.zeros(n, T if per_position else 1, len(writers), len(readers), dtype=torch.float64, device=device)
     clean_m, corrupt_m = torch.zeros(n, device=device), torch.zeros(n, device=device)
@@ -282,25 +295,23 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
         src_m, base_m = (clean_m, corrupt_m) if mode == "denoise" else (corrupt_m, clean_m)
         if method == "eap":  # the source's writes from a forward of its own; the base's from the gradient run
             with torch.no_grad():
-                logits, src = engine.cache_run(model, src_tokens, names)
+                logits, src = engine.cache_run(model, src_tokens, written)
                 src_m[rows] = fn(logits, answer, wrong).float()
                 del logits
-            layers, final, base, base_m[rows] = _reader_grads(model, base_tokens, fn, answer, wrong, {}, names)
+            grads, base, base_m[rows] = _reader_grads(model, base_tokens, fn, answer, wrong, {}, written)
         else:
             cc, kc, clean_m[rows], corrupt_m[rows] = _pair_runs(model, batch.clean[rows], batch.corrupt[rows],
                                                                 names, fn, answer, wrong)
             src, base = (cc, kc) if mode == "denoise" else (kc, cc)
         with torch.no_grad():  # [rows, writers, pos, d]: writes are linear in the cached activations
-            delta = _writes(model, {k: src[k] - base[k] for k in src}, writers_first=True)
+            delta = _writes(model, {k: src[k] - base[k] for k in written}, writers_first=True)
         for alpha in alphas:
             if alpha:  # EAP-IG: a gradient run at this point of the path (EAP's, at the base, ran above)
                 moved = ["hook_embed"] if interpolate == "inputs" else [k for k in names if not k.endswith("hook_z")]
                 overrides = {k: base[k] + alpha * (src[k] - base[k]) for k in moved}
-                layers, final, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
-            # every reader's input gradient in the readers' order, and one contraction with every writer's delta
-            # (the pairs of a writer that does not reach a reader are computed too, and left out of the table)
-            grads = torch.cat([g.transpose(1, 2) for qkv, mlp in layers for g in (qkv, mlp[:, :, None])]
-                              + [final[:, None]], 1)  # [rows, readers, pos, d]
+                grads, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
+            # one contraction of every reader's input gradient with every writer's delta (the pairs of a writer
+            # that does not reach a reader are computed too, and left out of the table)
             scores[rows] += _contract(delta, grads, per_position).double()
             bar.update()
     bar.close()
@@ -310,14 +321,14 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *
 
 
 def _contract(delta, grads, per_position):
-    """``delta [rows, w, pos, d] . grads [rows, r, pos, d]`` -> ``[rows, pos or 1, w, r]``: one batched matrix
+    """``delta [rows, w, pos, d] . grads [r, rows, pos, d]`` -> ``[rows, pos or 1, w, r]``: one batched matrix
     product, over positions and the model width together (both laid out so that is a view) unless
     ``per_position``."""
     g = grads.to(delta.dtype)
     b, w, t, d = delta.shape
     if per_position:
-        return torch.matmul(delta.transpose(1, 2), g.permute(0, 2, 3, 1))
-    return torch.bmm(delta.reshape(b, w, t * d), g.reshape(b, -1, t * d).transpose(1, 2))[:, None]
+        return torch.matmul(delta.transpose(1, 2), g.permute(1, 2, 3, 0))
+    return torch.bmm(delta.reshape(b, w, t * d), g.view(-1, b, t * d).permute(1, 2, 0))[:, None]
 
 
 def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, metric_name, norm_metric, method,
