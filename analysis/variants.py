@@ -1,7 +1,7 @@
 """The checkpoints a notebook (or any exploration) studies: the demo's variants, or the ones an environment names.
 
 ``study_variants()`` returns ``{"learned": path, "canonical": path, "gf2": path}``: the demo's cached variants of
-the tiny recipe (``fixedid-analyze demo`` trains and caches them, ~8-10 minutes on 2 CPU cores), unless the
+the tiny recipe (``fixedid-analyze demo`` trains and caches them, 5-10 minutes on 2 CPU cores), unless the
 environment variable ``FIXEDID_CHECKPOINTS`` names others - a run directory of ``fixedid-train --out`` (its variant
 sub-directories) or a comma-separated list of ``name=path``. It never trains unless asked (``train=True``): a notebook
 cell that opens the variants returns in seconds or says what to run. ``load_variants()`` loads them for analysis,
@@ -93,7 +93,7 @@ def study_variants(config: str = "tiny", *, cache: str | None = None, quiet: boo
             demo = "fixedid-analyze demo" + ("" if config == "tiny" else f" --config {config}") + \
                 ("" if cache is None else f" --cache {cache}")
             raise AnalysisError(f"the demo's variants of {config!r} are not in {run_dir}: run `{demo}` first (it "
-                                f"trains and caches them, ~8-10 minutes on 2 CPU cores), or set {ENV} to checkpoints "
+                                f"trains and caches them, 5-10 minutes on 2 CPU cores), or set {ENV} to checkpoints "
                                 "you have (a fixedid-train --out directory, or learned=PATH,canonical=PATH,...); "
                                 "study_variants(train=True) trains them here")
         if not quiet:
