@@ -1,5 +1,6 @@
 """The GPU benchmark script runs end to end (here on the CPU, on the tiny shape): its training loops, ratios and
-analyses, so that the one command meant for a GPU machine is known to work before it gets one."""
+analyses, so that the one command meant for a GPU machine is known to work before it gets one. The suite and demo
+benchmarks' parsing and bad input."""
 
 import importlib.util
 import json
@@ -11,15 +12,16 @@ import pytest
 BENCH = Path(__file__).parents[1] / "experiments" / "benchmarks"
 
 
-def gpu_module():
-    spec = importlib.util.spec_from_file_location("gpu_benchmark", BENCH / "gpu.py")
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
-    return gpu
+def bench_module(name):
+    """The benchmark script ``experiments/benchmarks/<name>.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def test_gpu_benchmark_smoke_run_on_cpu(tmp_path, capsys):
-    gpu = gpu_module()
+    gpu = bench_module("gpu")
     out = tmp_path / "gpu.json"
     gpu.main(["--device", "cpu", "--shapes", "tiny", "--steps", "2", "--warmup", "2", "--log-every", "2",
               "--dtype", "fp32", "--no-compile", "--pairs", "4", "--tokens", "8", "--probe-tokens", "256",
@@ -41,16 +43,9 @@ def test_gpu_benchmark_smoke_run_on_cpu(tmp_path, capsys):
 def test_gpu_benchmark_refuses_bad_input_in_one_line(argv, match, tmp_path, capsys):
     out = tmp_path / "gpu.json"
     with pytest.raises(SystemExit) as e:
-        gpu_module().main([*argv, "--json", str(out)])
+        bench_module("gpu").main([*argv, "--json", str(out)])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and match in err and "\n" not in err and not out.exists()
-
-
-def bench_module(name):
-    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_suite_benchmark_sums_durations_per_file():

@@ -1,6 +1,6 @@
 """Token rows that a causal model can score on a longer row: a row that is a prefix of another row has, at each of
 its positions, the logits of that longer row (position ``p`` sees tokens ``0..p`` only), so only the rows that are
-no other row's prefix need a forward. :mod:`analysis.evaluation.lmeval` runs requests this way."""
+no other row's prefix need a forward. :mod:`analysis.evaluation.lmeval_model` runs requests this way."""
 
 from __future__ import annotations
 

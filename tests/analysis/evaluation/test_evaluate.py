@@ -45,9 +45,9 @@ def test_loglikelihood_equals_the_models_own_log_softmax(ckpt, monkeypatch):
     assert split._rows(24) == 1 and split._rows(10) == 3 and lm._rows(24) == 3
     for (a, ga), (b, gb) in zip(split._loglikelihood_tokens(reqs, disable_tqdm=True), got):
         assert abs(a - b) < 1e-5 and ga == gb
-    import analysis.evaluation.lmeval as lmeval
+    import analysis.evaluation.lmeval_model as lmeval_model
 
-    monkeypatch.setattr(lmeval, "SCORE_CHUNK", 3)  # continuations scored across chunk boundaries
+    monkeypatch.setattr(lmeval_model, "SCORE_CHUNK", 3)  # continuations scored across chunk boundaries
     for (a, ga), (b, gb) in zip(lm._loglikelihood_tokens(reqs, disable_tqdm=True), got):
         assert abs(a - b) < 1e-5 and ga == gb  # float32 rounding: a matmul of 3 rows need not round as one of all
     monkeypatch.undo()
