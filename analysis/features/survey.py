@@ -145,7 +145,9 @@ def feature_survey(models: dict, data=None, *, sites: list[str] | None = None, t
                 a=a, b=b, pair=kind, interface_a=models[a].cfg.interface, interface_b=models[b].cfg.interface,
                 init_b=ib, hook=site, depth=site_depth(site)))
     bar.close()
-    out = {k: _first(pd.concat(v, ignore_index=True), _DESC if k != "matching" else _PAIR) for k, v in tables.items()}
+    cols = {k: _DESC if k != "matching" else _PAIR for k in tables}  # nothing to match: one model, no twins
+    out = {k: _first(pd.concat(v, ignore_index=True) if v else pd.DataFrame(columns=cols[k]), cols[k])
+           for k, v in tables.items()}
     for df in out.values():
         df.attrs.update(n_train_tokens=int(train.numel()), n_eval_tokens=int(held_out.numel()), expansion=expansion,
                         k=k)
