@@ -26,7 +26,7 @@ PACKAGES = ("fixedid", "analysis")
 #: Modules the API reference leaves out: command-line verbs (the CLI reference documents them from their parsers)
 #: and ``__main__`` routers.
 SKIP = ("analysis.cli.", "fixedid.train.__main__", "analysis.__main__")
-KEEP = ("analysis.cli.args", "analysis.cli.main", "analysis.cli.study")
+KEEP = ("analysis.cli.args", "analysis.cli.main", "analysis.cli.study", "analysis.cli.tools")
 #: The committed studies the results page renders: {page folder: study directory}.
 RESULTS = {"confirmatory": ROOT / "experiments" / "benchmarks" / "results" / "study-tiny-confirmatory",
            "exploratory": ROOT / "experiments" / "benchmarks" / "results" / "study-tiny"}
@@ -120,7 +120,7 @@ def copy_if_changed(src: Path, dst: Path) -> None:
 def cli_reference() -> str:
     """The three commands' reference (sphinx-argparse, from the parsers), then each verb's examples."""
     from analysis.cli import study
-    from analysis.cli.main import VERBS
+    from analysis.cli.main import command_specs
     from fixedid.train import cli as train
 
     def block(prog, module, examples):
@@ -133,7 +133,7 @@ def cli_reference() -> str:
         return lines
 
     lines = block("fixedid-analyze", "analysis.cli.main",
-                  {f"fixedid-analyze {name}": verb.EXAMPLES for name, verb in VERBS.items()})
+                  {f"fixedid-analyze {name}": spec.examples for name, spec in command_specs().items()})
     lines += block("fixedid-train", "fixedid.train.cli", {"fixedid-train": train.EXAMPLES})
     lines += block("fixedid-study", "analysis.cli.study", {"fixedid-study": study.EXAMPLES})
     return "\n".join(lines)

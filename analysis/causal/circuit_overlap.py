@@ -73,10 +73,11 @@ def circuit_overlap(scores: dict, k: int = 32) -> pd.DataFrame:
 
 
 def circuit_overlap_of_models(models: dict, pairs_of, k: int = 32, *, method: str = "eap",
-                              progress: bool = False) -> pd.DataFrame:
+                              metric: str = "logit_diff", progress: bool = False) -> pd.DataFrame:
     """:func:`~analysis.causal.circuit_overlap.circuit_overlap` of ``models`` (``{(variant, seed): model}``), each
-    scored on ``pairs_of(model)``."""
-    scores = {key: edge_attribution(m, pairs_of(m), method=method)
+    scored on ``pairs_of(model)`` under ``metric`` (the raw logit difference by default: the ranking is the
+    normalised metric's, and a checkpoint without the behaviour has no gap to normalise by)."""
+    scores = {key: edge_attribution(m, pairs_of(m), metric=metric, method=method)
               for key, m in tqdm(models.items(), desc="edge scores", unit="model", disable=not progress)}
     return circuit_overlap(scores, k)
 

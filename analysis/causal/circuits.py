@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from analysis.causal.edges import _pair_runs, _write_names, _writes, graph, node_scores
 from analysis.causal.paths import _normed
-from analysis.engine.metrics import resolve
+from analysis.engine.metrics import DEFAULT_METRIC, resolve
 from analysis.errors import AnalysisError
 from analysis.pairs import make_pairs
 
@@ -210,7 +210,7 @@ def default_ks(total: int) -> list[int]:
 
 
 def faithfulness_curve(model, pairs, scores: pd.DataFrame, ks=None, *, unit: str = "edges",
-                       ablation: str = "corrupt", metric="logit_diff", seed: int = 0, max_batch: int = 256,
+                       ablation: str = "corrupt", metric=DEFAULT_METRIC, seed: int = 0, max_batch: int = 256,
                        progress: bool = False) -> pd.DataFrame:
     """Recovered share when keeping the top ``k`` edges (``unit="nodes"``: writers, with all their outgoing
     edges) by ``|score|`` (``scores`` from :func:`analysis.causal.edges.edge_attribution`) for each ``k`` of ``ks``
@@ -236,7 +236,7 @@ def faithfulness_curve(model, pairs, scores: pd.DataFrame, ks=None, *, unit: str
     return out
 
 
-def circuit_checks(model, pairs, circuit, *, ablation: str = "corrupt", metric="logit_diff", seed: int = 0,
+def circuit_checks(model, pairs, circuit, *, ablation: str = "corrupt", metric=DEFAULT_METRIC, seed: int = 0,
                    minimality: bool = True, max_batch: int = 256, progress: bool = False) -> pd.DataFrame:
     """Minimality and completeness of one circuit (a list of ``(sender, receiver)`` labels, or an edge-score
     table's rows): one row per kept edge with ``drop_in_recovered`` (recovered with the circuit minus the same with

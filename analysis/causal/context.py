@@ -98,7 +98,7 @@ def _scored(lp: torch.Tensor, tgt: torch.Tensor):
 
 
 @torch.no_grad()
-def context_curve(model, data=None, *, ks=DEFAULT_KS, positions: int = 32, tokens: int = 16384, mask="window",
+def context_curve(model, data=None, *, ks=DEFAULT_KS, positions: int = 32, tokens: int = 16384, mask=MASKS,
                   max_batch: int = 256, progress: bool = False) -> pd.DataFrame:
     """One row per (``mask``, ``k``) and one for the whole window (``mask = "none"``, ``k = NaN``): ``mask, k,
     reach, loss, accuracy`` with ``_lo``/``_hi``. ``mask``: ``"window"``, ``"crop"`` or both (see the module

@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 from analysis import engine
 from analysis.causal.patching import MIN_GAP, MODES
 from analysis.causal.paths import Node, _scale, path_patching
-from analysis.engine.metrics import resolve
+from analysis.engine.metrics import DEFAULT_METRIC, resolve
 from analysis.errors import AnalysisError
 from analysis.pairs import make_pairs
 from analysis.stats import t_intervals
@@ -264,7 +264,7 @@ def _check_arguments(model, mode, method, interpolate, steps, max_batch) -> None
         raise AnalysisError("the model is in train mode; call model.eval() before edge attribution")
 
 
-def edge_attribution(model, pairs, mode: str = "denoise", metric="logit_diff", *, method: str = "eap",
+def edge_attribution(model, pairs, mode: str = "denoise", metric=DEFAULT_METRIC, *, method: str = "eap",
                      steps: int = 5, interpolate: str = "inputs", per_position: bool = False, max_batch: int = 16,
                      progress: bool = False) -> pd.DataFrame:
     """Score every edge of ``model``'s graph on ``pairs``; see the module docstring. One row per edge (and position,
@@ -387,7 +387,7 @@ def node_scores(edges: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------- exact patching
-def exact_edge_effects(model, pairs, mode: str = "denoise", metric="logit_diff", *, receivers=None,
+def exact_edge_effects(model, pairs, mode: str = "denoise", metric=DEFAULT_METRIC, *, receivers=None,
                        max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
     """The exact effect of patching each edge alone - path patching of its sender into its receiver, the norm
     recomputed (:func:`analysis.causal.paths.path_patching`), minus the base run's metric - for every edge into

@@ -46,6 +46,10 @@ from analysis.errors import AnalysisError
 #: read.
 PART_COLUMNS = ("delta_on", "delta_off", "share_on", "share_off")
 
+#: The landing shares (of moved rows landing on another token's code) at which the study compares bit flips and
+#: transvection walks across variants, fixed in advance so every model is measured at the same ones.
+STUDY_SHARES = (0.75, 0.9)
+
 
 def landing_parts(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with ``moved`` (the share of occurrences the edit moves) and ``landing`` (the share of those that land

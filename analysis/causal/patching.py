@@ -61,7 +61,7 @@ from tqdm.auto import tqdm
 
 from analysis import engine
 from analysis.errors import AnalysisError, AnalysisWarning
-from analysis.engine.metrics import normalize, resolve
+from analysis.engine.metrics import DEFAULT_METRIC, normalize, resolve
 from analysis.pairs import make_pairs
 
 #: The sites :func:`~analysis.causal.patching.activation_patching` patches (see the module docstring's table); ``z`` per
@@ -168,7 +168,7 @@ def _str_tokens(model, ids):
     return [tok.decode([int(i)], skip_special_tokens=False) for i in ids]
 
 
-def activation_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric="logit_diff", *,
+def activation_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric=DEFAULT_METRIC, *,
                         per_pair: bool = False, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
     """Patch every unit of ``site`` at every layer, one at a time; see the module docstring for the output."""
     with torch.no_grad():
@@ -232,7 +232,7 @@ def _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, 
                   per_pair, norm, "activation", stacklevel=4)
 
 
-def attribution_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric="logit_diff", *,
+def attribution_patching(model, pairs, site: str = "resid_pre", mode: str = "denoise", metric=DEFAULT_METRIC, *,
                          per_pair: bool = False, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
     """First-order estimate of :func:`~analysis.causal.patching.activation_patching`: one forward and one backward per
     chunk of at most ``max_batch`` pairs. Gradients are taken with respect to the activations only

@@ -66,7 +66,7 @@ from tqdm.auto import tqdm
 from analysis import engine
 from analysis.causal.patching import MIN_GAP, MODES
 from analysis.engine.hooks import module_hooks
-from analysis.engine.metrics import normalize, resolve
+from analysis.engine.metrics import DEFAULT_METRIC, normalize, resolve
 from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.pairs import make_pairs
 from analysis.stats import t_intervals
@@ -290,7 +290,7 @@ def _readout(model, final, delta, norm):
 
 
 # --------------------------------------------------------------------------------------------------- the sweep
-def path_patching(model, pairs, senders=None, receivers="logits", mode: str = "denoise", metric="logit_diff", *,
+def path_patching(model, pairs, senders="all", receivers="logits", mode: str = "denoise", metric=DEFAULT_METRIC, *,
                   norm: str = "recompute", per_pair: bool = False, max_batch: int = 512,
                   progress: bool = False) -> pd.DataFrame:
     """Patch each sender's source-minus-base write into ``receivers`` only; see the module docstring."""

@@ -63,6 +63,10 @@ from analysis.errors import AnalysisError
 #: The recoding families of :func:`~analysis.causal.recoding.draw_recodings` (see the module docstring).
 FAMILIES = ("uniform", "transvection", "permutation", "offset", "other-variant", "token-permutation")
 #: Default ``k`` per family: transvection counts, token counts; offsets default to every bit.
+#: The transvection walk lengths over which the demo and the study compare the fixed-code variants (k = 0, the own
+#: code, anchors the matched curve, so a code whose first transvection already moves it more than 0.5 bits still has
+#: a value at 0.5 bits).
+WALK = (0, 1, 2, 4, 8, 16)
 DEFAULT_KS = {"transvection": (0, 1, 2, 4, 8, 16, 32), "token-permutation": (0, 2, 4, 8, 16, 32, 64, 128)}
 
 

@@ -1,6 +1,6 @@
-"""Argument helpers every ``fixedid-analyze`` verb shares: ``--ckpt`` (one spelling everywhere), the output
-directory (a default that names the checkpoint's variant and run, never overwriting another run), the default
-metric, lists of numbers, and one table per variant stacked into one."""
+"""The options every ``fixedid-analyze`` verb shares, as validating ``type=`` functions: ``--ckpt [NAME=]DIR``,
+``--device``, ``--dtype``, ``--out`` (a default that names the verb, the checkpoints and their run, never another
+run's directory) and ``--overwrite``; and the parameters of a spec as argparse options."""
 
 from __future__ import annotations
 
@@ -11,12 +11,7 @@ from pathlib import Path
 
 from analysis.errors import AnalysisError
 from analysis.outputs import check_out
-
-#: The metric every causal verb (``patching``, ``paths``, ``edges``, ``circuit``) uses unless ``--metric`` names
-#: another: the logit difference rescaled so that the corrupted run reads 0 and the clean run 1, so effects are
-#: fractions of the behaviour's own gap and compare across variants and tasks whose raw logit gaps differ. Edge and
-#: path scores under it are the raw logit-difference scores divided by that gap: the same ranking.
-DEFAULT_METRIC = "normalized_logit_diff"
+from analysis.specs.base import Param, Spec
 
 #: Where the outputs of a verb go when ``--out`` is not given: ``analysis-out/<verb>-<variant>-<run id>``.
 OUT_ROOT = Path("analysis-out")
@@ -25,26 +20,30 @@ CKPT_HELP = ("checkpoint: a fixedid checkpoint or Hugging Face Llama directory, 
              "in tables and figures; default: the directory's name)")
 
 
-def add_checkpoints(p: argparse.ArgumentParser, *, one: bool = False, required: bool = True) -> None:
-    """``--ckpt [NAME=]DIR``, repeatable in every verb (``one``: the verb analyses one checkpoint and says so)."""
-    more = ("; this verb analyses one checkpoint per run" if one else "; repeat it to compare variants")
-    p.add_argument("--ckpt", action="append", required=required, metavar="[NAME=]DIR", help=CKPT_HELP + more)
+def checkpoint_value(value) -> tuple[str | None, Path]:
+    """``(name or None, directory)`` of one ``--ckpt`` value: ``NAME=DIR`` or ``DIR`` (a value that is itself an
+    existing directory is always a ``DIR``). Whether it exists is checked when the verb runs
+    (:func:`checkpoint_list`), so that a command line parses without its checkpoints."""
+    value = str(value)
+    name, sep, path = value.partition("=")
+    if sep and not Path(value).is_dir():
+        if not name.strip() or not path.strip():
+            raise argparse.ArgumentTypeError(f"{value!r}: give DIR or NAME=DIR")
+        item = (name.strip(), Path(path.strip()).expanduser())
+    else:
+        item = (None, Path(value).expanduser())
+    return item
 
 
 def checkpoint_list(values) -> list[tuple[str | None, Path]]:
-    """``(name or None, directory)`` of each ``--ckpt`` value, in order: ``NAME=DIR`` or ``DIR`` (a value that is
-    itself an existing directory is always a ``DIR``; its name is None). Missing directories are refused in one
-    line; names may repeat (see :func:`parse_checkpoints`)."""
+    """``(name or None, directory)`` of each ``--ckpt`` value (already parsed, or text), in order; names may
+    repeat (see :func:`parse_checkpoints`). One clear error for a bad or missing one."""
     items = []
     for value in values or ():
-        value = str(value)
-        name, sep, path = value.partition("=")
-        if sep and not Path(value).is_dir():
-            if not name.strip() or not path.strip():
-                raise AnalysisError(f"--ckpt {value!r}: give DIR or NAME=DIR")
-            items.append((name.strip(), Path(path.strip()).expanduser()))
-        else:
-            items.append((None, Path(value).expanduser()))
+        try:
+            items.append(value if isinstance(value, tuple) else checkpoint_value(value))
+        except argparse.ArgumentTypeError as e:
+            raise AnalysisError(f"--ckpt {e}") from None
     if not items:
         raise AnalysisError("give at least one --ckpt DIR (the demo's are in fixedid-demo/checkpoints/)")
     for _, path in items:
@@ -56,8 +55,7 @@ def checkpoint_list(values) -> list[tuple[str | None, Path]]:
 
 def parse_checkpoints(values) -> dict[str, Path]:
     """``{name: directory}`` of the ``--ckpt`` values (:func:`checkpoint_list`), in order: a ``DIR``'s name is its
-    directory name, or its whole path where two directory names collide; two values of one name are refused in one
-    line."""
+    directory name, or its whole path where two directory names collide; two values of one name are refused."""
     items = checkpoint_list(values)
     bare = [p.name for n, p in items if n is None]
     names = [n if n is not None else (p.name if bare.count(p.name) == 1 else str(p)) for n, p in items]
@@ -67,12 +65,71 @@ def parse_checkpoints(values) -> dict[str, Path]:
     return dict(zip(names, (p for _, p in items)))
 
 
-def one_checkpoint(args, verb: str) -> tuple[str, Path]:
-    """``(name, directory)`` of the one ``--ckpt`` of a verb that analyses one checkpoint per run."""
-    named = parse_checkpoints(args.ckpt)
-    if len(named) != 1:
-        raise AnalysisError(f"{verb} analyses one checkpoint per run; got {len(named)} --ckpt (run it once for each)")
-    return next(iter(named.items()))
+def device_value(text: str) -> str:
+    """A device this machine has: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
+    from fixedid.device import resolve_device
+    from fixedid.errors import FixedIdError
+
+    try:
+        resolve_device(text)
+    except FixedIdError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def add_checkpoints(p: argparse.ArgumentParser, *, one: bool = False) -> None:
+    """``--ckpt [NAME=]DIR``, repeatable in every verb (``one``: the verb analyses one checkpoint per run)."""
+    more = "; this verb analyses one checkpoint per run" if one else "; repeat it to compare variants"
+    p.add_argument("--ckpt", action="append", required=True, metavar="[NAME=]DIR", type=checkpoint_value,
+                   help=CKPT_HELP + more)
+
+
+def add_placement(p: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--dtype``: where and in which precision every checkpoint of the run is loaded."""
+    group = p.add_argument_group("model placement")
+    group.add_argument("--device", default="auto", type=device_value, help="device for the model(s): auto (default: "
+                       "CUDA where present, else the CPU), cpu, cuda, cuda:N or mps")
+    group.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="load the model(s) in this "
+                       "precision (default float32, as stored; bfloat16 halves the memory, and metrics, log-softmax "
+                       "and probe fits still run in float32)")
+
+
+def add_out(p: argparse.ArgumentParser) -> None:
+    """``--out DIR`` and ``--overwrite``, the same in every verb that writes results."""
+    p.add_argument("--out", metavar="DIR", type=Path, help="output directory (default: analysis-out/<verb>-<variant>-"
+                   "<run id>, the run id being the first 8 hex digits of the weights' sha256); an existing non-empty "
+                   "one is refused unless --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="write into an existing non-empty --out, replacing "
+                   "the files of the same names")
+
+
+def add_param(p: argparse.ArgumentParser, param: Param, groups: dict) -> None:
+    """One spec parameter as an option (in its titled group, made once per parser in ``groups``)."""
+    where = p if param.group is None else groups.setdefault(param.group, p.add_argument_group(param.group))
+    kw = {"dest": param.name, "help": param.help_text() or argparse.SUPPRESS}
+    if param.switch:
+        where.add_argument(param.flag, action="store_true", **kw)
+        return
+    kw |= {"default": param.default, "required": param.required, "metavar": param.metavar}
+    if param.type is not None:
+        kw["type"] = param.type
+    if param.choices is not None:
+        kw["choices"] = param.choices
+    where.add_argument(param.flag, action="append" if param.repeat else "store", **kw)
+
+
+def add_spec_args(p: argparse.ArgumentParser, spec: Spec) -> None:
+    """Every option of ``spec``'s verb: ``--ckpt`` (unless it reads no model), its parameters, ``--out`` and
+    ``--overwrite`` (when the driver writes its results), ``--device`` and ``--dtype``."""
+    if spec.models != "none":
+        add_checkpoints(p, one=spec.models == "one")
+    groups: dict = {}
+    for param in spec.params:
+        add_param(p, param, groups)
+    if spec.outputs:
+        add_out(p)
+    if spec.placement and spec.models != "none":
+        add_placement(p)
 
 
 def run_id(path: Path) -> str:
@@ -84,15 +141,6 @@ def run_id(path: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         digest = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()
     return digest[:8]
-
-
-def add_out(p: argparse.ArgumentParser) -> None:
-    """``--out DIR`` and ``--overwrite``, the same in every verb that writes results."""
-    p.add_argument("--out", metavar="DIR", help="output directory (default: analysis-out/<verb>-<variant>-<run id>, "
-                   "the run id being the first 8 hex digits of the weights' sha256); an existing non-empty one is "
-                   "refused unless --overwrite")
-    p.add_argument("--overwrite", action="store_true", help="write into an existing non-empty --out, replacing "
-                   "the files of the same names")
 
 
 def output_dir(args, verb: str, checkpoints: dict[str, Path] | None = None) -> Path:
@@ -111,27 +159,5 @@ def output_dir(args, verb: str, checkpoints: dict[str, Path] | None = None) -> P
     return out
 
 
-def int_list(text, what):
-    """Comma-separated integers (None passes through); one clear error otherwise."""
-    if text is None:
-        return None
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise AnalysisError(f"{what} must be comma-separated integers, got {text!r}") from None
-
-
-def float_list(text, what):
-    """Comma-separated numbers; one clear error otherwise."""
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise AnalysisError(f"{what} must be comma-separated numbers, got {text!r}") from None
-
-
-def stacked(frames):
-    """Per-variant tables (each with a ``variant`` column) as one table with ``variant`` first."""
-    import pandas as pd
-
-    df = pd.concat(frames, ignore_index=True)
-    return df[["variant"] + [c for c in df.columns if c != "variant"]]
+__all__ = ["CKPT_HELP", "OUT_ROOT", "add_checkpoints", "add_out", "add_param", "add_placement", "add_spec_args",
+           "checkpoint_list", "checkpoint_value", "device_value", "output_dir", "parse_checkpoints", "run_id"]

@@ -1,73 +1,40 @@
-"""``fixedid-analyze``: the analysis command line, one verb per analysis, grouped by family in ``--help``.
-
-    fixedid-analyze demo
-    fixedid-analyze patching --ckpt fixedid-demo/checkpoints/canonical --task ioi
-    fixedid-analyze VERB --help          # a verb's options, ending with examples that run on the demo's checkpoints
-
-Every verb that analyses checkpoints takes ``--ckpt [NAME=]DIR`` (repeatable; :func:`analysis.cli.args.parse_checkpoints`),
-``--device`` (default ``auto``: CUDA where present) and ``--dtype``, and writes CSV plus PNG and PDF figures to
-``--out`` (default ``analysis-out/<verb>-<variant>-<run id>``; an existing non-empty one is refused unless
-``--overwrite``) and prints a short summary. Bad input gets one line on stderr and exit status 2.
-"""
+"""``fixedid-analyze``: the analysis command line, one verb per analysis spec (built-in or a plugin's), grouped by
+family in ``--help``. Bad input gets one line on stderr and exit status 2."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
 from fixedid.clitools import ArgumentParser, run_main
 from fixedid.version import __version__
 
-from analysis.cli import (attention, circuit, context, das, demo, dla, edges, erasure, evaluation, export_hf, features,
-                          figures, graph,
-                          import_hf, interventions, lens, paths, patching, probes, recoding, sae, similarity, unembed)
+from analysis.cli.args import add_spec_args, checkpoint_list, output_dir, parse_checkpoints
+from analysis.errors import AnalysisError
 from analysis.outputs import check_out
-
-#: The verbs by family, in the order ``--help`` lists them; each module holds ``HELP``, ``EXAMPLES``,
-#: ``add_args(parser)`` and ``run(args) -> exit status``.
-GROUPS = {
-    "training": {"demo": demo},
-    "causal methods": {"patching": patching, "interventions": interventions, "recoding": recoding,
-                       "erasure": erasure, "context": context},
-    "circuits": {"dla": dla, "paths": paths, "edges": edges, "circuit": circuit, "das": das, "graph": graph},
-    "readouts": {"probes": probes, "similarity": similarity, "lens": lens, "unembed": unembed,
-                 "attention": attention, "sae": sae, "features": features},
-    "evaluation": {"eval": evaluation},
-    "interop": {"export-hf": export_hf, "import-hf": import_hf},
-    "study": {"figures": figures},
-}
-
-#: Every verb and its module.
-VERBS = {name: verb for group in GROUPS.values() for name, verb in group.items()}
+from analysis.specs.registry import all_specs, groups
 
 #: Old verb names kept for one release: ``{old: new}``; using one prints a one-line deprecation warning.
 DEPRECATED = {"head": "unembed"}
 
-#: Verbs that analyse no loaded model (they convert, redraw or train), so they take no --device / --dtype.
-NO_MODEL_OPTIONS = {"figures", "demo", "export-hf", "import-hf"}
+
+def command_specs() -> dict:
+    """Every verb's spec by name, in ``--help``'s order: the command line's own (:mod:`analysis.cli.tools`), the
+    built-in analyses and the plugins', family by family."""
+    from analysis.cli.tools import TOOLS
+
+    return {name: spec for members in groups({**TOOLS, **all_specs()}).values() for name, spec in members.items()}
 
 
-def add_model_options(p: argparse.ArgumentParser) -> None:
-    """``--device`` and ``--dtype`` for every checkpoint a verb loads (:func:`analysis.loading.load_options`)."""
-    group = p.add_argument_group("model placement")
-    if not any(a.dest == "device" for a in p._actions):
-        group.add_argument("--device", default="auto", help="device for the model(s): auto (default: CUDA where "
-                           "present, else the CPU), cpu, cuda, cuda:N or mps")
-    group.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
-                       help="load the model(s) in this precision (default float32, as stored; bfloat16 halves the "
-                            "memory, and metrics, log-softmax and probe fits still run in float32)")
-
-
-def verb_listing(width: int = 100) -> str:
+def verb_listing(specs: dict, width: int = 100) -> str:
     """The verbs by family, one wrapped line each, for the top-level ``--help``."""
-    import textwrap
-
-    pad = max(map(len, VERBS)) + 4
+    pad = max(map(len, specs)) + 4
     lines = []
-    for title, verbs in GROUPS.items():
+    for title, members in groups(specs).items():
         lines.append(f"{title}:")
-        for name, verb in verbs.items():
-            lines += textwrap.wrap(verb.HELP, width, initial_indent=f"  {name:<{pad - 2}}",
+        for name, spec in members.items():
+            lines += textwrap.wrap(spec.help, width, initial_indent=f"  {name:<{pad - 2}}",
                                    subsequent_indent=" " * pad)
         lines.append("")
     lines += textwrap.wrap("Run 'fixedid-analyze VERB --help' for a verb's options and examples; the examples run on "
@@ -76,46 +43,75 @@ def verb_listing(width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> ArgumentParser:
-    """The whole ``fixedid-analyze`` parser (the CLI reference is generated from it)."""
+def build_parser(specs: dict | None = None) -> ArgumentParser:
+    """The whole ``fixedid-analyze`` parser, one subcommand per spec (the CLI reference is generated from it)."""
+    specs = command_specs() if specs is None else specs
     parser = ArgumentParser(prog="fixedid-analyze", usage="%(prog)s [-h] [--version] VERB ...",
                             formatter_class=argparse.RawDescriptionHelpFormatter,
                             description="Analyse fixedid checkpoints: every verb writes CSV plus PNG and PDF figures "
-                                        "and prints a short summary.", epilog=verb_listing())
+                                        "and prints a short summary.", epilog=verb_listing(specs))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="VERB", parser_class=ArgumentParser,
-                                help=argparse.SUPPRESS)
-    aliases = {new: old for old, new in DEPRECATED.items()}
-    for name, verb in VERBS.items():
-        p = sub.add_parser(name, aliases=[aliases[name]] if name in aliases else [], description=verb.HELP,
-                           epilog="examples:\n" + verb.EXAMPLES.strip("\n"),
+                                help=argparse.SUPPRESS, prog="fixedid-analyze")
+    aliases = {new: [old for old, n in DEPRECATED.items() if n == new] for new in specs}
+    for name, spec in specs.items():
+        p = sub.add_parser(name, aliases=aliases[name], description=spec.help,
+                           epilog="examples:\n" + spec.examples.strip("\n"),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        verb.add_args(p)
-        if name not in NO_MODEL_OPTIONS:
-            add_model_options(p)
+        add_spec_args(p, spec)
     return parser
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    """The parsed command line (usage errors exit 2 with one line)."""
-    return build_parser().parse_args(argv)
 
 
 def main(argv=None) -> None:
     """The ``fixedid-analyze`` entry point."""
-    args = parse_args(argv)
-    run_main("fixedid-analyze", lambda: run(args))
+    run_main("fixedid-analyze", lambda: run(argv))
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run a parsed command: check ``--out``, place the models, call the verb."""
-    from analysis.loading import load_options
+def run(argv=None) -> int:
+    """Parse a command line and run its verb: parameters checked, ``--out`` checked, each checkpoint loaded on
+    ``--device`` in ``--dtype``, the analysis computed, its files written, its summary printed."""
+    from analysis.specs.execute import checked_params, run_spec, write_result
 
-    if args.command in DEPRECATED:
-        new = DEPRECATED[args.command]
-        print(f"fixedid-analyze: warning: '{args.command}' is deprecated and will be removed in the next release; "
-              f"use 'fixedid-analyze {new}'", file=sys.stderr)
-        args.command = new
-    check_out(getattr(args, "out", None))
-    with load_options(device=getattr(args, "device", None), dtype=getattr(args, "dtype", None)):
-        return VERBS[args.command].run(args)
+    specs = command_specs()
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    verb = next((a for a in argv if not a.startswith("-")), None)
+    if verb in DEPRECATED:  # said before the command line is read, so it precedes any usage error
+        print(f"fixedid-analyze: warning: '{verb}' is deprecated and will be removed in the next release; "
+              f"use 'fixedid-analyze {DEPRECATED[verb]}'", file=sys.stderr)
+    args = build_parser(specs).parse_args(argv)
+    args.command = DEPRECATED.get(args.command, args.command)
+    spec = specs[args.command]
+    params = checked_params(spec, {p.name: getattr(args, p.name) for p in spec.params})
+    named, labels = checkpoints(spec, args.ckpt) if spec.models != "none" else ({}, None)
+    if spec.models == "one" and len(named) != 1:
+        raise AnalysisError(f"{spec.name} analyses one checkpoint per run; got {len(named)} --ckpt (run it once for "
+                            "each)")
+    out = output_dir(args, spec.name, named) if spec.outputs else None
+    if not spec.outputs and params.get("out") is not None:
+        check_out(params["out"])  # a verb that writes its own --out (a model directory, the demo): never a file
+    result = run_spec(spec, named, device=getattr(args, "device", None), dtype=getattr(args, "dtype", None),
+                      progress=True, labels=labels, **params)
+    if result.summary:
+        print(result.summary)
+    if out is not None:
+        written = write_result(result, out)
+        if written:
+            print(wrote_line(written, out))
+    return 0
+
+
+def checkpoints(spec, values) -> tuple[dict, dict | None]:
+    """``({key: directory}, labels)`` of the ``--ckpt`` values: names must differ, except for a spec that allows
+    repeated names (one variant of several seeds), whose keys are ``<name>-<i>`` with ``labels`` ``{key: name}``."""
+    if not spec.repeat_names:
+        return parse_checkpoints(values), None
+    items = [(n or p.name, p) for n, p in checkpoint_list(values)]
+    names = [n for n, _ in items]
+    keys = names if len(set(names)) == len(names) else [f"{n}-{i}" for i, n in enumerate(names)]
+    return dict(zip(keys, (p for _, p in items))), dict(zip(keys, names))
+
+
+def wrote_line(paths, out) -> str:
+    """``wrote a.csv, b.png (+ .pdf) ... in OUT``."""
+    names = [str(p.relative_to(out)) + (" (+ .pdf)" if p.suffix == ".png" else "") for p in paths]
+    return f"wrote {', '.join(names)} in {out}"

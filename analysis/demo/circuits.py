@@ -11,20 +11,21 @@ from analysis.causal.edges import edge_attribution, node_scores
 
 K = 24  # edges kept in the circuit that is checked and drawn
 KEY_HEADS = 2  # heads per variant whose attention is shown
+METRIC = "logit_diff"  # raw scores: the report quotes them in logits
 
 
 def circuit_tables(models: dict, pairs) -> dict:
     """Per variant: ``scores`` (every edge), ``curve``, ``checks`` (the top-K circuit) and ``key_heads``."""
     out = {}
     for v, m in models.items():
-        scores = edge_attribution(m, pairs)
+        scores = edge_attribution(m, pairs, metric=METRIC)
         kept = scores.loc[scores.score.abs().sort_values(ascending=False, kind="stable").index[:K]]
         heads = node_scores(kept)
         heads = heads[heads.sender_kind == "head"]
         key = list(heads.loc[heads.score.abs().sort_values(ascending=False).index[:KEY_HEADS], "sender"])
         ks = sorted(set(default_ks(len(scores))) | {K})
-        out[v] = {"scores": scores, "curve": faithfulness_curve(m, pairs, scores, ks=ks),
-                  "checks": circuit_checks(m, pairs, kept, minimality=False), "kept": kept, "key_heads": key}
+        out[v] = {"scores": scores, "curve": faithfulness_curve(m, pairs, scores, ks=ks, metric=METRIC),
+                  "checks": circuit_checks(m, pairs, kept, minimality=False, metric=METRIC), "kept": kept, "key_heads": key}
     return out
 
 

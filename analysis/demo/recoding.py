@@ -15,10 +15,10 @@ import pandas as pd
 
 from analysis.corpus import corpus_tokens
 from analysis.causal.landing import matched_landing
-from analysis.causal.recoding import matched_hamming, recoding_sweep
+from analysis.causal.recoding import WALK, matched_hamming, recoding_sweep
 
 TOKENS = 8192  # validation tokens per map
-TRANSVECTIONS = (0, 1, 2, 4, 8, 16)
+TRANSVECTIONS = WALK
 TOKEN_CYCLES = (0, 8, 32, 128)
 DRAWS = 3
 TASKS = ("ioi", "agreement")

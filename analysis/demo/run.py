@@ -38,7 +38,8 @@ from analysis.demo.bitflip import TOKENS, bitflip_reading, bitflip_tables
 from analysis.demo.probes import probe_reading, probe_tables
 from analysis.demo.recoding import recoding_reading, recoding_table
 from analysis.figures.recoding import disturbance_plot, recoding_plot
-from analysis.figures.style import save_figure, variant_colours
+from analysis.figures.evaluation import behaviour_figure, task_columns
+from analysis.figures.style import save_figure
 from analysis.figures.patching import side_by_side
 from analysis.outputs import check_out, write_csv
 from analysis.figures.interventions import bit_layer_figure, effect_plot, flip_split_plot, noise_decode_plot
@@ -53,38 +54,6 @@ N_PAIRS = 16  # IOI pairs patched
 N_EVAL = 64  # held-out pairs per task for the behaviours table
 HAS_BEHAVIOUR = 0.9  # accuracy from which a variant is said to have a behaviour
 
-
-
-def task_columns(table: pd.DataFrame) -> list[str]:
-    """The tasks of a behaviours table in the language's order, its controls last."""
-    return [k for k in TASKS + CONTROLS if k in set(table.task)]
-
-
-def behaviour_figure(table: pd.DataFrame):
-    """Held-out accuracy per task and variant with 95% intervals, chance marked and the controls set apart."""
-    tasks = task_columns(table)
-    controls = [k for k in tasks if k in CONTROLS]
-    fig, ax = plt.subplots(figsize=(6.5, 3.0))
-    width = 0.8 / len(VARIANTS)
-    colors = variant_colours(VARIANTS)
-    for i, v in enumerate(VARIANTS):
-        t = table[table.variant == v].set_index("task").loc[tasks]
-        x = np.arange(len(tasks)) + (i - (len(VARIANTS) - 1) / 2) * width
-        err = np.vstack([t.accuracy - t.accuracy_low, t.accuracy_high - t.accuracy])
-        ax.bar(x, 100 * t.accuracy, width, yerr=100 * err, capsize=2, label=v, color=colors.get(v))
-    ax.axhline(50, color="k", lw=0.8, ls="--")
-    ax.text(len(tasks) - 0.5, 51, "chance", ha="right", va="bottom", fontsize=7)
-    labels = {"induction_unlisted": "induction,\nunlisted words\n(control)"}
-    ax.set_xticks(range(len(tasks)), [labels.get(k, k) for k in tasks], fontsize=8)
-    if controls:  # the controls apart from the behaviours
-        ax.axvline(len(tasks) - len(controls) - 0.5, color="0.5", lw=0.8, ls=":")
-    ax.set_ylabel("held-out accuracy (%)")
-    ax.set_ylim(0, 118)
-    ax.set_yticks(range(0, 101, 20))
-    n = int(table.n_pairs.min())
-    ax.set_title(f"Behaviours of the three variants ({n}+ pairs per task, 95% Wilson intervals)", fontsize=9)
-    ax.legend(fontsize=7, frameon=False, ncol=3, loc="upper center")
-    return fig
 
 
 def reading(variant: str, b: pd.DataFrame, df: pd.DataFrame) -> str:
@@ -236,12 +205,12 @@ def link_checkpoints(run_dir: Path, out: Path) -> Path:
     return where
 
 
-def run_demo(args) -> int:
-    """Train (or reuse) the three variants, measure them, write the report and link the checkpoints in
-    ``--out``/checkpoints."""
-    out = Path(args.out)
-    check_demo_out(out, getattr(args, "overwrite", False))
-    run_dir = ensure_variants(args.config or "tiny", cache_root(args.cache))
+def run_demo(out: Path, *, overwrite: bool = False, cache=None, config=None) -> int:
+    """Train (or reuse) the three variants (``config``, default ``tiny``, cached under ``cache``), measure them,
+    write the report and link the checkpoints in ``out``/checkpoints."""
+    out = Path(out)
+    check_demo_out(out, overwrite)
+    run_dir = ensure_variants(config or "tiny", cache_root(cache))
     checkpoints = link_checkpoints(run_dir, out)
     models = {v: load(run_dir / v) for v in VARIANTS}
     table = pd.concat([behaviour_table(m, TASKS + CONTROLS, n=N_EVAL).assign(variant=v) for v, m in models.items()],

@@ -2,9 +2,9 @@
 
 A metric maps ``(logits [batch, pos, vocab], answer [batch], wrong [batch])`` to a tensor ``[batch]``. Built in:
 
-- ``logit_diff``: answer logit minus wrong logit (the default);
-- ``normalized_logit_diff``: the logit difference rescaled so the corrupted run scores 0 and the clean run 1
-  (applied after averaging over pairs, and per pair for per-pair rows);
+- ``logit_diff``: answer logit minus wrong logit;
+- ``normalized_logit_diff`` (the default everywhere, :data:`DEFAULT_METRIC`): the logit difference rescaled so the
+  corrupted run scores 0 and the clean run 1 (applied after averaging over pairs, and per pair for per-pair rows);
 - ``answer_prob``: the softmax probability of the answer;
 - ``answer_loss``: the cross-entropy of the answer, ``-log p(answer)``.
 
@@ -39,6 +39,12 @@ def answer_loss(logits, answer, wrong):
     (``wrong`` is ignored)."""
     return -logits[:, -1].float().log_softmax(-1).gather(1, answer[:, None])[:, 0]
 
+
+#: The metric every causal analysis uses unless told otherwise, in the library and on the command line alike: the
+#: logit difference rescaled so the corrupted run reads 0 and the clean run 1, so effects are fractions of the
+#: behaviour's own gap and compare across variants and tasks whose raw gaps differ. Edge and path scores under it are
+#: the raw logit-difference scores divided by that gap: the same ranking.
+DEFAULT_METRIC = "normalized_logit_diff"
 
 METRICS: dict[str, Metric] = {"logit_diff": logit_diff, "normalized_logit_diff": logit_diff,
                               "answer_prob": answer_prob, "answer_loss": answer_loss}

@@ -3,6 +3,12 @@ figure where it has one."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from fixedid.data.synthetic import SyntheticLanguage
+
 from analysis.figures.style import variant_colours
 
 
@@ -50,4 +56,43 @@ def eval_figure(df, *, title: str | None = None):
     ax.set_axisbelow(True)
     ax.legend(frameon=False, fontsize=7, loc="lower left")
     ax.set_title(title or "lm-eval, 0-shot", fontsize=10)
+    return fig
+
+
+#: The built-in language's tasks and controls, in its order (the behaviours' columns).
+TASKS, CONTROLS = SyntheticLanguage.TASKS, SyntheticLanguage.CONTROLS
+
+
+def task_columns(table: pd.DataFrame) -> list[str]:
+    """The tasks of a behaviours table in the language's order, its controls last."""
+    return [k for k in TASKS + CONTROLS if k in set(table.task)]
+
+
+def behaviour_figure(table: pd.DataFrame):
+    """Held-out accuracy per task and variant (a ``variant`` column, drawn in its order) with 95% intervals, chance
+    marked and the controls set apart."""
+    tasks = task_columns(table)
+    controls = [k for k in tasks if k in CONTROLS]
+    variants = list(dict.fromkeys(table.variant))
+    fig, ax = plt.subplots(figsize=(6.5, 3.0))
+    width = 0.8 / len(variants)
+    colors = variant_colours(variants)
+    for i, v in enumerate(variants):
+        t = table[table.variant == v].set_index("task").loc[tasks]
+        x = np.arange(len(tasks)) + (i - (len(variants) - 1) / 2) * width
+        err = np.vstack([t.accuracy - t.accuracy_low, t.accuracy_high - t.accuracy])
+        ax.bar(x, 100 * t.accuracy, width, yerr=100 * err, capsize=2, label=v, color=colors.get(v))
+    ax.axhline(50, color="k", lw=0.8, ls="--")
+    ax.text(len(tasks) - 0.5, 51, "chance", ha="right", va="bottom", fontsize=7)
+    labels = {"induction_unlisted": "induction,\nunlisted words\n(control)"}
+    ax.set_xticks(range(len(tasks)), [labels.get(k, k) for k in tasks], fontsize=8)
+    if controls:  # the controls apart from the behaviours
+        ax.axvline(len(tasks) - len(controls) - 0.5, color="0.5", lw=0.8, ls=":")
+    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_ylim(0, 118)
+    ax.set_yticks(range(0, 101, 20))
+    n = int(table.n_pairs.min())
+    what = "the three variants" if len(variants) == 3 else ", ".join(variants)
+    ax.set_title(f"Behaviours of {what} ({n}+ pairs per task, 95% Wilson intervals)", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, ncol=min(len(variants), 4), loc="upper center")
     return fig

@@ -115,10 +115,10 @@ def _entries(models) -> list:
     return out
 
 
-def _model(m):
+def _model(m, device=None, dtype=None):
     if isinstance(m, (str, Path)):
         from analysis.loading import load
-        return load(m)
+        return load(m, device=device, dtype=dtype)
     return m
 
 
@@ -149,8 +149,10 @@ def _kind(a, b) -> str:
 
 def similarity_references(models, data=None, *, hooks=None, tokens: int = 8192, skip_first: bool = True,
                           boot: int = 1000, null_draws: int = 20, init: bool = True, procrustes: bool = True,
-                          seed: int = 0, max_batch: int = 64, progress: bool = False) -> SimilarityReferences:
-    """Every pair of ``models`` (``{(variant, seed): model or checkpoint directory}``), each model against its
+                          seed: int = 0, max_batch: int = 64, device=None, dtype=None,
+                          progress: bool = False) -> SimilarityReferences:
+    """Every pair of ``models`` (``{(variant, seed): model or checkpoint directory}``, a directory loaded on
+    ``device`` in ``dtype`` when its turn comes), each model against its
     initialisation (``init``) and a permutation null (``null_draws``; 0: none), at every hook point, on the same
     windows (``data`` as :func:`analysis.corpus.corpus_tokens`, tokenised by the first model; all models must share
     its tokenizer), with ``boot`` bootstrap draws over windows (0: no intervals). See the module docstring."""
@@ -165,7 +167,7 @@ def similarity_references(models, data=None, *, hooks=None, tokens: int = 8192, 
     acts, order, x = {}, None, None
     first = None
     for variant, s, m in tqdm(entries, desc="activations", unit="model", disable=not progress):
-        model = _model(m)
+        model = _model(m, device, dtype)
         if first is None:
             first = model
             x = corpus_tokens(model, data, tokens=tokens)

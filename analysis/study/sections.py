@@ -207,7 +207,7 @@ def circuit_lines(reading: pd.DataFrame | None) -> list[str]:
     variant's own across seeds and chance."""
     if reading is None or reading.empty:
         return []
-    from analysis.study.analyses import CIRCUIT_K
+    from analysis.specs.circuit import CIRCUIT_K
 
     lines = []
     for (va, vb), g in reading.groupby(["variant_a", "variant_b"], sort=False):

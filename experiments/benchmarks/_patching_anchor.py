@@ -64,7 +64,7 @@ def patching_bound(model, batch) -> tuple[float, int]:
 
 def patching_vs_loop(model, batch, rounds):
     """(speed-up over the same-model loop, timings, FLOP bound, first differing position)."""
-    fns = {"ours": lambda: activation_patching(model, batch, site="resid_pre"),
+    fns = {"ours": lambda: activation_patching(model, batch, site="resid_pre", metric="logit_diff"),
            "naive": lambda: naive_patching(model, batch)}
     ratio, t = median_ratio(fns, "naive", "ours", rounds=rounds, warmup=1)
     bound, first = patching_bound(model, batch)

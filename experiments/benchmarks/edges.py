@@ -58,7 +58,7 @@ def main(argv=None) -> None:
     model = untrained_tiny("learned").eval()  # TL takes a gradient at hook_embed: a learned table carries one
     batch = task_pairs(model, "ioi", args.pairs, seed=0)
     bridge = to_split_qkv_bridge(model).eval()
-    ours = edge_attribution(model, batch, per_position=True)
+    ours = edge_attribution(model, batch, per_position=True, metric="logit_diff")
     theirs = tl_scores(bridge, batch)
     mine = {(r.sender, r.receiver, r.position): r.score for r in ours.itertuples()}
     lab = {"embed": lambda n: "embed", "attn_head_out": lambda n: f"L{n.layer}H{n.head}",
@@ -67,15 +67,15 @@ def main(argv=None) -> None:
     diff = max(abs(mine[(key(u), key(v), u.position)] - s) for (u, v), s in theirs.items())
     print(f"tiny recipe, {args.pairs} IOI pairs of {batch.n_pos} tokens, {ours.attrs['n_edges']} edges "
           f"({len(theirs)} position-resolved); max |ours - TransformerLens| = {diff:.1e}")
-    fns = {"ours_eap": lambda: edge_attribution(model, batch), "tl_eap": lambda: tl_scores(bridge, batch),
-           "ours_ig5": lambda: edge_attribution(model, batch, method="eap-ig", steps=5),
-           "exact": lambda: exact_edge_effects(model, batch),
+    fns = {"ours_eap": lambda: edge_attribution(model, batch, metric="logit_diff"), "tl_eap": lambda: tl_scores(bridge, batch),
+           "ours_ig5": lambda: edge_attribution(model, batch, method="eap-ig", steps=5, metric="logit_diff"),
+           "exact": lambda: exact_edge_effects(model, batch, metric="logit_diff"),
            "forward": lambda: forward(model, torch.cat([batch.clean, batch.corrupt]))}
     r_tl, t = median_ratio(fns, "tl_eap", "ours_eap", rounds=args.rounds)
     print(f"EAP: ours {r_tl:.1f}x faster than TransformerLens's attribution_patch (edge granularity, same pairs)")
     print(f"EAP: ours takes {t['ours_eap'] / t['forward']:.1f} forwards per pair (target <= 3.5; bound ~2.5: the "
           "source's writes half a forward, the base run's forward and backward ~2)")
-    agree = exact_agreement(edge_attribution(model, batch), exact_edge_effects(model, batch))
+    agree = exact_agreement(edge_attribution(model, batch, metric="logit_diff"), exact_edge_effects(model, batch, metric="logit_diff"))
     print(f"EAP against exact patching of every edge: Spearman {agree['spearman']:.4f} (of magnitudes "
           f"{agree['spearman_abs']:.4f}) over {agree['n_edges']} edges")
     print(f"EAP-IG, 5 steps: {t['ours_ig5'] / t['ours_eap']:.1f}x EAP's time (work: (1 + 5 x 1.5) / 2.5 = 3.4x)")

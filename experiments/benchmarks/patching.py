@@ -65,7 +65,7 @@ def main(argv=None):
                 results["tl"] = tlp.get_act_patch_resid_pre(bridge, batch.corrupt, clean_cache, metric)
 
         def ours():
-            results["ours"] = to_tensor(activation_patching(model, batch, site="resid_pre"))
+            results["ours"] = to_tensor(activation_patching(model, batch, site="resid_pre", metric="logit_diff"))
 
         ratio, t = median_ratio({"tl": tl, "ours": ours}, "tl", "ours", rounds=args.rounds, warmup=1)
     diff = (results["tl"] - results["ours"]).abs().max().item()

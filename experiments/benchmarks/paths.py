@@ -132,7 +132,7 @@ def main(argv=None):
               f"max |difference| {diff:.1e}")
 
     def ours_logits():
-        res["ours"] = torch.tensor(path_patching(model, batch, "heads", "logits").value.to_numpy())
+        res["ours"] = torch.tensor(path_patching(model, batch, "heads", "logits", metric="logit_diff").value.to_numpy())
 
     def loop_logits():
         res["naive"] = naive_into_logits(model, batch)
@@ -144,7 +144,7 @@ def main(argv=None):
     last = L - 1
 
     def ours_queries():
-        res["ours"] = torch.tensor(path_patching(model, batch, "heads", f"L{last}H*.q").value.to_numpy())
+        res["ours"] = torch.tensor(path_patching(model, batch, "heads", f"L{last}H*.q", metric="logit_diff").value.to_numpy())
 
     def loop_queries():
         res["naive"] = naive_into_queries(model, batch, last)
@@ -169,7 +169,7 @@ def main(argv=None):
         res["tl"] = torch.cat([ref[:layer, :, layer, h].reshape(-1) for layer in range(1, L) for h in range(H)])
 
     def ours_each():
-        res["ours"] = torch.cat([torch.tensor(path_patching(model, batch, "heads", f"L{layer}H{h}.q")
+        res["ours"] = torch.cat([torch.tensor(path_patching(model, batch, "heads", f"L{layer}H{h}.q", metric="logit_diff")
                                                 .value.to_numpy()) for layer in range(1, L) for h in range(H)])
 
     ratio, _ = median_ratio({"tl": tl, "ours": ours_each}, "tl", "ours", rounds=max(3, args.rounds // 2), warmup=1)

@@ -36,7 +36,7 @@ from _models import untrained_tiny  # noqa: E402
 from _timing import median_ratio  # noqa: E402
 
 from analysis import load  # noqa: E402
-from analysis.cli.probes import DEFAULT_TARGETS, LABELS  # noqa: E402
+from analysis.specs.probes import DEFAULT_TARGETS, LABELS  # noqa: E402
 from analysis.corpus import corpus_tokens  # noqa: E402
 from analysis.readouts.activations import collect  # noqa: E402
 from analysis.readouts.probe_fitting import C_GRID, CV_FOLDS, _fit, _folds, _r2, _standardise  # noqa: E402

@@ -147,11 +147,11 @@ def _analysis(op: str, model, batch, windows: int, das_epochs: int) -> int:
     if op == "patching":
         from analysis.causal.patching import activation_patching
 
-        activation_patching(model, batch, site="resid_pre")
+        activation_patching(model, batch, site="resid_pre", metric="logit_diff")
     elif op == "edges":
         from analysis.causal.edges import edge_attribution
 
-        edge_attribution(model, batch)
+        edge_attribution(model, batch, metric="logit_diff")
     elif op == "das":
         from analysis.causal.das import Streams, fit_subspace
         from analysis.causal.das_data import das_data

@@ -1,6 +1,6 @@
 """Analyses in bfloat16: ``load(dtype=...)`` and the CLI's ``--dtype`` give a half-precision model whose patching,
 edge attribution, direct logit attribution, DAS, probe activations and behaviours match the float32 model's up to
-bfloat16 rounding; ``load_options`` sets device and dtype for a block and restores them; bad values are refused."""
+bfloat16 rounding; ``load`` places a model where it is told, with no module-level state; bad values are refused."""
 
 import numpy as np
 import pandas as pd
@@ -14,7 +14,6 @@ from analysis.causal.dla import direct_logit_attribution
 from analysis.causal.edges import edge_attribution
 from analysis.causal.patching import activation_patching
 from analysis.cli.main import main as analyze
-from analysis.loading import load_options
 from analysis.readouts.activations import collect
 from analysis.tasks import task_pairs
 from fixedid import ConfigError
@@ -41,8 +40,8 @@ def test_bfloat16_analyses_match_float32(pair):
     assert {p.dtype for p in half.parameters()} == {torch.bfloat16}
     with torch.no_grad():
         logits = float(full(batch.clean)[:, -1].abs().max())  # the logits every metric here is made from
-    _close(activation_patching(full, batch).value, activation_patching(half, batch).value, logits)
-    _close(edge_attribution(full, batch).score, edge_attribution(half, batch).score, logits)
+    _close(activation_patching(full, batch, metric="logit_diff").value, activation_patching(half, batch, metric="logit_diff").value, logits)
+    _close(edge_attribution(full, batch, metric="logit_diff").score, edge_attribution(half, batch, metric="logit_diff").score, logits)
     _close(direct_logit_attribution(full, batch).value, direct_logit_attribution(half, batch).value, logits)
     x, y = (collect(m, tokens=512, hooks=["blocks.1.hook_resid_pre"]).acts["blocks.1.hook_resid_pre"]
             for m in (full, half))
@@ -58,16 +57,14 @@ def test_das_fits_on_a_bfloat16_model(pair):
     assert torch.allclose(fit.basis.T @ fit.basis, torch.eye(2), atol=1e-5)
 
 
-def test_load_options_apply_within_the_block_and_are_restored(model):
-    with load_options(dtype="bfloat16"):
-        assert next(load(model.ckpt_dir).parameters()).dtype == torch.bfloat16
-        assert next(load(model.ckpt_dir, dtype="float32").parameters()).dtype == torch.float32  # explicit wins
-    assert next(load(model.ckpt_dir).parameters()).dtype == torch.float32
-    with pytest.raises(ConfigError, match="unknown dtype"):
-        with load_options(dtype="float8"):
-            pass
+def test_load_places_a_model_where_it_is_told_and_nowhere_else(model):
+    assert next(load(model.ckpt_dir, dtype="bfloat16").parameters()).dtype == torch.bfloat16
+    assert next(load(model.ckpt_dir).parameters()).dtype == torch.float32  # no state carried between loads
     with pytest.raises(ConfigError, match="unknown dtype"):
         load(model.ckpt_dir, dtype="int8")
+    import analysis.loading
+
+    assert not [n for n, v in vars(analysis.loading).items() if isinstance(v, dict) and not n.startswith("__")]
 
 
 def test_cli_dtype(model, tmp_path, capsys):

@@ -13,13 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Bottom to top. Each layer: module or package prefixes; a tuple of groups = independent siblings.
 LAYERS = [
     (["analysis.errors", "analysis.stats", "analysis.outputs", "analysis.corpus", "analysis.labels", "analysis.pairs",
-      "analysis.tasks"],),
+      "analysis.tasks", "analysis.engine.names"],),
     (["analysis.interop"],),
     (["analysis.model", "analysis.loading", "analysis.variants"],),
     (["analysis.engine"],),
     (["analysis.readouts"], ["analysis.evaluation"], ["analysis.features"]),
     (["analysis.causal"],),
     (["analysis.figures"],),
+    (["analysis.specs"],),
     (["analysis.study"], ["analysis.demo"]),
     (["analysis.cli", "analysis.__main__"],),
 ]

@@ -28,7 +28,7 @@ def batch(model):
 
 @pytest.fixture(scope="module")
 def scores(model, batch):
-    return edge_attribution(model, batch)
+    return edge_attribution(model, batch, metric="logit_diff")
 
 
 def top(scores, k):
@@ -36,29 +36,29 @@ def top(scores, k):
 
 
 def test_the_curve_runs_from_the_corrupted_to_the_clean_run(model, batch, scores):
-    curve = faithfulness_curve(model, batch, scores)
+    curve = faithfulness_curve(model, batch, scores, metric="logit_diff")
     assert list(curve.k) == default_ks(len(scores)) and curve.k.iloc[-1] == len(scores)
     assert abs(curve.recovered.iloc[0]) < 1e-4 and abs(curve.recovered.iloc[-1] - 1) < 1e-4
     assert 0 < curve.attrs["area"] < 1.5 and curve.n_edges.is_monotonic_increasing
     assert curve.recovered.iloc[1:-1].std() > 1e-3  # the middle of the curve is measured, not interpolated
-    nodes = faithfulness_curve(model, batch, scores, unit="nodes")
+    nodes = faithfulness_curve(model, batch, scores, unit="nodes", metric="logit_diff")
     assert abs(nodes.recovered.iloc[0]) < 1e-4 and abs(nodes.recovered.iloc[-1] - 1) < 1e-4
-    zero = faithfulness_curve(model, batch, scores, ks=[0, len(scores)], ablation="zero")
+    zero = faithfulness_curve(model, batch, scores, ks=[0, len(scores)], ablation="zero", metric="logit_diff")
     assert abs(zero.recovered.iloc[-1] - 1) < 1e-4 and abs(zero.recovered.iloc[0]) > 1e-3  # zero is not corrupt
     for ablation in ("mean", "resample"):
-        got = faithfulness_curve(model, batch, scores, ks=[len(scores)], ablation=ablation)
+        got = faithfulness_curve(model, batch, scores, ks=[len(scores)], ablation=ablation, metric="logit_diff")
         assert abs(got.recovered.iloc[0] - 1) < 1e-4
 
 
 def test_one_edge_kept_alone_is_exact_edge_patching_of_its_complement(model, batch, scores):
     """Keeping every edge but one, with corrupted replacements, is the clean run with that edge's sender patched
     from the corrupted run into that receiver only: noise-mode path patching of the edge."""
-    exact = exact_edge_effects(model, batch, mode="noise", receivers="logits")
+    exact = exact_edge_effects(model, batch, mode="noise", receivers="logits", metric="logit_diff")
     sender = exact.loc[exact.effect.abs().idxmax(), "sender"]
-    checks = circuit_checks(model, batch, list(zip(scores.sender, scores.receiver)))
+    checks = circuit_checks(model, batch, list(zip(scores.sender, scores.receiver)), metric="logit_diff")
     row = checks[(checks.sender == sender) & (checks.receiver == "logits")].iloc[0]
     gap = checks.attrs  # recovered of the full circuit is 1; the drop is the edge's noising effect over the gap
-    clean = faithfulness_curve(model, batch, scores, ks=[0]).attrs
+    clean = faithfulness_curve(model, batch, scores, ks=[0], metric="logit_diff").attrs
     effect = float(exact.set_index("sender").effect[sender])
     assert abs(gap["recovered"] - 1) < 1e-4 and abs(gap["complement"]) < 1e-4
     assert np.isclose(row.drop_in_recovered, -effect / (clean["clean"] - clean["corrupt"]), atol=1e-4)
@@ -81,7 +81,7 @@ def test_equals_transformer_lens_faithfulness(model, batch, scores):
                 keep = set(zip(*top(scores, k)[["sender", "receiver"]].T.values))
                 circuit = [(u, v) for (u, v) in graph if (tl_label(u), tl_label(v)) in keep]  # every position
                 theirs = faithfulness(bridge, batch.clean[i:i + 1], batch.corrupt[i:i + 1], fn, circuit).recovered
-                ours = circuit_checks(model, make_pairs(model, PAIRS[i]), top(scores, k)).attrs["recovered"]
+                ours = circuit_checks(model, make_pairs(model, PAIRS[i]), top(scores, k), metric="logit_diff").attrs["recovered"]
                 assert abs(ours - theirs) < 1e-4, (i, k, ours, theirs)
     finally:
         if code is not None:
@@ -90,19 +90,19 @@ def test_equals_transformer_lens_faithfulness(model, batch, scores):
 
 def test_bad_input(model, batch, scores):
     with pytest.raises(AnalysisError, match="unknown ablation"):
-        faithfulness_curve(model, batch, scores, ablation="noise")
+        faithfulness_curve(model, batch, scores, ablation="noise", metric="logit_diff")
     with pytest.raises(AnalysisError, match="unknown unit"):
-        faithfulness_curve(model, batch, scores, unit="heads")
+        faithfulness_curve(model, batch, scores, unit="heads", metric="logit_diff")
     with pytest.raises(AnalysisError, match="every k"):
-        faithfulness_curve(model, batch, scores, ks=[len(scores) + 1])
+        faithfulness_curve(model, batch, scores, ks=[len(scores) + 1], metric="logit_diff")
     with pytest.raises(AnalysisError, match="not an edge"):
-        circuit_checks(model, batch, [("L2H0", "L0H0.q")])
+        circuit_checks(model, batch, [("L2H0", "L0H0.q")], metric="logit_diff")
     with pytest.raises(AnalysisError, match="holds no edge"):
-        circuit_checks(model, batch, [])
+        circuit_checks(model, batch, [], metric="logit_diff")
     with pytest.raises(AnalysisError, match="at least 2 pairs"):
-        faithfulness_curve(model, make_pairs(model, PAIRS[0]), scores, ablation="resample")
+        faithfulness_curve(model, make_pairs(model, PAIRS[0]), scores, ablation="resample", metric="logit_diff")
     with pytest.raises(AnalysisError, match="summed over positions"):
-        faithfulness_curve(model, batch, edge_attribution(model, batch, per_position=True))
+        faithfulness_curve(model, batch, edge_attribution(model, batch, per_position=True, metric="logit_diff"), metric="logit_diff")
 
 
 def test_command_line(tmp_path, capsys):
@@ -145,7 +145,7 @@ def test_command_line(tmp_path, capsys):
 
 def test_without_minimality_the_circuit_and_its_complement_are_the_same(model, batch, scores):
     kept = top(scores, 40)
-    full, quick = circuit_checks(model, batch, kept), circuit_checks(model, batch, kept, minimality=False)
+    full, quick = circuit_checks(model, batch, kept, metric="logit_diff"), circuit_checks(model, batch, kept, minimality=False, metric="logit_diff")
     assert quick.drop_in_recovered.isna().all() and full.drop_in_recovered.notna().all()
     assert np.isclose(full.attrs["recovered"], quick.attrs["recovered"], atol=1e-6)
     assert np.isclose(full.attrs["complement"], quick.attrs["complement"], atol=1e-6)

@@ -49,7 +49,7 @@ def test_paths_verb(ckpt, tmp_path, capsys):
     ("paths --task ioi --norm none", "invalid choice: 'none'"),
     ("dla --prompt Mary", "--prompt needs --answer and --wrong"),
     ("dla --task ioi --prompt Mary --answer Mary --wrong John", "give exactly one source of prompts"),
-    ("dla --task ioi --n-pairs 0", "--n-pairs must be positive"),
+    ("dla --task ioi --n-pairs 0", "--n-pairs: must be a positive integer"),
 ])
 def test_bad_input_is_one_line_and_exit_2(ckpt, tmp_path, capsys, args, message):
     verb, *rest = args.split()

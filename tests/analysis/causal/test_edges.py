@@ -41,7 +41,7 @@ def tl_label(node):
 def test_equals_transformer_lens_attribution_patch_per_position(model, batch):
     if model.cfg.kv_heads != model.cfg.n_heads:
         pytest.skip("TransformerLens's edge attribution refuses grouped keys and values")
-    ours = edge_attribution(model, batch, per_position=True)
+    ours = edge_attribution(model, batch, per_position=True, metric="logit_diff")
     bridge = to_split_qkv_bridge(model).eval()
     code = getattr(model.embed, "code", None)
     if code is not None:  # TL takes a gradient at hook_embed, which a fixed code does not carry
@@ -63,7 +63,7 @@ def test_equals_transformer_lens_attribution_patch_per_position(model, batch):
     assert set(mine) == set(total) and len(mine) == ours.attrs["n_edges"] * batch.n_pos
     scale = max(abs(v) for v in total.values())
     assert scale > 1e-3 and max(abs(mine[k] - total[k]) for k in total) <= 1e-5 * max(1.0, scale)
-    summed = edge_attribution(model, batch)  # per_position=False: the same scores summed over positions
+    summed = edge_attribution(model, batch, metric="logit_diff")  # per_position=False: the same scores summed over positions
     per = ours.groupby(["sender", "receiver"], sort=False).score.sum()
     # float32 contractions: the sum over positions inside one product rounds apart from the per-position sums
     assert np.allclose(summed.set_index(["sender", "receiver"]).score.loc[per.index], per, atol=1e-6, rtol=0)
@@ -72,33 +72,33 @@ def test_equals_transformer_lens_attribution_patch_per_position(model, batch):
 def test_a_memory_budget_below_one_chunk_splits_it_into_single_pairs(model, batch, monkeypatch):
     import analysis.causal.edges as edges
 
-    whole = edge_attribution(model, batch)
+    whole = edge_attribution(model, batch, metric="logit_diff")
     one = edges.pair_bytes(model, batch.n_pos)
     assert one > 0 and edges.pair_bytes(model, 2 * batch.n_pos) == 2 * one
     monkeypatch.setattr(edges, "EDGE_BUDGET", one)  # room for one pair per chunk
-    split = edge_attribution(model, batch)
+    split = edge_attribution(model, batch, metric="logit_diff")
     # the same scores to float32 rounding: with more than one thread, products over a chunk of one pair and of all
     # pairs add in different orders (a wrong split moves scores by orders of magnitude more)
     assert np.allclose(split.score, whole.score, atol=1e-7, rtol=1e-5) and (split.n == whole.n).all()
 
 
 def test_eap_ig_over_the_inputs_is_complete_and_noise_mode_mirrors(model, batch):
-    ig = edge_attribution(model, batch, method="eap-ig", steps=48)
+    ig = edge_attribution(model, batch, method="eap-ig", steps=48, metric="logit_diff")
     embed = node_scores(ig).set_index("sender").score["embed"]  # every reader downstream of the input
     gap = ig.attrs["raw_clean"] - ig.attrs["raw_corrupt"]  # m(source) - m(base) in denoise mode
     assert abs(gap) > 1e-2 and abs(embed - gap) <= 2e-3 * abs(gap) + 1e-5
-    noise = edge_attribution(model, batch, mode="noise", method="eap-ig", steps=48)
+    noise = edge_attribution(model, batch, mode="noise", method="eap-ig", steps=48, metric="logit_diff")
     assert abs(node_scores(noise).set_index("sender").score["embed"] + gap) <= 2e-3 * abs(gap) + 1e-5
-    act = edge_attribution(model, batch, method="eap-ig", steps=4, interpolate="activations")
+    act = edge_attribution(model, batch, method="eap-ig", steps=4, interpolate="activations", metric="logit_diff")
     assert act.attrs["interpolate"] == "activations" and np.isfinite(act.score).all()
-    assert not np.allclose(act.score, edge_attribution(model, batch, method="eap-ig", steps=4).score)
+    assert not np.allclose(act.score, edge_attribution(model, batch, method="eap-ig", steps=4, metric="logit_diff").score)
 
 
 def test_scores_rank_edges_as_exact_patching_does(model, batch):
-    eap = edge_attribution(model, batch)
+    eap = edge_attribution(model, batch, metric="logit_diff")
     writers, readers = graph(model)
     assert len(eap) == eap.attrs["n_edges"] == sum(w.time < r.time for w in writers for r in readers)
-    exact = exact_edge_effects(model, batch)
+    exact = exact_edge_effects(model, batch, metric="logit_diff")
     agree = exact_agreement(eap, exact)
     grouped = model.cfg.kv_heads != model.cfg.n_heads
     assert agree["n_edges"] == len(exact) < len(eap) if grouped else agree["n_edges"] == len(eap)
@@ -116,11 +116,11 @@ def test_bad_input_is_refused(model, batch):
         with pytest.raises(AnalysisError, match=match):
             edge_attribution(model, batch, **kw)
     with pytest.raises(AnalysisError, match="unknown receiver"):
-        exact_edge_effects(model, batch, receivers="L9H0.q")
+        exact_edge_effects(model, batch, receivers="L9H0.q", metric="logit_diff")
     model.train()
     try:
         with pytest.raises(AnalysisError, match="train mode"):
-            edge_attribution(model, batch)
+            edge_attribution(model, batch, metric="logit_diff")
     finally:
         model.eval()
 
@@ -158,11 +158,11 @@ def test_command_line(tmp_path, capsys):
 def test_a_table_edited_by_its_reader_leaves_the_next_one_as_computed(model, batch):
     """The label columns are made once per graph and shared between tables: editing one table (labels and scores)
     must not reach the cache or another table."""
-    first = edge_attribution(model, batch)
+    first = edge_attribution(model, batch, metric="logit_diff")
     want = first.copy(deep=True)
     first.loc[0, "sender"] = "edited"
     first["receiver"] = "edited"
     first["score"] *= 2
-    again = edge_attribution(model, batch)
+    again = edge_attribution(model, batch, metric="logit_diff")
     pd.testing.assert_frame_equal(again, want)
     assert (first.receiver == "edited").all() and first.loc[0, "sender"] == "edited"

@@ -341,7 +341,7 @@ def test_cli_writes_tables_and_figures_and_refuses_bad_input(model, learned, tmp
             main(["interventions", *args, "--out", str(target)])
         assert e.value.code == 2 and not target.exists()
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("fixedid-analyze: error:")
+        assert len(err) == 1 and err[0].startswith(("fixedid-analyze: error:", "fixedid-analyze interventions: error:"))
 
 
 def test_tables_name_the_bits_no_token_differs_in(model):

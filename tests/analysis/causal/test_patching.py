@@ -62,7 +62,7 @@ def test_parity_with_transformer_lens_on_the_bridge(model, bridge, site):
     with torch.no_grad():
         _, clean_cache = bridge.run_with_cache(batch.clean)
         ref = TL[site](bridge, batch.corrupt, clean_cache, metric)
-    df = activation_patching(model, PAIRS, site=site)
+    df = activation_patching(model, PAIRS, site=site, metric="logit_diff")
     ours = to_tensor(df)
     assert ours.shape == ref.shape
     assert (ours - ref).abs().max() < 1e-4
@@ -70,21 +70,21 @@ def test_parity_with_transformer_lens_on_the_bridge(model, bridge, site):
 
 
 def test_frame_layout_and_attrs(model):
-    df = activation_patching(model, PAIRS, site="z")
+    df = activation_patching(model, PAIRS, site="z", metric="logit_diff")
     assert list(df.columns) == ["site", "layer", "pos", "head", "value"]
     assert len(df) == 3 * 14 * 4 and set(df.site) == {"z"}
     assert str(df["head"].dtype) == "Int64"
     assert df.attrs["str_tokens"][:2] == ["When", "Mary"] and df.attrs["n_pairs"] == 3
-    per = activation_patching(model, PAIRS, site="resid_pre", per_pair=True)
+    per = activation_patching(model, PAIRS, site="resid_pre", per_pair=True, metric="logit_diff")
     assert list(per.columns) == ["site", "layer", "pos", "head", "pair", "value"] and per["head"].isna().all()
     agg = per.groupby(["layer", "pos"])["value"].mean().to_numpy()
     assert torch.allclose(torch.tensor(agg, dtype=torch.float32), to_tensor(activation_patching(
-        model, PAIRS, site="resid_pre")).flatten(), atol=1e-5)
+        model, PAIRS, site="resid_pre", metric="logit_diff")).flatten(), atol=1e-5)
     assert to_tensor(per).shape == (3, 3, 14)
 
 
 def test_positions_before_the_first_difference_are_exact_no_ops(model):
-    df = activation_patching(model, PAIRS, site="resid_pre")
+    df = activation_patching(model, PAIRS, site="resid_pre", metric="logit_diff")
     early = df[df.pos < 9]  # clean and corrupt agree up to token 9 (the second subject)
     assert (early.value == df.attrs["corrupt"]).all()
     last_layer0 = df[(df.layer == 0) & (df.pos == 9)].value.item()
@@ -98,8 +98,8 @@ def test_normalized_metric_and_noise_mode(model):
     n = activation_patching(model, PAIRS, site="resid_pre", mode="noise", metric="normalized_logit_diff")
     assert n[(n.layer == 0) & (n.pos == 9)].value.item() == pytest.approx(0.0, abs=1e-4)
     assert (n[n.pos < 9].value == 1.0).all()
-    e = activation_patching(model, PAIRS, site="embed")
-    torch.testing.assert_close(to_tensor(e)[0], to_tensor(activation_patching(model, PAIRS))[0], atol=1e-5, rtol=0)
+    e = activation_patching(model, PAIRS, site="embed", metric="logit_diff")
+    torch.testing.assert_close(to_tensor(e)[0], to_tensor(activation_patching(model, PAIRS, metric="logit_diff"))[0], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("metric", ["answer_prob", "answer_loss", lambda lg, a, w: lg[:, -1, 3]])
@@ -110,7 +110,7 @@ def test_other_metrics(model, metric):
 
 def test_attribution_is_the_first_order_estimate(model):
     batch = make_pairs(model, PAIRS)
-    df = attribution_patching(model, PAIRS, site="resid_pre")
+    df = attribution_patching(model, PAIRS, site="resid_pre", metric="logit_diff")
     est = to_tensor(df)
     # independent check of one entry: (clean - corrupt) . grad of the summed metric at the corrupted run
     _, clean_cache = model.run_with_cache(batch.clean, names_filter="blocks.1.hook_resid_pre")
@@ -132,10 +132,10 @@ def test_attribution_is_the_first_order_estimate(model):
     assert est[1, 11] == pytest.approx(expected.item(), abs=1e-4)
     assert (est[:, :9] == df.attrs["corrupt"]).all()  # no difference, no estimated change
     for site in ("embed", "z", "z_all_pos", "attn_out"):
-        assert attribution_patching(model, PAIRS, site=site).value.notna().all()
+        assert attribution_patching(model, PAIRS, site=site, metric="logit_diff").value.notna().all()
     # near-linear sites agree with activation patching in sign where effects are large
-    act = to_tensor(activation_patching(model, PAIRS, site="attn_out"))
-    att = to_tensor(attribution_patching(model, PAIRS, site="attn_out"))
+    act = to_tensor(activation_patching(model, PAIRS, site="attn_out", metric="logit_diff"))
+    att = to_tensor(attribution_patching(model, PAIRS, site="attn_out", metric="logit_diff"))
     big = (act - df.attrs["corrupt"]).abs() > 0.05
     assert ((act - df.attrs["corrupt"]).sign()[big] == (att - df.attrs["corrupt"]).sign()[big]).float().mean() > 0.7
 
@@ -143,43 +143,43 @@ def test_attribution_is_the_first_order_estimate(model):
 def test_bad_input(model):
     bad_len = dict(PAIRS[0], corrupt="When Mary and John went to the park , Mary gave a ball")
     with pytest.raises(AnalysisError, match="pair 1 .*clean has 14 tokens but corrupt has 13"):
-        activation_patching(model, [PAIRS[0], bad_len])
+        activation_patching(model, [PAIRS[0], bad_len], metric="logit_diff")
     with pytest.raises(AnalysisError, match="pair 0: .*not one"):
-        activation_patching(model, [dict(PAIRS[0], answer="Mary John")])
+        activation_patching(model, [dict(PAIRS[0], answer="Mary John")], metric="logit_diff")
     with pytest.raises(AnalysisError, match="unknown site"):
-        activation_patching(model, PAIRS, site="resid")
+        activation_patching(model, PAIRS, site="resid", metric="logit_diff")
     with pytest.raises(AnalysisError, match="unknown mode"):
-        activation_patching(model, PAIRS, mode="restore")
+        activation_patching(model, PAIRS, mode="restore", metric="logit_diff")
     with pytest.raises(AnalysisError, match="unknown metric"):
         activation_patching(model, PAIRS, metric="kl")
     with pytest.raises(AnalysisError, match="same token length"):
         activation_patching(model, [PAIRS[0], dict(clean="When Mary went to", corrupt="When John went to",
-                                                   answer="the", wrong="a")])
+                                                   answer="the", wrong="a")], metric="logit_diff")
     model.train()
     try:
         with pytest.raises(AnalysisError, match="train mode"):
-            activation_patching(model, PAIRS)
+            activation_patching(model, PAIRS, metric="logit_diff")
     finally:
         model.eval()
-    assert isinstance(activation_patching(model, PAIRS[0]), pd.DataFrame)  # one pair on its own is fine
+    assert isinstance(activation_patching(model, PAIRS[0], metric="logit_diff"), pd.DataFrame)  # one pair on its own is fine
 
 
 def test_attribution_leaves_no_parameter_gradients_and_honours_max_batch(model):
     model.zero_grad(set_to_none=True)
-    whole = attribution_patching(model, PAIRS, site="resid_pre")
+    whole = attribution_patching(model, PAIRS, site="resid_pre", metric="logit_diff")
     assert all(p.grad is None for p in model.parameters())
     for site in ("embed", "z", "mlp_out"):
-        full = attribution_patching(model, PAIRS, site=site, per_pair=True)
-        chunked = attribution_patching(model, PAIRS, site=site, per_pair=True, max_batch=1, progress=True)
+        full = attribution_patching(model, PAIRS, site=site, per_pair=True, metric="logit_diff")
+        chunked = attribution_patching(model, PAIRS, site=site, per_pair=True, max_batch=1, progress=True, metric="logit_diff")
         assert (full.value - chunked.value).abs().max() < 1e-5
     assert all(p.grad is None for p in model.parameters())
     assert whole.attrs["baseline"] == whole.attrs["corrupt"]
 
 
 def test_baselines_in_attrs_and_summary_ranks_from_the_patched_run(model):
-    from analysis.cli.patching import summarize
+    from analysis.specs.patching import summarize
 
-    noise = activation_patching(model, PAIRS, site="resid_pre", mode="noise")
+    noise = activation_patching(model, PAIRS, site="resid_pre", mode="noise", metric="logit_diff")
     a = noise.attrs
     assert a["baseline"] == a["clean"] and a["raw_clean"] == a["clean"] and a["raw_corrupt"] == a["corrupt"]
     text = summarize(noise, k=3)

@@ -147,7 +147,7 @@ def test_exact_against_a_naive_hooked_loop(model, batch, mode, norm):
         if model.cfg.kv_heads != model.cfg.n_heads:  # a key or value is shared by heads: only queries are paths
             receivers = [("q", *r[1:]) if r[0] in "kv" else r for r in receivers]
         df = path_patching(model, batch, senders, ",".join(map(label, receivers)), mode, norm=norm, per_pair=True,
-                           max_batch=6)  # two senders per forward
+                           max_batch=6, metric="logit_diff")  # two senders per forward
         for s in senders:
             ours = df[df.sender == s].value.to_numpy()
             worst = max(worst, float(np.abs(ours - naive_path(model, batch, s, receivers, mode, norm)).max()))
@@ -174,7 +174,7 @@ def test_equals_transformer_lens_direct_path_patching(model, batch, monkeypatch)
                                                         verbose=False)
         for layer in range(1, L):
             for h in range(H):
-                df = path_patching(model, batch, "heads", f"L{layer}H{h}.{c}")
+                df = path_patching(model, batch, "heads", f"L{layer}H{h}.{c}", metric="logit_diff")
                 got = ref[df.layer.to_numpy(int), df["head"].to_numpy(int), layer, h].numpy()
                 worst = max(worst, float(np.abs(df.value.to_numpy() - got).max()))
     print(f"max |ours - TL get_act_patch_direct_path| = {worst:.2e}")
@@ -182,7 +182,7 @@ def test_equals_transformer_lens_direct_path_patching(model, batch, monkeypatch)
 
 
 def test_into_the_logits_with_a_frozen_norm_is_the_difference_of_direct_logit_attributions(model, batch):
-    frozen = path_patching(model, batch, "all", "logits", norm="frozen", per_pair=True)
+    frozen = path_patching(model, batch, "all", "logits", norm="frozen", per_pair=True, metric="logit_diff")
     base = direct_logit_attribution(model, batch, prompt="corrupt", per_pair=True)
     src = direct_logit_attribution(model, batch, prompt="clean", per_pair=True)
     base_ld = own_ld(model, batch, batch.corrupt)
@@ -214,12 +214,12 @@ def test_into_the_logits_with_a_frozen_norm_is_the_difference_of_direct_logit_at
     print(f"max |frozen path into logits - (base + TL DLA difference)| = {worst:.2e}")
     assert worst < 1e-4
     # the convention matters: recomputing the final norm's scale moves the numbers
-    recompute = path_patching(model, batch, "all", "logits", per_pair=True)
+    recompute = path_patching(model, batch, "all", "logits", per_pair=True, metric="logit_diff")
     assert float(np.abs(recompute.value - frozen.value).max()) > 1e-3
 
 
 def test_frame_no_ops_normalisation_and_callable_metrics(model, batch):
-    df = path_patching(model, batch, receivers="L2H1.q,logits")
+    df = path_patching(model, batch, receivers="L2H1.q,logits", metric="logit_diff")
     assert list(df.columns) == ["sender", "kind", "layer", "head", "receivers", "value", "value_lo", "value_hi", "n"]
     assert df.sender.tolist() == ["embed"] + [s for i in range(2) for s in [f"L{i}H{h}" for h in range(4)] +
                                               [f"L{i}.mlp"]]  # every sender upstream of L2, in forward order
@@ -227,11 +227,11 @@ def test_frame_no_ops_normalisation_and_callable_metrics(model, batch):
     assert a["baseline"] == a["corrupt"] and a["receivers"] == ["L2H1.q", "logits"] and a["norm"] == "recompute"
     # the prompts differ at one position before the last: the input writes nothing new at the final position, so
     # its direct path into the logits is an exact no-op
-    assert (path_patching(model, batch, "embed", "logits").value == a["corrupt"]).all()
+    assert (path_patching(model, batch, "embed", "logits", metric="logit_diff").value == a["corrupt"]).all()
     custom = path_patching(model, batch, receivers="L2H1.q,logits",  # a callable reads every position
                            metric=lambda logits, ans, wr: logit_diff(logits, ans, wr))
     assert np.allclose(custom.value, df.value, atol=1e-5)
-    per = path_patching(model, batch, "L0H*", "L1.mlp", per_pair=True)
+    per = path_patching(model, batch, "L0H*", "L1.mlp", per_pair=True, metric="logit_diff")
     clean, corrupt = own_ld(model, batch, batch.clean), own_ld(model, batch, batch.corrupt)
     gap = clean - corrupt
     with warnings.catch_warnings(record=True) as caught:
@@ -254,17 +254,17 @@ def test_bad_input(model, batch):
                                ("L1H9.q", "head 9 is out of range"), ("", "no receivers given"),
                                ("L0H0.q", "no sender of the set 'heads' lies upstream")]:
         with pytest.raises(AnalysisError, match=message):
-            path_patching(model, batch, "heads", receivers)
+            path_patching(model, batch, "heads", receivers, metric="logit_diff")
     with pytest.raises(AnalysisError, match="sender L2H0 does not reach receiver"):
-        path_patching(model, batch, "L2H0", "L1H0.q")
+        path_patching(model, batch, "L2H0", "L1H0.q", metric="logit_diff")
     with pytest.raises(AnalysisError, match="sender L1.mlp does not reach receiver"):
-        path_patching(model, batch, "L1.mlp", "L1.mlp")
+        path_patching(model, batch, "L1.mlp", "L1.mlp", metric="logit_diff")
     with pytest.raises(AnalysisError, match="unknown sender"):
-        path_patching(model, batch, "L0.attn", "logits")
+        path_patching(model, batch, "L0.attn", "logits", metric="logit_diff")
     with pytest.raises(AnalysisError, match="unknown mode"):
-        path_patching(model, batch, mode="both")
+        path_patching(model, batch, mode="both", metric="logit_diff")
     with pytest.raises(AnalysisError, match="unknown norm convention"):
-        path_patching(model, batch, norm="none")
+        path_patching(model, batch, norm="none", metric="logit_diff")
     if model.cfg.kv_heads != model.cfg.n_heads:
         with pytest.raises(AnalysisError, match="shares keys and values"):
-            path_patching(model, batch, "L0H0", "L1H1.k")
+            path_patching(model, batch, "L0H0", "L1H1.k", metric="logit_diff")

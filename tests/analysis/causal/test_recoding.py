@@ -227,8 +227,8 @@ def test_cli_writes_table_and_figures_and_refuses_bad_input(model, learned, tmp_
     assert "k=4" in printed and "hamming" in printed
     bad = tmp_path / "bad"
     for args, message in ((["--ckpt", learned.ckpt_dir, "--family", "uniform"], "no code to recode"),
-                          (["--ckpt", model.ckpt_dir, "--ks", "1,x"], "--ks must be comma-separated integers"),
-                          (["--ckpt", model.ckpt_dir, "--draws", "0"], "draws must be a positive integer"),
+                          (["--ckpt", model.ckpt_dir, "--ks", "1,x"], "--ks: must be comma-separated integers"),
+                          (["--ckpt", model.ckpt_dir, "--draws", "0"], "--draws: must be a positive integer"),
                           (["--ckpt", model.ckpt_dir, "--family", "offset", "--ks", "16"], "out of range"),
                           (["--ckpt", tmp_path / "nowhere"], "no checkpoint directory")):
         assert run_cli("recoding", *args, "--tokens", "480", "--tasks", "none", "--out", bad) == 2

@@ -18,13 +18,17 @@ from tests._helpers import tiny_checkpoint
 #: every row that names no --out gets ``--out {out}`` (``figures`` writes into its --results), which must not exist
 #: afterwards.
 ROWS = [
+    # behaviours
+    ("analyze", "behaviours --ckpt {ckpt} --tasks ioi,nonsense", "argument --tasks: must be one or more of"),
+    ("analyze", "behaviours --ckpt {ckpt} --n-pairs 0", "argument --n-pairs: must be a positive integer"),
     # patching
     ("analyze", "patching --ckpt /nonexistent/ckpt --task ioi", "no checkpoint directory"),
+    ("analyze", "patching --ckpt {ckpt}", "give exactly one source of pairs"),
     ("analyze", "patching --ckpt {trunc} --task ioi", "does not match its recorded sha256"),
     ("analyze", "patching --ckpt {ckpt} --pairs {empty}", "holds no pairs"),
     ("analyze", "patching --ckpt {ckpt} --pairs {nonutf8}", "is not UTF-8 text"),
     ("analyze", "patching --ckpt {ckpt} --task ioi --out {file}", "is a file, not a directory"),
-    ("analyze", "patching --ckpt {ckpt} --task ioi --n-pairs 0", "--n-pairs must be positive"),
+    ("analyze", "patching --ckpt {ckpt} --task ioi --n-pairs 0", "argument --n-pairs: must be a positive integer"),
     ("analyze", "patching --ckpt {ckpt} --task ioi --site resid", "invalid choice: 'resid'"),
     # recoding
     ("analyze", "recoding --ckpt {learned}", "the learned variant has no code to recode"),
@@ -32,7 +36,7 @@ ROWS = [
     ("analyze", "recoding --ckpt {ckpt} --data {nonutf8}", "is not UTF-8 text"),
     ("analyze", "recoding --ckpt {ckpt} --data {floats}", "must be an integer array"),
     ("analyze", "recoding --ckpt {ckpt} --data {oov}", "outside the vocabulary"),
-    ("analyze", "recoding --ckpt {ckpt} --ks a,b", "--ks must be comma-separated integers"),
+    ("analyze", "recoding --ckpt {ckpt} --ks a,b", "argument --ks: must be comma-separated integers"),
     ("analyze", "recoding --ckpt {ckpt} --out {file}", "is a file, not a directory"),
     # interventions
     ("analyze", "interventions --ckpt {learned} --kind bitflip", "the learned variant has none"),
@@ -60,48 +64,48 @@ ROWS = [
     ("analyze", "eval --ckpt {trunc}", "does not match its recorded sha256"),
     # sae (sparse dictionaries)
     ("analyze", "sae --ckpt {ckpt} --hook nonsense", "has no hook point 'nonsense'"),
-    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --expansion 0", "--expansion must be a positive"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --expansion 0", "argument --expansion: must be a positive integer"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --kind transcoder", "a transcoder reads an MLP"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --hook-out blocks.0.hook_mlp_out",
      "--hook-out is for transcoders"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.attn.hook_z", "dictionaries read [batch, pos, width]"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --k 100000", "k must be in [1, d_sae="),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --data {oov}", "outside the vocabulary"),
-    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --lr 0", "--lr must be positive"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --lr 0", "argument --lr: must be positive"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --arch relu --l1 -1", "coefficients must be >= 0"),
     # graph (attribution graphs)
     ("analyze", "graph --ckpt {ckpt}", "give exactly one source of prompts"),
     ("analyze", "graph --ckpt {ckpt} --task nonsense", "unknown task 'nonsense'"),
-    ("analyze", "graph --ckpt {ckpt} --task ioi --n-prompts 0", "--n-prompts must be a positive"),
-    ("analyze", "graph --ckpt {ckpt} --task ioi --k 0", "--k must be a positive"),
-    ("analyze", "graph --ckpt {ckpt} --task ioi --node-threshold 2", "--node-threshold must be in [0, 1]"),
+    ("analyze", "graph --ckpt {ckpt} --task ioi --n-prompts 0", "argument --n-prompts: must be a positive integer"),
+    ("analyze", "graph --ckpt {ckpt} --task ioi --k 0", "argument --k: must be a positive integer"),
+    ("analyze", "graph --ckpt {ckpt} --task ioi --node-threshold 2", "argument --node-threshold: must be in [0, 1]"),
     ("analyze", "graph --ckpt {ckpt} --task ioi --transcoders {file}", "no transcoder of layer 0"),
     # features (dictionaries read against the code)
     ("analyze", "features --ckpt {ckpt} --site nonsense", "has no hook point 'nonsense'"),
     ("analyze", "features --ckpt {ckpt} --site ln_final.hook_normalized", "is not inside a block"),
     ("analyze", "features --ckpt {ckpt} --site blocks.0.attn.hook_z", "dictionaries read [batch, pos, width]"),
-    ("analyze", "features --ckpt {ckpt} --k 0", "--k must be a positive"),
-    ("analyze", "features --ckpt {ckpt} --purity 1.5", "--purity must be in (0, 1]"),
+    ("analyze", "features --ckpt {ckpt} --k 0", "argument --k: must be a positive integer"),
+    ("analyze", "features --ckpt {ckpt} --purity 1.5", "argument --purity: must be in (0, 1]"),
     ("analyze", "features --ckpt {ckpt} --data {oov}", "outside the vocabulary"),
     # lens, head, context
     ("analyze", "lens --ckpt {ckpt} --data {oov}", "outside the vocabulary"),
     ("analyze", "lens --ckpt {ckpt} --data {nonutf8}", "is not UTF-8 text"),
-    ("analyze", "lens --ckpt {ckpt} --kind tuned --lens-steps 0", "--lens-steps 0 must be at least 1"),
-    ("analyze", "lens --ckpt {ckpt} --kind jacobian --tokens 1", "--tokens must be at least 2"),
-    ("analyze", "unembed --ckpt {ckpt} --k 0", "--k must be positive"),
+    ("analyze", "lens --ckpt {ckpt} --kind tuned --lens-steps 0", "argument --lens-steps: must be a positive integer"),
+    ("analyze", "lens --ckpt {ckpt} --kind jacobian --tokens 1", "argument --tokens: must be at least 2"),
+    ("analyze", "unembed --ckpt {ckpt} --k 0", "argument --k: must be a positive integer"),
     ("analyze", "attention --ckpt {ckpt} --task ioi --heads L9H0", "no head L9H0"),
     ("analyze", "attention --ckpt {trunc} --task ioi", "does not match its recorded sha256"),
     ("analyze", "dla --ckpt /nonexistent/ckpt --task ioi", "no checkpoint directory"),
     ("analyze", "paths --ckpt {ckpt} --task ioi --sender L9H0", "L9H0"),
     ("analyze", "edges --ckpt {ckpt} --task ioi --method exact", "invalid choice"),
-    ("analyze", "edges --ckpt {ckpt} --task ioi --steps 0", "--steps must be positive"),
-    ("analyze", "circuit --ckpt {ckpt} --task ioi --k 0", "--k must be positive"),
+    ("analyze", "edges --ckpt {ckpt} --task ioi --steps 0", "argument --steps: must be a positive integer"),
+    ("analyze", "circuit --ckpt {ckpt} --task ioi --k 0", "argument --k: must be a positive integer"),
     ("analyze", "circuit --ckpt {ckpt} --task ioi --ablation noise", "invalid choice"),
     ("analyze", "das --ckpt {ckpt} --variable bit", "the bit variable needs the code bit to align"),
-    ("analyze", "das --ckpt {ckpt} --n-pairs 3", "--n-pairs must be at least 4"),
-    ("analyze", "das --ckpt {ckpt} --ranks 0 --all-pairs", "ranks must be integers in 1..64"),
+    ("analyze", "das --ckpt {ckpt} --n-pairs 3", "argument --n-pairs: must be at least 4"),
+    ("analyze", "das --ckpt {ckpt} --ranks 0 --all-pairs", "argument --ranks: must be positive integers"),
     ("analyze", "unembed --ckpt {ckpt} --reference {trunc}", "does not match its recorded sha256"),
-    ("analyze", "context --ckpt {ckpt} --ks 0", "context lengths must be positive"),
+    ("analyze", "context --ckpt {ckpt} --ks 0", "argument --ks: must be positive integers"),
     ("analyze", "context --ckpt {ckpt} --data {empty}", "holds 0 tokens"),
     # Hugging Face interchange
     ("analyze", "export-hf --ckpt {ckpt} --out {file}", "is a file, not a directory"),
@@ -196,8 +200,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(files, tmp_path, capsy
 
 
 def test_every_verb_is_in_the_table():
-    from analysis.cli.main import VERBS
+    from analysis.cli.main import command_specs
 
     covered = {args.split()[0] for command, args, _ in ROWS if command == "analyze"}
-    assert covered == set(VERBS)
+    assert covered == set(command_specs())
     assert {command for command, _, _ in ROWS} == set(COMMANDS)

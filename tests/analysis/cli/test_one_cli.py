@@ -9,10 +9,11 @@ import shlex
 import pytest
 
 from analysis.cli import args as cli_args
-from analysis.cli.main import DEPRECATED, GROUPS, NO_MODEL_OPTIONS, VERBS, build_parser
+from analysis.cli.main import DEPRECATED, build_parser, command_specs
 from analysis.cli.main import main as analyze
 from analysis.cli.study import build_parser as study_parser
 from analysis.cli.study import main as study
+from analysis.engine.metrics import DEFAULT_METRIC
 from analysis.errors import AnalysisError
 from fixedid.train.cli import build_parser as train_parser
 from fixedid.train.cli import main as train
@@ -39,8 +40,7 @@ def test_the_top_level_help_lists_every_verb_once_under_its_family(capsys):
     for title in ("training", "causal methods", "circuits", "readouts", "evaluation", "interop", "study"):
         assert f"\n{title}:\n" in text
     listed = re.findall(r"^  ([a-z][a-z-]*)  ", text, re.M)
-    assert sorted(listed) == sorted(VERBS) and len(listed) == len(set(listed))
-    assert sum(len(g) for g in GROUPS.values()) == len(VERBS)
+    assert sorted(listed) == sorted(command_specs()) and len(listed) == len(set(listed))
 
 
 def subparsers(parser):
@@ -55,7 +55,7 @@ def examples(help_text, command):
     return [shlex.split(line, comments=True) for line in joined.splitlines() if line.strip().startswith(command)]
 
 
-@pytest.mark.parametrize("verb", sorted(VERBS))
+@pytest.mark.parametrize("verb", sorted(command_specs()))
 def test_every_verbs_help_ends_with_examples_its_parser_accepts(verb):
     sub = subparsers(build_parser())[verb]
     text = sub.format_help()
@@ -93,10 +93,11 @@ def test_ckpt_device_and_metric_are_spelled_one_way_in_every_verb():
         if "ckpt" in actions:
             ckpt = actions["ckpt"]
             assert isinstance(ckpt, argparse._AppendAction) and ckpt.metavar == "[NAME=]DIR", name
-        if name not in NO_MODEL_OPTIONS:
+        spec = command_specs()[name]
+        if spec.placement and spec.models != "none":
             assert actions["device"].default == "auto", name
         if "metric" in actions and name != "interventions":  # bit-layer's kl/logit_diff is another quantity
-            assert actions["metric"].default == cli_args.DEFAULT_METRIC == "normalized_logit_diff", name
+            assert actions["metric"].default == DEFAULT_METRIC == "normalized_logit_diff", name
         if "out" in actions and name not in {"export-hf", "import-hf", "demo"}:
             assert "overwrite" in actions, name
     assert "ckpt" in {a.dest for a in subparsers(build_parser())["patching"]._actions}
@@ -151,4 +152,4 @@ def test_head_is_a_deprecated_alias_of_unembed(canonical, tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert err[0] == ("fixedid-analyze: warning: 'head' is deprecated and will be removed in the next release; use "
                       "'fixedid-analyze unembed'")
-    assert err[1].startswith("fixedid-analyze: error: --k must be positive")
+    assert err[1].startswith("fixedid-analyze unembed: error: argument --k: must be a positive integer")
