@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from analysis.engine.hooks import module_hooks
 from analysis.errors import AnalysisError
-from analysis.features.dictionary import SparseDictionary
+from analysis.features.dictionary import SparseDictionary, dictionary_class
 
 
 def _logits(model, x, hooks) -> torch.Tensor:
@@ -94,5 +94,5 @@ def dictionary_metrics(model, d: SparseDictionary, windows: torch.Tensor, *, bat
               "kl_spliced": sum(p["kl"] for p in parts) / n_pred}
     desc = {"hook": cfg.hook_name, "hook_out": cfg.hook_name if cfg.kind == "sae" else cfg.hook_name_out,
             "kind": cfg.kind, "arch": cfg.arch, "d_in": cfg.d_in, "d_sae": cfg.d_sae,
-            "k": cfg.k if cfg.arch in ("topk", "batchtopk") else None, "n_tokens": int(n)}
+            "k": cfg.k if dictionary_class(cfg.arch).uses_k else None, "n_tokens": int(n)}
     return pd.DataFrame([{**desc, "metric": m, "value": v} for m, v in values.items()])

@@ -7,12 +7,12 @@ and never trained on), builds the config from the model's hook widths (:func:`di
 
 from __future__ import annotations
 
-import re
 
 import pandas as pd
 import torch
 
 from analysis.corpus import corpus_tokens
+from analysis.engine import names as hooknames
 from analysis.errors import AnalysisError
 from analysis.features.dictionary import DictionaryConfig, SparseDictionary
 from analysis.features.metrics import dictionary_metrics
@@ -36,11 +36,11 @@ def split_windows(model, data=None, *, train_tokens: int, eval_tokens: int,
 def mlp_output_hook(hook: str) -> str:
     """The MLP output a transcoder reading ``hook`` predicts: ``blocks.L.hook_mlp_out`` for the MLP's input
     (``blocks.L.ln2.hook_normalized``) or the residual before it (``blocks.L.hook_resid_mid``)."""
-    m = re.fullmatch(r"blocks\.(\d+)\.(ln2\.hook_normalized|hook_resid_mid)", hook)
-    if not m:
+    layer = hooknames.layer_of(hook)
+    if layer is None or hook not in (hooknames.mlp_in(layer), hooknames.resid_mid(layer)):
         raise AnalysisError(f"a transcoder reads an MLP's input (blocks.L.ln2.hook_normalized or "
                             f"blocks.L.hook_resid_mid), got {hook!r}; pass hook_out to predict another hook")
-    return f"blocks.{m.group(1)}.hook_mlp_out"
+    return hooknames.mlp_out(layer)
 
 
 def dictionary_config(model, *, hook: str, kind: str = "sae", arch: str = "topk", expansion: int = 8,

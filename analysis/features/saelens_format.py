@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save_file
 from fixedid.atomic import atomic_path, write_text_atomic
 
 from analysis.errors import AnalysisError
-from analysis.features.dictionary import DictionaryConfig, SparseDictionary
+from analysis.features.dictionary import DictionaryConfig, SparseDictionary, dictionary_class
 
 CFG = "cfg.json"
 WEIGHTS = "sae_weights.safetensors"
@@ -35,11 +35,11 @@ LAYOUT_VERSION = "6.54.0"
 
 def saelens_architecture(cfg: DictionaryConfig) -> str:
     """The ``architecture`` SAELens names a dictionary of this kind and latent function."""
-    jump = cfg.arch in ("jumprelu", "batchtopk")
+    family = dictionary_class(cfg.arch).saelens_family
     if cfg.kind == "sae":
-        return {"topk": "topk", "relu": "standard"}.get(cfg.arch, "jumprelu")
+        return family or "standard"
     skip = "skip_" if cfg.kind == "skip-transcoder" else ""
-    prefix = "topk_" if cfg.arch == "topk" else "jumprelu_" if jump else ""
+    prefix = f"{family}_" if family else ""
     return f"{prefix}{skip}transcoder"
 
 
@@ -55,9 +55,7 @@ def saelens_config(d: SparseDictionary, *, model_name: str = "") -> dict:
     if cfg.kind != "sae":
         out["d_out"] = cfg.d_out
         out["metadata"]["hook_name_out"] = cfg.hook_name_out
-    if cfg.arch == "topk":
-        out["k"] = cfg.k
-        out["rescale_acts_by_decoder_norm"] = False
+    out.update(d.saelens_config_fields())
     return out
 
 
@@ -101,22 +99,8 @@ def load_dictionary(path, *, device=None, hook_name_out: str | None = None) -> S
         cfg = DictionaryConfig(**own)
     else:
         cfg = _config_from_saelens(raw, meta, hook_name_out)
-    d = SparseDictionary(cfg, device=device, dtype=w["W_enc"].dtype)
-    with torch.no_grad():
-        if cfg.arch == "topk":
-            d.coder.encoder.weight.copy_(w["W_enc"].T)
-            d.coder.encoder.bias.copy_(w["b_enc"])
-            d.coder.W_dec.copy_(w["W_dec"])
-            d.coder.b_dec.copy_(w["b_dec"])
-            if cfg.kind == "skip-transcoder":
-                d.coder.W_skip.copy_(w["W_skip"])
-        else:
-            for name in ("W_enc", "b_enc", "W_dec", "b_dec") + (("W_skip",) if cfg.kind == "skip-transcoder" else ()):
-                getattr(d, f"_{name}").copy_(w[name])
-            if cfg.arch == "jumprelu":
-                d.threshold.copy_(w["threshold"])
-            elif cfg.arch == "batchtopk":
-                d.topk_threshold.copy_(w["threshold"][0].double())
+    d = SparseDictionary.from_config(cfg, device=device, dtype=w["W_enc"].dtype)
+    d.load_weights(w)
     return d
 
 

@@ -22,7 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from analysis.errors import AnalysisError
-from analysis.features.dictionary import DictionaryConfig, SparseDictionary
+from analysis.features.dictionary import DictionaryConfig, SparseDictionary, dictionary_class
 from analysis.features.stream import activation_batches
 
 
@@ -30,7 +30,7 @@ def default_lr(d_sae: int, arch: str = "topk") -> float:
     """The default learning rate for ``d_sae`` latents: eai-sparsify's ``2e-4 / sqrt(d_sae / 2**14)`` for TopK, four
     times that for the native architectures (whose squared-error loss, unlike sparsify's FVU, trains slower at the
     same rate: on the demo's residual stream, 200 steps of BatchTopK at 0.3x, 1x and 3x gave FVU 0.61, 0.19, 0.08)."""
-    return (2e-4 if arch == "topk" else 8e-4) / math.sqrt(d_sae / 2**14)
+    return dictionary_class(arch).base_lr / math.sqrt(d_sae / 2**14)
 
 
 def train_dictionary(model, cfg: DictionaryConfig, windows: torch.Tensor, *, batch_tokens: int = 1024,
@@ -80,7 +80,7 @@ def fit_on_batches(cfg: DictionaryConfig, batches, n_tokens: int, *, device, lr:
     if lr is not None and lr <= 0:
         raise AnalysisError(f"the learning rate must be positive, got {lr}")
     torch.manual_seed(seed)
-    d = SparseDictionary(cfg, device=device).train()
+    d = SparseDictionary.from_config(cfg, device=device).train()
     opt = torch.optim.Adam(d.parameters(), lr=default_lr(cfg.d_sae, cfg.arch) if lr is None else lr)
     base_lr = opt.param_groups[0]["lr"]
     since_fired = torch.zeros(cfg.d_sae, dtype=torch.long, device=device)

@@ -275,3 +275,42 @@ def test_bad_configs_raise_the_package_error():
         load_dictionary("/nonexistent")
     with pytest.raises(AnalysisError, match="coefficients must be >= 0"):
         DictionaryConfig(kind="sae", arch="relu", d_in=4, d_sae=8, hook_name="a", l1_coefficient=-1)
+
+
+def test_each_architecture_is_its_own_class_chosen_from_the_config():
+    import copy
+    import pickle
+
+    from analysis.features.dictionary import ARCHITECTURES, ARCHS, ReLUDictionary, dictionary_class
+
+    assert list(ARCHITECTURES) == list(ARCHS) and len(set(ARCHITECTURES.values())) == len(ARCHS)
+    for arch, cls in ARCHITECTURES.items():
+        assert issubclass(cls, SparseDictionary) and cls is not SparseDictionary and dictionary_class(arch) is cls
+        cfg = DictionaryConfig(kind="sae", arch=arch, d_in=8, d_sae=16, k=2, hook_name="a")
+        for d in (SparseDictionary(cfg), SparseDictionary.from_config(cfg), cls(cfg)):
+            assert type(d) is cls and isinstance(d, SparseDictionary)
+        assert type(copy.deepcopy(d)) is cls and type(pickle.loads(pickle.dumps(d))) is cls
+    with pytest.raises(AnalysisError, match="cannot hold a topk dictionary"):
+        ReLUDictionary(DictionaryConfig(kind="sae", arch="topk", d_in=8, d_sae=16, k=2, hook_name="a"))
+    with pytest.raises(AnalysisError, match="unknown architecture"):
+        dictionary_class("gated")
+
+
+def test_the_dictionary_module_never_branches_on_the_architecture():
+    """The classes own what differs between architectures: no comparison with, and no ``if``/``match`` on, ``arch``
+    anywhere in the module (the registry's dict lookup is the one place the architecture chooses anything)."""
+    import ast
+    import inspect
+
+    from analysis.features import dictionary
+
+    def names_arch(node):
+        return any(isinstance(n, ast.Name) and n.id == "arch" or isinstance(n, ast.Attribute) and n.attr == "arch"
+                   for n in ast.walk(node))
+
+    tree = ast.parse(inspect.getsource(dictionary))
+    found = [ast.unparse(n) for n in ast.walk(tree)
+             if isinstance(n, ast.Compare) and names_arch(n)
+             or isinstance(n, (ast.If, ast.IfExp, ast.While)) and names_arch(n.test)
+             or isinstance(n, ast.Match) and names_arch(n.subject)]
+    assert not found, found
