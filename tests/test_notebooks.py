@@ -10,6 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests._fixtures import STUDY_CONFIG
+
 ROOT = Path(__file__).parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT = 240  # seconds per cell on 2 CPU cores
@@ -21,37 +23,6 @@ SMALLER = {"04_probes_similarity": [("acts = collect(m, tokens=4096)", "acts = c
 MAX_BYTES = 300 * 1024  # a stored notebook, outputs included
 MIME_TYPES = {"text/plain", "image/png"}  # no HTML, SVG, JavaScript or widgets
 
-CONFIG = """
-[model]
-preset = "tiny"
-d_model = 32
-n_layers = 2
-n_heads = 2
-d_ff = 64
-context = 64
-init_std = 0.09
-
-[data]
-source = "synthetic"
-val_split = "validation"
-tokenizer = "words"
-vocab_size = 4096
-tokenizer_train_bytes = 200000
-train_tokens = 60000
-val_tokens = 16384
-
-[train]
-steps = 16
-batch_size = 8
-lr = 3e-3
-warmup_steps = 2
-eval_every = 8
-eval_batches = 2
-save_every = 8
-log_every = 4
-keep = [8]
-"""
-
 
 @pytest.fixture(scope="session")
 def notebook_run(tmp_path_factory):
@@ -61,7 +32,7 @@ def notebook_run(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("notebook-run")
     cfg = root / "nb.toml"
-    cfg.write_text(CONFIG)
+    cfg.write_text(STUDY_CONFIG)
     return ensure_variants(TrainConfig.load(str(cfg)), root / "cache", quiet=True)
 
 

@@ -77,9 +77,9 @@ def pd_na():
 
 def test_they_train_and_export(tmp_path, capsys):
     from analysis.interop.hf import export_hf, import_hf
-    from tests.fixedid.train.test_train import CONFIG, run_inproc, write_config
+    from tests._fixtures import TRAIN_CONFIG, run_inproc, write_config
 
-    cfg = write_config(tmp_path, CONFIG.replace("steps = 12", "steps = 3").replace("keep = [4]", "keep = []"))
+    cfg = write_config(tmp_path, TRAIN_CONFIG.replace("steps = 12", "steps = 3").replace("keep = [4]", "keep = []"))
     assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--quiet", "--variants",
                        "permuted,frozen_random"]) == 0
     for v in ("permuted", "frozen_random"):

@@ -2,18 +2,11 @@
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
 
 from analysis import AnalysisError, load
 from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 
-WORDS = ["<|endoftext|>", "When", "Mary", "and", "John", "went", "to", "the", "park", ",", "gave", "a", "ball", "Anna"]
-
-
-def word_tokenizer():
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<|endoftext|>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return tok
+from tests._fixtures import word_tokenizer
 
 
 @pytest.fixture(scope="module", params=["learned", "canonical", "gf2", "canonical-mixed-rope"])

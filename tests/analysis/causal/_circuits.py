@@ -8,7 +8,7 @@ import torch
 from analysis import load
 from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 
-from tests.analysis.test_loading import word_tokenizer
+from tests._fixtures import word_tokenizer
 
 PAIRS = [
     dict(clean="When Mary and John went to the park , John gave a ball to",

@@ -12,8 +12,8 @@ from analysis.causal.circuits import circuit_checks, default_ks, faithfulness_cu
 from analysis.causal.edges import edge_attribution, exact_edge_effects
 from analysis.interop.split_bridge import to_split_qkv_bridge
 
+from tests._fixtures import tl_label
 from tests.analysis.causal._circuits import PAIRS, circuit_model
-from tests.analysis.causal.test_edges import tl_label
 
 
 @pytest.fixture(scope="module", params=["ln_bias", "gqa"])
@@ -113,7 +113,7 @@ def test_command_line(tmp_path, capsys):
     from analysis.cli.main import main
     from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 
-    from tests.analysis.test_loading import word_tokenizer
+    from tests._fixtures import word_tokenizer
 
     ckpts = []
     for interface in ("canonical", "gf2"):

@@ -13,6 +13,7 @@ from analysis import AnalysisError, make_pairs
 from analysis.causal.edges import edge_attribution, exact_agreement, exact_edge_effects, graph, node_scores
 from analysis.interop.split_bridge import to_split_qkv_bridge
 
+from tests._fixtures import tl_label
 from tests.analysis.causal._circuits import PAIRS, circuit_model
 
 
@@ -24,18 +25,6 @@ def model(request, tmp_path_factory):
 @pytest.fixture(scope="module")
 def batch(model):
     return make_pairs(model, PAIRS)
-
-
-def tl_label(node):
-    if node.kind == "embed":
-        return "embed"
-    if node.kind == "attn_head_out":
-        return f"L{node.layer}H{node.head}"
-    if node.kind in ("q_input", "k_input", "v_input"):
-        return f"L{node.layer}H{node.head}.{node.kind[0]}"
-    if node.kind in ("mlp_out", "mlp_in"):
-        return f"L{node.layer}.mlp"
-    return "logits"
 
 
 def test_equals_transformer_lens_attribution_patch_per_position(model, batch):
@@ -129,7 +118,7 @@ def test_command_line(tmp_path, capsys):
     from analysis.cli.main import main
     from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 
-    from tests.analysis.test_loading import word_tokenizer
+    from tests._fixtures import word_tokenizer
 
     cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=32, n_layers=2, n_heads=2, d_ff=64, context=32,
                              interface="canonical", init_std=0.2, seed=3)

@@ -11,7 +11,7 @@ from analysis import AnalysisError, activation_patching, attribution_patching, l
 from analysis.engine.metrics import logit_diff
 from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 
-from tests.analysis.test_loading import word_tokenizer
+from tests._fixtures import word_tokenizer
 
 
 

@@ -12,7 +12,7 @@ from analysis.tasks import task_pairs
 from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 from fixedid.data import SyntheticLanguage, train_bpe
 
-from tests.fixedid.train.test_train import CONFIG
+from tests._fixtures import TRAIN_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_demo_end_to_end_then_cached(tmp_path, capsys, monkeypatch):
     for module, tokens in ((bitflip, 2048), (recoding, 2048), (probes, 1024)):
         monkeypatch.setattr(module, "TOKENS", tokens)
     cfg = tmp_path / "demo.toml"
-    cfg.write_text(CONFIG.replace("context = 32", "context = 64").replace("vocab_size = 512", "vocab_size = 1200"))
+    cfg.write_text(TRAIN_CONFIG.replace("context = 32", "context = 64").replace("vocab_size = 512", "vocab_size = 1200"))
     args = ["demo", "--config", cfg, "--cache", tmp_path / "cache", "--out", tmp_path / "demo"]
     assert run(*args) == 0
     out = {p.name for p in (tmp_path / "demo").iterdir()}

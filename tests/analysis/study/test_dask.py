@@ -25,7 +25,7 @@ from analysis.study.pipeline import run_study_dask
 from analysis.study.pipeline import study_tasks as tasks_of
 
 from tests.analysis.study import _worker_setup
-from tests.test_notebooks import CONFIG
+from tests._fixtures import STUDY_CONFIG
 
 pytestmark = pytest.mark.filterwarnings("ignore::fixedid.errors.FixedIdWarning")  # the tiny vocabulary
 
@@ -63,7 +63,7 @@ def studies(tmp_path_factory):
     16 kills its worker process there; yields the two-worker client for the tests that follow."""
     tmp = tmp_path_factory.mktemp("dask")
     cfg = tmp / "study.toml"
-    cfg.write_text(CONFIG)
+    cfg.write_text(STUDY_CONFIG)
     mp = pytest.MonkeyPatch()
     _worker_setup.configure(mp.setattr)  # this process enumerates the same tasks as the workers
     try:

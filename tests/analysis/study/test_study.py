@@ -14,7 +14,7 @@ from analysis.study import analyses, pipeline
 from analysis.study.pipeline import parse_seeds, run_study
 from analysis.study.report import compare, summarise
 
-from tests.test_notebooks import CONFIG
+from tests._fixtures import STUDY_CONFIG
 
 
 def test_the_first_gf2_seed_is_the_gf2_variants_recoding_even_when_it_is_0():
@@ -77,7 +77,7 @@ def test_intervals_and_paired_comparisons():
 def study(tmp_path_factory):
     out = tmp_path_factory.mktemp("study") / "study"
     cfg = out.parent / "study.toml"
-    cfg.write_text(CONFIG)
+    cfg.write_text(STUDY_CONFIG)
     with pytest.MonkeyPatch.context() as mp:  # the measurements' sample sizes, smaller: what is tested is the wiring
         for name, value in (("TOKENS", 1024), ("N_PAIRS", 16), ("EVAL_LIMIT", 10), ("BOOT", 100),
                             ("PROBE_C", 1.0)):

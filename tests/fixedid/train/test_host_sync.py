@@ -15,10 +15,11 @@ from fixedid.train.config import TrainConfig
 from fixedid.train.optim import lr_at, make_optimizer
 from fixedid.train.prepare import load_prepared
 
-from tests.fixedid.train.test_train import CONFIG
+from tests._fixtures import TRAIN_CONFIG
 
 # two micro-batches per step (the losses are summed over them), a log every 3 steps, evaluations at 4 (kept) and 6
-ACCUM = CONFIG.replace("steps = 12", "steps = 6").replace("batch_size = 8", "batch_size = 8\nmicro_batch_size = 4") \
+ACCUM = TRAIN_CONFIG.replace("steps = 12", "steps = 6") \
+    .replace("batch_size = 8", "batch_size = 8\nmicro_batch_size = 4") \
     .replace("log_every = 1", "log_every = 3").replace("eval_batches = 2", "eval_batches = 3")
 
 READS = ("item", "tolist", "numpy", "cpu", "__float__", "__int__", "__bool__")

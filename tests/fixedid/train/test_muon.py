@@ -104,11 +104,11 @@ def test_a_muon_run_stopped_and_resumed_ends_with_the_weights_of_one_straight_ru
     """Through the trainer's checkpoints: 6 steps, then --resume to 12, against 12 at once (a constant rate after
     warm-up, so the shorter run's schedule is the longer one's first half)."""
     from fixedid.train import train
-    from tests.fixedid.train.test_train import CONFIG
+    from tests._fixtures import TRAIN_CONFIG
 
     path = tmp_path / "muon.toml"
-    path.write_text(CONFIG.replace("log_every = 1\n", 'log_every = 1\noptimizer = "muon"\nmuon_lr_ratio = 4.0\n'
-                                                      "min_lr_ratio = 1.0\n"))
+    path.write_text(TRAIN_CONFIG.replace("log_every = 1\n", 'log_every = 1\noptimizer = "muon"\nmuon_lr_ratio = 4.0\n'
+                                                            "min_lr_ratio = 1.0\n"))
     cfg = TrainConfig.load(str(path))
     train(cfg, tmp_path / "straight", ["gf2"], quiet=True)
     train(cfg.replace_train(steps=6), tmp_path / "resumed", ["gf2"], quiet=True)

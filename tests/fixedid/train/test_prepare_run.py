@@ -9,11 +9,11 @@ from fixedid.errors import ConfigError
 from fixedid.train.config import TrainConfig
 from fixedid.train.loop import prepare_run
 
-from tests.fixedid.train.test_train import CONFIG
+from tests._fixtures import TRAIN_CONFIG
 
 
 def test_a_prepared_run_holds_its_data_and_record_and_no_variant(tmp_path):
-    cfg = TrainConfig._parse(CONFIG, "test config")
+    cfg = TrainConfig._parse(TRAIN_CONFIG, "test config")
     out = tmp_path / "run"
     prepare_run(cfg, out, ["learned", "canonical"], quiet=True)
     assert (out / "data" / "data.json").exists() and not (out / "learned").exists()

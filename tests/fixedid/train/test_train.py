@@ -11,57 +11,17 @@ import pytest
 import torch
 
 import fixedid.train.loop as train_mod
-from fixedid.train import main
 from fixedid import FixedIdLM, load_checkpoint
 from fixedid.errors import ConfigError
 from fixedid.train.config import TrainConfig
 
-CONFIG = """
-[model]
-preset = "tiny"
-d_model = 32
-n_layers = 2
-n_heads = 2
-d_ff = 64
-context = 32
-
-[data]
-source = "synthetic"
-val_split = "validation"
-vocab_size = 512
-tokenizer_train_bytes = 150000
-train_tokens = 60000
-val_tokens = 4096
-
-[train]
-steps = 12
-batch_size = 8
-lr = 1e-2
-warmup_steps = 2
-eval_every = 6
-eval_batches = 2
-save_every = 6
-log_every = 1
-keep = [4]
-"""
-
-
-def write_config(tmp_path, text=CONFIG, name="cfg.toml"):
-    p = tmp_path / name
-    p.write_text(text)
-    return p
+from tests._fixtures import TRAIN_CONFIG, run_inproc, write_config
 
 
 def cli(*args, env_extra=None, timeout=300):
     env = {**os.environ, **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "fixedid.train", *args], capture_output=True, text=True, env=env,
                           timeout=timeout)
-
-
-def run_inproc(args, capsys=None):
-    with pytest.raises(SystemExit) as e:
-        main(list(args))
-    return e.value.code
 
 
 def metrics(path, key="loss"):
@@ -173,7 +133,7 @@ def test_dry_run_prints_accounting(tmp_path, capsys):
     (lambda c: c.replace("steps = 12", "steps = twelve"), "not valid TOML"),
 ])
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, edit, message):
-    cfg = write_config(tmp_path, edit(CONFIG))
+    cfg = write_config(tmp_path, edit(TRAIN_CONFIG))
     assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("fixedid-train: error:") and message in err and "\n" not in err
@@ -184,8 +144,8 @@ def test_tokenizer_too_large_for_the_code(tmp_path, capsys):
     from tokenizers import Tokenizer, models
     big = Tokenizer(models.WordLevel({f"w{i}": i for i in range(70000)} | {"<|endoftext|>": 70000}, unk_token="w0"))
     big.save(str(tmp_path / "big.json"))
-    cfg = write_config(tmp_path, CONFIG.replace('tokenizer_train_bytes', f'tokenizer = "{tmp_path / "big.json"}"\n'
-                                                                          'tokenizer_train_bytes'))
+    cfg = write_config(tmp_path, TRAIN_CONFIG.replace("tokenizer_train_bytes",
+                                                      f'tokenizer = "{tmp_path / "big.json"}"\ntokenizer_train_bytes'))
     assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     assert "65536" in capsys.readouterr().err
 
@@ -194,7 +154,7 @@ def test_out_dir_guards(trained, tmp_path, capsys):
     tmp, cfg, _ = trained
     out = tmp / "out"
     before = (out / "canonical" / "model.safetensors").read_bytes()
-    other = write_config(tmp_path, CONFIG.replace("lr = 1e-2", "lr = 1e-3"))
+    other = write_config(tmp_path, TRAIN_CONFIG.replace("lr = 1e-2", "lr = 1e-3"))
     assert run_inproc(["--config", str(other), "--out", str(out), "--quiet"]) == 2
     assert "holds a different run (differs in train.lr)" in capsys.readouterr().err
     assert run_inproc(["--config", str(cfg), "--out", str(out), "--quiet"]) == 2
@@ -242,8 +202,8 @@ main(sys.argv[1:])
 
 
 def test_sigkill_then_resume_gives_identical_losses(tmp_path):
-    cfg = write_config(tmp_path, CONFIG.replace("steps = 12", "steps = 40").replace("save_every = 6",
-                                                                                    "save_every = 10"))
+    cfg = write_config(tmp_path, TRAIN_CONFIG.replace("steps = 12", "steps = 40").replace("save_every = 6",
+                                                                                          "save_every = 10"))
     common = ["--config", str(cfg), "--variants", "canonical", "--quiet"]
     ref = cli(*common, "--out", str(tmp_path / "ref"))
     assert ref.returncode == 0, ref.stderr
@@ -273,7 +233,7 @@ def test_sigkill_then_resume_gives_identical_losses(tmp_path):
 
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
 def test_torchrun_two_gloo_ranks_equal_one_process(tmp_path, parallel):
-    cfg = write_config(tmp_path, CONFIG.replace("[train]", f'[train]\nparallel = "{parallel}"'))
+    cfg = write_config(tmp_path, TRAIN_CONFIG.replace("[train]", f'[train]\nparallel = "{parallel}"'))
     common = ["--config", str(cfg), "--variants", "gf2", "--quiet"]
     single = cli(*common, "--out", str(tmp_path / "one"))
     assert single.returncode == 0, single.stderr
@@ -370,7 +330,7 @@ def test_parameter_matched_variant_trains_beside_the_others(tmp_path, capsys):
     from fixedid import FixedIdLM
     from fixedid.config import trainable_params
 
-    cfg = write_config(tmp_path, CONFIG.replace("steps = 12", "steps = 4").replace("keep = [4]", "keep = []"))
+    cfg = write_config(tmp_path, TRAIN_CONFIG.replace("steps = 12", "steps = 4").replace("keep = [4]", "keep = []"))
     assert run_inproc(["--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run", "--variants",
                        "learned,canonical-matched"]) == 0
     text = capsys.readouterr().out
@@ -385,7 +345,7 @@ def test_parameter_matched_variant_trains_beside_the_others(tmp_path, capsys):
     # backbone-matched where shapes allow: at initialisation the attention weights are the same draws
     fresh = [FixedIdLM(m.cfg) for m in (learned, matched)]
     assert torch.equal(fresh[0].blocks[0].attn.q_proj.weight, fresh[1].blocks[0].attn.q_proj.weight)
-    bad = write_config(tmp_path, CONFIG.replace('preset = "tiny"', 'preset = "tiny"\nmatch_params = "depth"'),
+    bad = write_config(tmp_path, TRAIN_CONFIG.replace('preset = "tiny"', 'preset = "tiny"\nmatch_params = "depth"'),
                        name="depth.toml")
     assert run_inproc(["--config", str(bad), "--out", str(tmp_path / "d"), "--quiet", "--variants",
                        "canonical-matched"]) == 2
