@@ -24,6 +24,8 @@ import torch
 from analysis.errors import AnalysisError
 
 DEFAULT_TOKENS = 32_768
+#: Tokens an edit's effect (an intervention, an ablation, an erasure) is measured on when none are given.
+MEASURE_TOKENS = 16_384
 
 
 def corpus_tokens(model, data=None, *, tokens: int = DEFAULT_TOKENS, seq_len: int | None = None) -> torch.Tensor:

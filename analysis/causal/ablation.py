@@ -25,10 +25,11 @@ import torch
 from tqdm.auto import tqdm
 
 from analysis import engine
-from analysis.corpus import DEFAULT_TOKENS
+from analysis.corpus import MEASURE_TOKENS
 from analysis.engine.effects import (InterventionResult, Measurer, check_eval, chunks, nonempty, position, result, rows_per_forward,
                       target)
 from analysis.errors import AnalysisError
+from analysis.engine import names as hooknames
 
 #: The components :func:`~analysis.causal.ablation.ablation` replaces, each with the engine site it writes (``head``:
 #: one head's ``hook_z``; ``block``: the block's whole write, ``resid_post - resid_pre``).
@@ -48,7 +49,7 @@ def _in_range(values, n: int, what: str, whose: str) -> list[int]:
 
 @torch.no_grad()
 def ablation(model, data=None, *, task: str | None = None, component: str = "head", how: str = "mean",
-             layers=None, heads=None, pos=None, reference=None, seed: int = 0, tokens: int = DEFAULT_TOKENS,
+             layers=None, heads=None, pos=None, reference=None, seed: int = 0, tokens: int = MEASURE_TOKENS,
              n_pairs: int = 64, max_batch: int = 128, progress: bool = False) -> InterventionResult:
     """Ablate every ``component`` of the chosen ``layers`` (default all; ``heads`` default all), one at a time, at
     every position or at ``pos``. ``reference``: token ids ``[n, T]`` that ``mean`` averages and ``resample`` draws
@@ -77,7 +78,7 @@ def ablation(model, data=None, *, task: str | None = None, component: str = "hea
     units = [(pos, h) for h in heads] if site.per_head else [(pos, None)]
     entries = [(layer, u) for layer in layers for u in units]
     start = pos or 0
-    want = set(engine.kv_names(cfg.n_layers)) | {f"blocks.{layer}.hook_resid_pre" for layer in layers}
+    want = set(engine.kv_names(cfg.n_layers)) | {hooknames.resid_pre(layer) for layer in layers}
     values = {me: np.full((len(entries), n), np.nan) for me in tgt.measures}
     bar = tqdm(total=len(entries) * n, desc=f"{how} ablation of {component}", unit="seq", disable=not progress,
                leave=False)
@@ -93,7 +94,7 @@ def ablation(model, data=None, *, task: str | None = None, component: str = "hea
                           _value(how, ref_act.get(layer), entries[g][1], site, tgt.pairs, start,
                                  None if order is None else order[seq]))
                          for j, g in enumerate(members)]
-                x = cache[f"blocks.{layer}.hook_resid_pre"][:, start:].repeat(len(members), 1, 1)
+                x = cache[hooknames.resid_pre(layer)][:, start:].repeat(len(members), 1, 1)
                 stages.append(engine.Stage(layer, x, edits, torch.arange(m).repeat(len(members))))
             logits = engine.run_stages(model, site, stages, kv_cache=cache, offset=start, last_only=tgt.pairs)
             for me, v in measure(logits, len(group), start).items():

@@ -46,6 +46,7 @@ from analysis.causal.support import CodeSupport
 from analysis.pairs import PairBatch
 from analysis.causal.patching import MIN_GAP
 from analysis.tasks import task_pairs
+from analysis.engine import names as hooknames
 
 #: The sites a bit x layer map patches, one layer and position at a time: the residual stream and the attention and
 #: MLP outputs.
@@ -132,7 +133,7 @@ def _patch_sweep(model, s, clean_cache, flip_cache, clean_last, ans, wr, metric,
             rows = torch.cat([torch.arange(entries[g][1] * n, (entries[g][1] + 1) * n) for g in members])
             edits = [(slice(i * n, (i + 1) * n), (entries[g][2], None), srcs[layer][:, entries[g][2]])
                      for i, g in enumerate(members)]
-            stages.append(engine.Stage(layer, flip_cache[f"blocks.{layer}.hook_resid_pre"][rows, d:], edits, rows))
+            stages.append(engine.Stage(layer, flip_cache[hooknames.resid_pre(layer)][rows, d:], edits, rows))
         logits = engine.run_stages(model, s, stages, kv_cache=flip_cache, offset=d, last_only=True)
         rows = torch.cat([st.past_rows for st in stages])
         v = _metric(metric, logits, clean_last.repeat(len(group), 1), None if ans is None else ans[rows],
@@ -163,7 +164,7 @@ def _restored(mean_v, mean_flip, mean_clean: float, metric: str, bits, p: int):
 
 @torch.no_grad()
 def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_pre", metric: str = "kl",
-                  n_pairs: int = 16, seed: int = 0, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
+                  n_pairs: int = 64, seed: int = 0, max_batch: int = 512, progress: bool = False) -> pd.DataFrame:
     """Patch the clean activation of ``site`` at every (layer, position) into the run with bit ``k`` flipped at
     ``pos``, for every bit of ``bits`` (default all); see the module docstring. ``data``: a built-in task name
     (``n_pairs`` prompts, ``seed``), a :class:`~analysis.pairs.PairBatch` (clean prompts) or token ids ``[n, pos]``.
@@ -183,7 +184,7 @@ def bit_layer_map(model, data="ioi", *, pos=None, bits=None, site: str = "resid_
     bits = list(range(model.cfg.n_bits)) if bits is None else nonempty(bits, "bits")
     B, L = len(bits), model.cfg.n_layers
     s = engine.site(site)
-    names = set(s.cache_names(range(L))) | {f"blocks.{i}.hook_resid_pre" for i in range(L)}
+    names = set(s.cache_names(range(L))) | {hooknames.resid_pre(i) for i in range(L)}
     clean_logits, clean_cache = engine.cache_run(model, tokens, names)
     clean_last = clean_logits[:, -1].float()
     flip_cache, flip_logits = _flipped_runs(model, tokens, p, bits, names, max_batch)

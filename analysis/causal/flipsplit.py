@@ -41,7 +41,7 @@ import torch
 
 from analysis.causal.interventions import _bit_mask, _fixed, _InputEdit, _np, input_rms, run_input_edits
 from analysis.causal.support import CodeSupport, bit_values, popcount
-from analysis.corpus import DEFAULT_TOKENS
+from analysis.corpus import MEASURE_TOKENS
 from analysis.engine.effects import InterventionResult, check_eval, nonempty, position, result, target
 from analysis.errors import AnalysisError
 
@@ -102,7 +102,7 @@ def _split_edit(model, part: str, bit: int, pos, seed: int, sup: CodeSupport):
 
 @torch.no_grad()
 def flip_split(model, data=None, *, task: str | None = None, bits=None, pos=None, seed: int = 0,
-               tokens: int = DEFAULT_TOKENS, n_pairs: int = 64, max_batch: int = 128,
+               tokens: int = MEASURE_TOKENS, n_pairs: int = 64, max_batch: int = 128,
                progress: bool = False) -> InterventionResult:
     """Each bit flip of ``bits`` (default every bit) at position ``pos`` (default every position) with its on- and
     off-support parts and the two swaps at its on-support positions (see the module docstring). Data as

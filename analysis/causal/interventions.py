@@ -65,7 +65,7 @@ from tqdm.auto import tqdm
 
 from analysis import engine
 from analysis.causal.support import CodeSupport, bit_values, decode_hits, input_table, popcount
-from analysis.corpus import DEFAULT_TOKENS
+from analysis.corpus import MEASURE_TOKENS
 from analysis.engine.effects import InterventionResult, Measurer, check_eval, chunks, nonempty, position, result, rows_per_forward, target
 from analysis.errors import AnalysisError
 
@@ -263,7 +263,7 @@ def _support_columns(acc: dict, n_rows: int) -> dict:
 @torch.no_grad()
 def input_intervention(model, kind: str, data=None, *, task: str | None = None, bits=None, pos=None,
                        positions=None, token=None, scales=DEFAULT_SCALES, draws: int = 1, seed: int = 0,
-                       tokens: int = DEFAULT_TOKENS, n_pairs: int = 64, max_batch: int = 128,
+                       tokens: int = MEASURE_TOKENS, n_pairs: int = 64, max_batch: int = 128,
                        progress: bool = False) -> InterventionResult:
     """Edit the input rows and measure (see the module docstring).
 

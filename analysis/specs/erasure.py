@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from analysis.corpus import MEASURE_TOKENS
 from analysis.errors import AnalysisError
 from analysis.specs import shared, types
 from analysis.specs.base import Measure, Param, Result, Spec
@@ -92,7 +93,7 @@ SPEC = Spec(
         Param("hook", None, "a hook point erased; repeat for several (default blocks.1.hook_resid_pre)", repeat=True),
         Param("by_depth", False, "erase at every hook point of the residual stream (instead of --hook)",
               switch=True),
-        shared.data(), shared.tokens(16_384, "tokens to fit and measure on"),
+        shared.data(), shared.tokens(MEASURE_TOKENS, "tokens to fit and measure on"),
         Param("test_fraction", 0.5, "share of the sequences held out for measurement; the eraser is fitted on the "
               "rest", type=types.open_share),
         Param("placebo_draws", 3, "placebo draws", type=types.positive_int, option="--draws"),

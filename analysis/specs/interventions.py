@@ -5,6 +5,7 @@ layer maps (:mod:`analysis.causal.interventions`, :mod:`~analysis.causal.ablatio
 from __future__ import annotations
 
 from analysis.causal.interventions import DEFAULT_SCALES
+from analysis.corpus import MEASURE_TOKENS
 from analysis.errors import AnalysisError
 from analysis.specs import shared, types
 from analysis.specs.base import Measure, Param, Result, Spec
@@ -209,7 +210,7 @@ SPEC = Spec(
               "bit-layer: where a flipped bit's information goes, layer by layer; flip-split: each flip split into its "
               "on- and off-support parts", choices=KINDS),
         Param("task", None, "measure on this built-in task's prompts (default: corpus windows)"),
-        shared.data(), shared.tokens(16_384, "corpus tokens to evaluate"),
+        shared.data(), shared.tokens(MEASURE_TOKENS, "corpus tokens to evaluate"),
         shared.n_pairs(64, "prompts of --task"), shared.seed("seed of the prompts and of random draws"),
         Param("bits", None, "comma-separated code columns (default: every bit)", type=types.int_list),
         Param("pos", None, "edit this position only (negative: from the end; default: all; bit-layer: the position "
