@@ -185,63 +185,15 @@ class ModelConfig:
         """Check every field (types, ranges, known names, the shape constraints of RoPE, grouped-query attention and
         the code's width, an explicit GF(2) matrix) and raise :class:`~fixedid.errors.ConfigError` on the first that
         fails, saying how to fix it. Runs on construction; changes nothing."""
-        def need(cond, msg):
-            if not cond:
-                raise ConfigError(msg)
-
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "context", "n_bits"):
-            v = getattr(self, name)
-            need(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f"{name} must be a positive integer, got {v!r}")
+        _check_sizes(self)
         _check_field_types(self)
-        need(self.norm_eps > 0 and self.rope_theta > 0, f"norm_eps and rope_theta must be positive, got "
-             f"{self.norm_eps!r} and {self.rope_theta!r}")
-        need(min(self.gf2_seed, self.table_seed, self.seed) >= 0, "gf2_seed, table_seed and seed must be >= 0")
-        need(self.interface in INTERFACES, f"unknown interface {self.interface!r}; use one of {INTERFACES}")
-        need(self.bit_order in BIT_ORDERS, f"unknown bit_order {self.bit_order!r}; use one of {BIT_ORDERS}")
-        need(self.value_map in VALUE_MAPS, f"unknown value_map {self.value_map!r}; use one of {VALUE_MAPS}")
-        need(self.repeat in REPEATS, f"unknown repeat {self.repeat!r}; use one of {REPEATS}")
-        need(self.norm in NORMS, f"unknown norm {self.norm!r}; use one of {NORMS}")
-        need(self.mlp in MLPS, f"unknown mlp {self.mlp!r}; use one of {MLPS}")
-        need(self.n_bits <= 24, f"n_bits {self.n_bits} is too large (at most 24)")
-        need(self.d_model % self.n_heads == 0,
-             f"n_heads {self.n_heads} does not divide d_model {self.d_model}; pick a divisor")
-        need(self.d_head % 2 == 0, f"head size d_model/n_heads = {self.d_head} must be even for RoPE")
-        need(self.kv_heads >= 1 and self.n_heads % self.kv_heads == 0,
-             f"n_kv_heads {self.n_kv_heads} must divide n_heads {self.n_heads}")
-        if self.rope_head_thetas is not None:
-            t = self.rope_head_thetas
-            need(isinstance(t, (list, tuple)) and len(t) == self.n_heads
-                 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in t),
-                 f"rope_head_thetas must list one positive RoPE base per head ({self.n_heads}), got {t!r}")
-            need(self.kv_heads == self.n_heads, f"rope_head_thetas needs a key/value head per query head (n_kv_heads "
-                 f"{self.n_kv_heads} != n_heads {self.n_heads}); leave n_kv_heads out or use one rope_theta")
-        need(self.code_scale > 0, f"code_scale must be positive, got {self.code_scale}")
-        need(self.init_std > 0, f"init_std must be positive, got {self.init_std}")
-        need(self.embed_init_std is None or (isinstance(self.embed_init_std, (int, float)) and self.embed_init_std > 0),
-             f"embed_init_std must be a positive number (or absent for init_std), got {self.embed_init_std!r}")
-        if self.has_code:
-            need(self.vocab_size <= (1 << self.n_bits),
-                 f"vocab_size {self.vocab_size} > 2**n_bits = {1 << self.n_bits}: a {self.n_bits}-bit code cannot "
-                 "name every token; raise n_bits or shrink the vocabulary")
-            need(self.d_model % self.n_bits == 0,
-                 f"d_model {self.d_model} is not divisible by n_bits {self.n_bits}: the fixed code is repeated to "
-                 "width with no projection; pick d_model a multiple of n_bits")
-        need(self.output in OUTPUTS, f"unknown output {self.output!r}; use one of {OUTPUTS}")
-        need(self.output != "code" or self.vocab_size <= (1 << self.n_bits),
-             f"output 'code' reads each token's {self.n_bits}-bit code: vocab_size {self.vocab_size} does not fit")
-        need(self.match_params is None or self.match_params in MATCHES,
-             f"unknown match_params {self.match_params!r}; use one of {MATCHES} (or leave it out)")
-        need(self.matched_from is None or (self.match_params is not None and isinstance(self.matched_from, dict)
-                                           and set(self.matched_from) == {"d_ff", "n_layers"}),
-             "matched_from is written by match_params ({'d_ff': ..., 'n_layers': ...}); do not set it by hand")
-        if (self.gf2_matrix is None) != (self.gf2_offset is None):
-            raise ConfigError("gf2_matrix and gf2_offset go together: give both (bit rows) or neither")
-        if self.gf2_matrix is not None:
-            try:
-                code = GF2Code(np.array(self.gf2_matrix), np.array(self.gf2_offset))
-            except CodeError as e:
-                raise ConfigError(f"gf2_matrix/gf2_offset: {e}") from None
-            need(code.n_bits == self.n_bits, f"gf2_matrix is {code.n_bits}x{code.n_bits} but n_bits is {self.n_bits}")
+        _check_ranges(self)
+        _check_names(self)
+        _check_shapes(self)
+        _check_init(self)
+        _check_code_width(self)
+        _check_matching(self)
+        _check_gf2(self)
 
     # ----------------------------------------------------------------------------------------------------------
     def recoding(self) -> GF2Code | None:
@@ -346,6 +298,96 @@ def _check_field_types(cfg: ModelConfig) -> None:
                                 "str": "a string"}[k] for k in allowed)
             raise ConfigError(f"{f.name} must be {want}" + (" (or absent)" if "None" in declared else "")
                               + f", got {v!r}")
+
+
+def _need(cond, msg) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
+def _check_sizes(cfg: ModelConfig) -> None:
+    """The sizes are positive integers."""
+    for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "context", "n_bits"):
+        v = getattr(cfg, name)
+        _need(isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+              f"{name} must be a positive integer, got {v!r}")
+
+
+def _check_ranges(cfg: ModelConfig) -> None:
+    """The norm's epsilon and the RoPE base are positive, the seeds not negative."""
+    _need(cfg.norm_eps > 0 and cfg.rope_theta > 0, f"norm_eps and rope_theta must be positive, got "
+          f"{cfg.norm_eps!r} and {cfg.rope_theta!r}")
+    _need(min(cfg.gf2_seed, cfg.table_seed, cfg.seed) >= 0, "gf2_seed, table_seed and seed must be >= 0")
+
+
+def _check_names(cfg: ModelConfig) -> None:
+    """Every named choice is a known one."""
+    _need(cfg.interface in INTERFACES, f"unknown interface {cfg.interface!r}; use one of {INTERFACES}")
+    _need(cfg.bit_order in BIT_ORDERS, f"unknown bit_order {cfg.bit_order!r}; use one of {BIT_ORDERS}")
+    _need(cfg.value_map in VALUE_MAPS, f"unknown value_map {cfg.value_map!r}; use one of {VALUE_MAPS}")
+    _need(cfg.repeat in REPEATS, f"unknown repeat {cfg.repeat!r}; use one of {REPEATS}")
+    _need(cfg.norm in NORMS, f"unknown norm {cfg.norm!r}; use one of {NORMS}")
+    _need(cfg.mlp in MLPS, f"unknown mlp {cfg.mlp!r}; use one of {MLPS}")
+
+
+def _check_shapes(cfg: ModelConfig) -> None:
+    """The code's width, and the head shapes RoPE and grouped-query attention need."""
+    _need(cfg.n_bits <= 24, f"n_bits {cfg.n_bits} is too large (at most 24)")
+    _need(cfg.d_model % cfg.n_heads == 0,
+          f"n_heads {cfg.n_heads} does not divide d_model {cfg.d_model}; pick a divisor")
+    _need(cfg.d_head % 2 == 0, f"head size d_model/n_heads = {cfg.d_head} must be even for RoPE")
+    _need(cfg.kv_heads >= 1 and cfg.n_heads % cfg.kv_heads == 0,
+          f"n_kv_heads {cfg.n_kv_heads} must divide n_heads {cfg.n_heads}")
+    if cfg.rope_head_thetas is not None:
+        t = cfg.rope_head_thetas
+        _need(isinstance(t, (list, tuple)) and len(t) == cfg.n_heads
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in t),
+              f"rope_head_thetas must list one positive RoPE base per head ({cfg.n_heads}), got {t!r}")
+        _need(cfg.kv_heads == cfg.n_heads, f"rope_head_thetas needs a key/value head per query head (n_kv_heads "
+              f"{cfg.n_kv_heads} != n_heads {cfg.n_heads}); leave n_kv_heads out or use one rope_theta")
+
+
+def _check_init(cfg: ModelConfig) -> None:
+    """The code's scale and the initial weights' spreads are positive."""
+    _need(cfg.code_scale > 0, f"code_scale must be positive, got {cfg.code_scale}")
+    _need(cfg.init_std > 0, f"init_std must be positive, got {cfg.init_std}")
+    _need(cfg.embed_init_std is None or (isinstance(cfg.embed_init_std, (int, float)) and cfg.embed_init_std > 0),
+          f"embed_init_std must be a positive number (or absent for init_std), got {cfg.embed_init_std!r}")
+
+
+def _check_code_width(cfg: ModelConfig) -> None:
+    """A code (at the input, or the output head's) names every token, and the input code repeats to width."""
+    if cfg.has_code:
+        _need(cfg.vocab_size <= (1 << cfg.n_bits),
+              f"vocab_size {cfg.vocab_size} > 2**n_bits = {1 << cfg.n_bits}: a {cfg.n_bits}-bit code cannot "
+              "name every token; raise n_bits or shrink the vocabulary")
+        _need(cfg.d_model % cfg.n_bits == 0,
+              f"d_model {cfg.d_model} is not divisible by n_bits {cfg.n_bits}: the fixed code is repeated to "
+              "width with no projection; pick d_model a multiple of n_bits")
+    _need(cfg.output in OUTPUTS, f"unknown output {cfg.output!r}; use one of {OUTPUTS}")
+    _need(cfg.output != "code" or cfg.vocab_size <= (1 << cfg.n_bits),
+          f"output 'code' reads each token's {cfg.n_bits}-bit code: vocab_size {cfg.vocab_size} does not fit")
+
+
+def _check_matching(cfg: ModelConfig) -> None:
+    """``match_params`` is a known way, and ``matched_from`` only what it writes."""
+    _need(cfg.match_params is None or cfg.match_params in MATCHES,
+          f"unknown match_params {cfg.match_params!r}; use one of {MATCHES} (or leave it out)")
+    _need(cfg.matched_from is None or (cfg.match_params is not None and isinstance(cfg.matched_from, dict)
+                                       and set(cfg.matched_from) == {"d_ff", "n_layers"}),
+          "matched_from is written by match_params ({'d_ff': ..., 'n_layers': ...}); do not set it by hand")
+
+
+def _check_gf2(cfg: ModelConfig) -> None:
+    """An explicit GF(2) code comes whole (matrix and offset), is a valid code and is ``n_bits`` wide."""
+    if (cfg.gf2_matrix is None) != (cfg.gf2_offset is None):
+        raise ConfigError("gf2_matrix and gf2_offset go together: give both (bit rows) or neither")
+    if cfg.gf2_matrix is not None:
+        try:
+            code = GF2Code(np.array(cfg.gf2_matrix), np.array(cfg.gf2_offset))
+        except CodeError as e:
+            raise ConfigError(f"gf2_matrix/gf2_offset: {e}") from None
+        _need(code.n_bits == cfg.n_bits, f"gf2_matrix is {code.n_bits}x{code.n_bits} but n_bits is {cfg.n_bits}")
 
 
 def field_names() -> list[str]:

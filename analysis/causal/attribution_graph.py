@@ -39,6 +39,7 @@ import torch
 from analysis.causal.graph_influence import graph_scores, influence, normalize_rows, prune
 from analysis.errors import AnalysisError
 from analysis.features.dictionary import SparseDictionary
+from analysis.engine import names as hooknames
 
 
 @dataclass
@@ -61,7 +62,7 @@ def _check(model, transcoders: dict) -> None:
         raise AnalysisError(f"an attribution graph needs one transcoder per layer 0..{n - 1}, got layers "
                             f"{sorted(transcoders)}")
     for layer, d in transcoders.items():
-        want = (f"blocks.{layer}.ln2.hook_normalized", f"blocks.{layer}.hook_mlp_out")
+        want = (hooknames.mlp_in(layer), hooknames.mlp_out(layer))
         if d.cfg.kind == "sae" or (d.cfg.hook_name, d.cfg.hook_name_out) != want:
             raise AnalysisError(f"the transcoder of layer {layer} must read {want[0]} and predict {want[1]}, got "
                                 f"a {d.cfg.kind} of {d.cfg.hook_name} -> {d.cfg.hook_name_out}")
@@ -81,12 +82,12 @@ def _clean(model, tokens, transcoders):
     the norms' scales and attention patterns (what the replacement freezes)."""
     hooks = ["hook_embed", "ln_final.hook_scale"] + [
         h for L in range(model.cfg.n_layers)
-        for h in (f"blocks.{L}.ln2.hook_normalized", f"blocks.{L}.hook_mlp_out", f"blocks.{L}.ln1.hook_scale",
-                  f"blocks.{L}.ln2.hook_scale", f"blocks.{L}.attn.hook_pattern")]
+        for h in (hooknames.mlp_in(L), hooknames.mlp_out(L), hooknames.norm_hook(L, "ln1", "scale"),
+                  hooknames.norm_hook(L, "ln2", "scale"), hooknames.attn(L, "pattern"))]
     logits, cache = model.run_with_cache(tokens[None], names_filter=hooks)
     acts, errs = [], []
     for L in range(model.cfg.n_layers):
-        x, y = cache[f"blocks.{L}.ln2.hook_normalized"][0].float(), cache[f"blocks.{L}.hook_mlp_out"][0].float()
+        x, y = cache[hooknames.mlp_in(L)][0].float(), cache[hooknames.mlp_out(L)][0].float()
         a = transcoders[L].encode(x)
         acts.append(a)
         errs.append(y - transcoders[L].decode(a, x))
@@ -118,9 +119,9 @@ def _replacement(model, tokens, transcoders, frozen, embed, acts, errs, targets)
                 out = out + mlp_in[L] @ d.W_skip.T
             return out.to(t.dtype)
 
-        fwd += [(f"blocks.{L}.ln1.hook_scale", freeze), (f"blocks.{L}.ln2.hook_scale", freeze),
-                (f"blocks.{L}.attn.hook_pattern", freeze),
-                (f"blocks.{L}.ln2.hook_normalized", keep_in), (f"blocks.{L}.hook_mlp_out", replace)]
+        fwd += [(hooknames.norm_hook(L, "ln1", "scale"), freeze), (hooknames.norm_hook(L, "ln2", "scale"), freeze),
+                (hooknames.attn(L, "pattern"), freeze),
+                (hooknames.mlp_in(L), keep_in), (hooknames.mlp_out(L), replace)]
     fwd.append(("ln_final.hook_scale", freeze))
     logits = model.run_with_hooks(tokens[None].expand(B, -1), fwd_hooks=fwd).float()
     values = []

@@ -35,6 +35,7 @@ from analysis.causal.paths import _normed
 from analysis.engine.metrics import DEFAULT_METRIC, resolve
 from analysis.errors import AnalysisError
 from analysis.pairs import make_pairs
+from analysis.engine import names as hooknames
 
 #: What replaces the write of an ablated edge: the pair's own corrupted write (the default), another pair's, the mean
 #: corrupted write per position, or zero (see the module docstring).
@@ -70,11 +71,61 @@ def _replacements(model, corrupt_writes, ablation, seed):
     return corrupt_writes[torch.as_tensor(perm)]
 
 
+def _layer_hooks(model, layer: int, delta: torch.Tensor, repl: torch.Tensor, m: torch.Tensor, state: dict) -> list:
+    """The hooks of one block: its heads' and MLP's writes recorded in ``delta`` (their write minus the replacement),
+    and its norms' inputs (one per head and q/k/v reader, then the MLP's) corrected by the ablated edges' deltas."""
+    cfg = model.cfg
+    H, K, dh, D = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
+    attn = model.blocks[layer].attn
+    w_heads = 1 + layer * (H + 1)
+    r0 = layer * (H + 2 * K + 1)
+    W_O = attn.o_proj.weight.view(D, H, dh)
+
+    def z(mod, inp, out, w0=w_heads, W_O=W_O):
+        delta[:, :, w0:w0 + H] = torch.einsum("bthe,dhe->bthd", out, W_O) - repl[:, :, w0:w0 + H]
+
+    def mlp_out(mod, inp, out, w=w_heads + H):
+        delta[:, :, w] = out - repl[:, :, w]
+
+    def ln1(mod, inp, out, w0=w_heads, r0=r0, layer=layer):
+        corr = torch.einsum("btwd,bwr->btrd", delta[:, :, :w0], m[:, :w0, r0:r0 + H + 2 * K])
+        state[layer] = _normed(mod, inp[0][:, :, None] - corr)  # [rows, pos, H + 2K, d]
+
+    def proj(c_, n_heads, offset, layer=layer, attn=attn):
+        lin = getattr(attn, f"{c_}_proj")
+
+        def hook(mod, inp, out):
+            x = state[layer][:, :, offset:offset + n_heads]
+            y = torch.einsum("btre,rfe->btrf", x, lin.weight.view(n_heads, dh, D))
+            return y if lin.bias is None else y + lin.bias.view(n_heads, dh)
+        return hook
+
+    def ln2(mod, inp, out, w=w_heads + H, r=r0 + H + 2 * K):
+        corr = torch.einsum("btwd,bw->btd", delta[:, :, :w], m[:, :w, r])
+        return _normed(mod, inp[0] - corr)
+
+    return [(hooknames.attn(layer, "z"), z), (hooknames.mlp_out(layer), mlp_out),
+            (hooknames.norm(layer, "ln1"), ln1), (hooknames.attn(layer, "q"), proj("q", H, 0)),
+            (hooknames.attn(layer, "k"), proj("k", K, H)),
+            (hooknames.attn(layer, "v"), proj("v", K, H + K)), (hooknames.norm(layer, "ln2"), ln2)]
+
+
+def _hooked_logits(model, hooks: list, tokens: torch.Tensor) -> torch.Tensor:
+    """The logits of ``tokens`` with the forward ``hooks`` (``(module name, hook)``) installed, removed after."""
+    mods, handles = model.mod_dict, []
+    try:
+        for name, hook in hooks:
+            handles.append(mods[name].register_forward_hook(hook))
+        with torch.no_grad():
+            return model(tokens)
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def _ablated_metric(model, tokens, repl, masks, fn, answer, wrong):
     """``m`` of the clean ``tokens`` (``[pairs, pos]``) under each ablation mask (``[circuits, writers, readers]``,
     True: the edge is ablated), all circuits in one forward; returns ``[circuits, pairs]``."""
-    cfg = model.cfg
-    H, K, dh, D = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
     c, n = masks.shape[0], tokens.shape[0]
     m = masks.to(repl.device, torch.float32).repeat_interleave(n, 0)  # [rows, W, R]
     repl = repl.repeat(c, 1, 1, 1)
@@ -85,53 +136,14 @@ def _ablated_metric(model, tokens, repl, masks, fn, answer, wrong):
         delta[:, :, 0] = out - repl[:, :, 0]
 
     hooks.append(("hook_embed", embed))
-    for layer, block in enumerate(model.blocks):
-        attn = block.attn
-        w_heads = 1 + layer * (H + 1)
-        r0 = layer * (H + 2 * K + 1)
-        W_O = attn.o_proj.weight.view(D, H, dh)
-
-        def z(mod, inp, out, w0=w_heads, W_O=W_O):
-            delta[:, :, w0:w0 + H] = torch.einsum("bthe,dhe->bthd", out, W_O) - repl[:, :, w0:w0 + H]
-
-        def mlp_out(mod, inp, out, w=w_heads + H):
-            delta[:, :, w] = out - repl[:, :, w]
-
-        def ln1(mod, inp, out, w0=w_heads, r0=r0, layer=layer):
-            corr = torch.einsum("btwd,bwr->btrd", delta[:, :, :w0], m[:, :w0, r0:r0 + H + 2 * K])
-            state[layer] = _normed(mod, inp[0][:, :, None] - corr)  # [rows, pos, H + 2K, d]
-
-        def proj(c_, n_heads, offset, layer=layer, attn=attn):
-            lin = getattr(attn, f"{c_}_proj")
-
-            def hook(mod, inp, out):
-                x = state[layer][:, :, offset:offset + n_heads]
-                y = torch.einsum("btre,rfe->btrf", x, lin.weight.view(n_heads, dh, D))
-                return y if lin.bias is None else y + lin.bias.view(n_heads, dh)
-            return hook
-
-        def ln2(mod, inp, out, w=w_heads + H, r=r0 + H + 2 * K):
-            corr = torch.einsum("btwd,bw->btd", delta[:, :, :w], m[:, :w, r])
-            return _normed(mod, inp[0] - corr)
-
-        hooks += [(f"blocks.{layer}.attn.hook_z", z), (f"blocks.{layer}.hook_mlp_out", mlp_out),
-                  (f"blocks.{layer}.ln1", ln1), (f"blocks.{layer}.attn.hook_q", proj("q", H, 0)),
-                  (f"blocks.{layer}.attn.hook_k", proj("k", K, H)),
-                  (f"blocks.{layer}.attn.hook_v", proj("v", K, H + K)), (f"blocks.{layer}.ln2", ln2)]
+    for layer in range(len(model.blocks)):
+        hooks += _layer_hooks(model, layer, delta, repl, m, state)
 
     def ln_final(mod, inp, out):
         return _normed(mod, inp[0] - torch.einsum("btwd,bw->btd", delta, m[:, :, -1]))
 
     hooks.append(("ln_final", ln_final))
-    mods, handles = model.mod_dict, []
-    try:
-        for name, hook in hooks:
-            handles.append(mods[name].register_forward_hook(hook))
-        with torch.no_grad():
-            logits = model(tokens.repeat(c, 1))
-    finally:
-        for h in handles:
-            h.remove()
+    logits = _hooked_logits(model, hooks, tokens.repeat(c, 1))
     return fn(logits, answer.repeat(c), wrong.repeat(c)).float().view(c, n)
 
 

@@ -43,6 +43,7 @@ positions, averaged over both.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -53,6 +54,7 @@ from tqdm.auto import tqdm
 from analysis.engine.effects import LOGIT_BUDGET, check_eval
 from analysis.errors import AnalysisError
 from analysis.stats import t_intervals
+from analysis.engine import names as hooknames
 
 #: How :func:`~analysis.causal.components.component_effects` replaces an output: by another window's at the same
 #: position (``resample``) or by its mean at that position over a disjoint reference set (``mean``).
@@ -93,7 +95,7 @@ def _captured(model, x: torch.Tensor, names: list[str]) -> dict:
 
 def _conditions(n_layers: int) -> list[tuple[str, str, str, float, list[str]]]:
     """``(effect, kind, component, layer, hook names replaced)`` for every single-layer and joint ablation."""
-    name = lambda c, i: f"blocks.{i}.{COMPONENT_HOOKS[c]}"  # noqa: E731
+    name = lambda c, i: hooknames.block(i, COMPONENT_HOOKS[c])  # noqa: E731
     out = [(f"{c} L{i}", "single", c, float(i), [name(c, i)]) for c in COMPONENT_HOOKS for i in range(n_layers)]
     everything = {c: [name(c, i) for i in range(n_layers)] for c in COMPONENT_HOOKS}
     out += [(f"all {c}", "joint", c, np.nan, everything[c]) for c in COMPONENT_HOOKS]
@@ -111,6 +113,84 @@ def _reference(model, reference, T: int) -> torch.Tensor:
     return ref
 
 
+def _check_how(how: str, draws: int) -> None:
+    if how not in HOWS:
+        raise AnalysisError(f"unknown ablation {how!r}; use one of {', '.join(HOWS)}")
+    if not isinstance(draws, int) or isinstance(draws, bool) or draws < 1:
+        raise AnalysisError(f"draws must be a positive integer, got {draws!r}")
+    if how == "mean" and draws != 1:
+        raise AnalysisError("draws apply to resample ablation only (a mean over a fixed reference set is one value)")
+
+
+def _measured_and_reference(model, x: torch.Tensor, how: str, reference, seed: int):
+    """``(measured windows, reference windows, what the table records of a split)``: mean ablation without a
+    reference splits the data into two seeded halves; else the reference is ``reference`` or the data itself."""
+    N, T = x.shape
+    if how == "mean" and reference is None:  # a disjoint half of the data is the reference
+        if N < 4:
+            raise AnalysisError(f"mean ablation without a reference splits the data in two; {N} windows are too few "
+                                "(give at least 4, or a reference set)")
+        perm = np.random.default_rng([seed, 11]).permutation(N)
+        ref_idx, meas_idx = np.sort(perm[:N // 2]), np.sort(perm[N // 2:])
+        return x[meas_idx], x[ref_idx], dict(measured=meas_idx.tolist(), reference=ref_idx.tolist())
+    if reference is not None:
+        return x, _reference(model, reference, T), {}
+    return x, x, {}
+
+
+def _reference_means(model, ref: torch.Tensor, names: list[str], rows: int) -> dict:
+    """Per-position means over the reference windows, ``[T, d_model]`` per hook point."""
+    device = model.unembed.weight.device
+    sums = {n: 0.0 for n in names}
+    for i in range(0, len(ref), rows):
+        cache = _captured(model, ref[i:i + rows].to(device), names)
+        for n in names:
+            sums[n] = sums[n] + cache[n].double().sum(0)
+    return {n: (s / len(ref)) for n, s in sums.items()}
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where an ablated hook point's values come from: the ``ref`` windows a pairing picks (resample ablation), or
+    their per-position ``means`` (mean ablation; None for resample)."""
+
+    ref: torch.Tensor
+    names: list[str]
+    means: dict | None
+
+    def values(self, model, pairing, sl: slice) -> dict:
+        """The replacement values of the measured windows ``sl`` (``pairing``: a reference window for each measured
+        one; None for the means)."""
+        device = model.unembed.weight.device
+        if pairing is None:
+            return {n: m.to(device) for n, m in self.means.items()}
+        return _captured(model, self.ref[pairing[sl]].to(device), self.names)
+
+
+def _ablation_losses(model, x: torch.Tensor, conds: list, source: _Source, pairings: list, rows: int, bar):
+    """``(delta, ablated, base)``: per condition and window the loss change and the ablated loss (means over the
+    pairings), and each window's clean loss."""
+    N = len(x)
+    device = model.unembed.weight.device
+    delta = np.zeros((len(conds), N))
+    ablated = np.zeros((len(conds), N))
+    base = np.zeros(N)
+    for pairing in pairings:
+        for i in range(0, N, rows):
+            sl = slice(i, min(N, i + rows))
+            xb = x[sl].to(device)
+            clean = _window_losses(model, xb).numpy()
+            values = source.values(model, pairing, sl)
+            for c, (_, _, _, _, sites) in enumerate(conds):
+                with hooked(model, {n: (lambda out, n=n: values[n].to(out.dtype).expand_as(out)) for n in sites}):
+                    loss = _window_losses(model, xb).numpy()
+                ablated[c, sl] += loss / len(pairings)
+                delta[c, sl] += (loss - clean) / len(pairings)
+            base[sl] = clean
+            bar.update(sl.stop - sl.start)
+    return delta, ablated, base
+
+
 @torch.no_grad()
 def component_effects(model, data=None, *, how: str = "resample", reference=None, draws: int = 1, seed: int = 0,
                       tokens: int = 8192, max_batch: int = 64, progress: bool = False) -> pd.DataFrame:
@@ -121,67 +201,28 @@ def component_effects(model, data=None, *, how: str = "resample", reference=None
     from analysis.corpus import corpus_tokens
 
     check_eval(model)
-    if how not in HOWS:
-        raise AnalysisError(f"unknown ablation {how!r}; use one of {', '.join(HOWS)}")
-    if not isinstance(draws, int) or isinstance(draws, bool) or draws < 1:
-        raise AnalysisError(f"draws must be a positive integer, got {draws!r}")
-    if how == "mean" and draws != 1:
-        raise AnalysisError("draws apply to resample ablation only (a mean over a fixed reference set is one value)")
+    _check_how(how, draws)
     x = corpus_tokens(model, data, tokens=tokens)
-    N, T = x.shape
+    T = x.shape[1]
     attrs = dict(ablation=how, seed=seed, draws=draws)
-    if how == "mean" and reference is None:  # a disjoint half of the data is the reference
-        if N < 4:
-            raise AnalysisError(f"mean ablation without a reference splits the data in two; {N} windows are too few "
-                                "(give at least 4, or a reference set)")
-        perm = np.random.default_rng([seed, 11]).permutation(N)
-        ref_idx, meas_idx = np.sort(perm[:N // 2]), np.sort(perm[N // 2:])
-        ref, x = x[ref_idx], x[meas_idx]
-        attrs.update(measured=meas_idx.tolist(), reference=ref_idx.tolist())
-        N = len(x)
-    elif reference is not None:
-        ref = _reference(model, reference, T)
-    else:
-        ref = x
+    x, ref, split = _measured_and_reference(model, x, how, reference, seed)
+    attrs.update(split)
+    N = len(x)
     if how == "resample" and ref.shape[0] < 2:
         raise AnalysisError("resample ablation needs at least two windows (a window is never paired with itself)")
     L = model.cfg.n_layers
     conds = _conditions(L)
     names = sorted({n for c in conds for n in c[4]})
-    device = model.unembed.weight.device
     rows = max(1, min(max_batch, LOGIT_BUDGET // (T * model.cfg.vocab_size)))
-    if how == "mean":  # per-position means over the reference set, [T, d_model] per hook point
-        sums = {n: 0.0 for n in names}
-        for i in range(0, len(ref), rows):
-            cache = _captured(model, ref[i:i + rows].to(device), names)
-            for n in names:
-                sums[n] = sums[n] + cache[n].double().sum(0)
-        means = {n: (s / len(ref)) for n, s in sums.items()}
-        pairings = [None]
+    if how == "mean":
+        source, pairings = _Source(ref, names, _reference_means(model, ref, names, rows)), [None]
     else:
+        source = _Source(ref, names, None)
         pairings = [resample_order(N, len(ref), seed + d, same=reference is None) for d in range(draws)]
         attrs["pairing"] = [p.tolist() for p in pairings]
-    delta = np.zeros((len(conds), N))
-    ablated = np.zeros((len(conds), N))
-    base = np.zeros(N)
     bar = tqdm(total=len(pairings) * N, desc=f"{how} ablation of attn / mlp", unit="window", disable=not progress,
                leave=False)
-    for pairing in pairings:
-        for i in range(0, N, rows):
-            sl = slice(i, min(N, i + rows))
-            xb = x[sl].to(device)
-            clean = _window_losses(model, xb).numpy()
-            if pairing is None:
-                values = {n: m.to(device) for n, m in means.items()}
-            else:
-                values = _captured(model, ref[pairing[sl]].to(device), names)
-            for c, (_, _, _, _, sites) in enumerate(conds):
-                with hooked(model, {n: (lambda out, n=n: values[n].to(out.dtype).expand_as(out)) for n in sites}):
-                    loss = _window_losses(model, xb).numpy()
-                ablated[c, sl] += loss / len(pairings)
-                delta[c, sl] += (loss - clean) / len(pairings)
-            base[sl] = clean
-            bar.update(sl.stop - sl.start)
+    delta, ablated, base = _ablation_losses(model, x, conds, source, pairings, rows, bar)
     bar.close()
     return _table(conds, delta, ablated, L, how, attrs | dict(base_loss=float(base.mean()), n_windows=int(N),
                                                                n_reference=int(len(ref))))

@@ -57,6 +57,7 @@ from analysis.causal.components import component_effects, component_shares, hook
 from analysis.engine.effects import check_eval
 from analysis.errors import AnalysisError
 from analysis.stats import t_intervals
+from analysis.engine import names as hooknames
 
 #: The context lengths ``k`` (tokens) :func:`~analysis.causal.context.context_curve` measures by default.
 DEFAULT_KS = (1, 2, 4, 8, 16, 32)
@@ -81,7 +82,7 @@ def window_hooks(model, k: int) -> dict:
         far = q[:, None] - torch.arange(tk, device=scores.device)[None, :] >= k
         return scores.masked_fill(far, float("-inf"))
 
-    return {f"blocks.{i}.attn.hook_attn_scores": mask for i in range(model.cfg.n_layers)}
+    return {hooknames.attn(i, "attn_scores"): mask for i in range(model.cfg.n_layers)}
 
 
 def _masks(mask) -> list[str]:

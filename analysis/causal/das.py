@@ -61,6 +61,7 @@ from analysis.causal.das_data import DasData, das_data
 from analysis.engine.staged import cache_run, run_from
 from analysis.errors import AnalysisError
 from analysis.stats import wilson
+from analysis.engine import names as hooknames
 
 def code_direction(model, bit: int) -> torch.Tensor:
     """``[d_model, 1]`` the unit direction along which the input code writes ``bit`` (its repeated columns)."""
@@ -79,7 +80,7 @@ def hook_name(model, layer: int) -> str:
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer <= n:
         raise AnalysisError(f"layer {layer!r} is out of range: the stream enters layers 0..{n - 1}, and {n} is the "
                             "stream after the last block")
-    return f"blocks.{layer}.hook_resid_pre" if layer < n else f"blocks.{n - 1}.hook_resid_post"
+    return hooknames.resid_pre(layer) if layer < n else hooknames.resid_post(n - 1)
 
 
 class Subspace(nn.Module):

@@ -62,6 +62,7 @@ from analysis.engine.hooks import module_hooks
 from analysis.errors import AnalysisError
 from analysis.pairs import PairBatch, make_pairs
 from analysis.stats import t_intervals
+from analysis.engine import names as hooknames
 
 #: The components whose values sum to the logit difference (head rows: those with ``pos`` NA).
 PARTITIONS = {"layer": ("embed", "attn", "mlp", "ln_final_bias"),
@@ -133,17 +134,18 @@ def direct_logit_attribution(model, pairs, *, prompt: str = "clean", by_position
     return out
 
 
-def _attribute(model, tokens, answer, wrong, by_position):
-    """(row labels, values [components, pairs] float64, the model's own logit differences [pairs]) of one chunk."""
-    cfg = model.cfg
-    L, H, dh = cfg.n_layers, cfg.n_heads, cfg.d_head
+def _final_position_cache(model, tokens, by_position: bool) -> tuple[dict, torch.Tensor]:
+    """``(cache, resid)``: the writes of the embedding, every head's ``z`` and every MLP at the final position (with
+    ``by_position``, each head's pattern row of the final query and its values at every key), and the final
+    residual stream."""
+    L = model.cfg.n_layers
     # keep the final query position only (the pattern: its row; the values: every key position)
     last = {"hook_embed": (slice(None), -1)}
     for layer in range(L):
-        last[f"blocks.{layer}.attn.hook_z"] = last[f"blocks.{layer}.hook_mlp_out"] = (slice(None), -1)
+        last[hooknames.attn(layer, "z")] = last[hooknames.mlp_out(layer)] = (slice(None), -1)
         if by_position:  # hooking the pattern switches that layer to explicit attention
-            last[f"blocks.{layer}.attn.hook_pattern"] = (slice(None), slice(None), -1)
-            last[f"blocks.{layer}.attn.hook_v"] = (slice(None),)
+            last[hooknames.attn(layer, "pattern")] = (slice(None), slice(None), -1)
+            last[hooknames.attn(layer, "v")] = (slice(None),)
     cache = {}
 
     def keep(name, index):
@@ -151,10 +153,16 @@ def _attribute(model, tokens, answer, wrong, by_position):
 
     with module_hooks(model, [(name, keep(name, index)) for name, index in last.items()]):
         resid = model(tokens, stop_at_layer=L)
+    return cache, resid
+
+
+def _readout_direction(model, resid, answer, wrong):
+    """``(ld, g, diff)``: the model's own logit differences, the answer-minus-wrong direction seen through the final
+    norm at its frozen per-token scale (``[n, d_model]``), and the plain unembedding difference."""
     seen = {}  # the final norm's scale as the model computes it, on the final position only (the real readout)
     with module_hooks(model, [("ln_final.hook_scale", lambda mod, inp, out: seen.__setitem__("scale", out))]):
         logits = model.unembed(model.ln_final(resid[:, -1])).double()
-    ar = torch.arange(len(tokens), device=logits.device)
+    ar = torch.arange(len(resid), device=logits.device)
     ld = (logits[ar, answer] - logits[ar, wrong]).cpu().numpy()
     W_U = model.unembed.weight.double()  # [vocab, d_model]
     diff = W_U[answer] - W_U[wrong]  # [n, d_model]
@@ -163,35 +171,55 @@ def _attribute(model, tokens, answer, wrong, by_position):
     if hasattr(norm, "b"):  # LayerNorm: the mean subtraction is linear; centring the direction is the same
         g = g - g.mean(-1, keepdim=True)
     g = g / seen["scale"].double()  # [n, d_model], the frozen per-token scale
-    labels, values = [("embed", "embed", None, None, None)], [(cache["hook_embed"].double() * g).sum(-1)]
-    for layer in range(L):
-        attn = model.blocks[layer].attn
-        W_O = attn.o_proj.weight.double().view(cfg.d_model, H, dh)  # [d_model, head, d_head]
-        g_h = torch.einsum("nd,dhe->nhe", g, W_O)  # the direction seen from each head's z
-        z = cache[f"blocks.{layer}.attn.hook_z"].double()  # [n, head, d_head]
-        heads = (z * g_h).sum(-1)  # [n, head]
+    return ld, g, diff
+
+
+def _layer_terms(model, layer: int, cache: dict, g, by_position: bool) -> tuple[list, list]:
+    """The row labels and values of one layer: each head (and, ``by_position``, each head by key position), the
+    output bias, the attention total and the MLP."""
+    cfg = model.cfg
+    H, dh = cfg.n_heads, cfg.d_head
+    labels, values = [], []
+    attn = model.blocks[layer].attn
+    W_O = attn.o_proj.weight.double().view(cfg.d_model, H, dh)  # [d_model, head, d_head]
+    g_h = torch.einsum("nd,dhe->nhe", g, W_O)  # the direction seen from each head's z
+    z = cache[hooknames.attn(layer, "z")].double()  # [n, head, d_head]
+    heads = (z * g_h).sum(-1)  # [n, head]
+    if by_position:
+        p = cache[hooknames.attn(layer, "pattern")].double()  # [n, head, key]
+        v = cache[hooknames.attn(layer, "v")].double()  # [n, key, kv_head, d_head]
+        v = v.repeat_interleave(H // attn.n_kv, dim=2)
+        by_pos = p * torch.einsum("nkhe,nhe->nhk", v, g_h)  # [n, head, key]
+    for h in range(H):
+        labels.append(("head", f"L{layer}H{h}", layer, h, None))
+        values.append(heads[:, h])
         if by_position:
-            p = cache[f"blocks.{layer}.attn.hook_pattern"].double()  # [n, head, key]
-            v = cache[f"blocks.{layer}.attn.hook_v"].double()  # [n, key, kv_head, d_head]
-            v = v.repeat_interleave(H // attn.n_kv, dim=2)
-            by_pos = p * torch.einsum("nkhe,nhe->nhk", v, g_h)  # [n, head, key]
-        for h in range(H):
-            labels.append(("head", f"L{layer}H{h}", layer, h, None))
-            values.append(heads[:, h])
-            if by_position:
-                for k in range(by_pos.shape[-1]):
-                    labels.append(("head", f"L{layer}H{h}", layer, h, k))
-                    values.append(by_pos[:, h, k])
-        total = heads.sum(-1)
-        if attn.o_proj.bias is not None:
-            b = (attn.o_proj.bias.double()[None] * g).sum(-1)
-            labels.append(("attn_bias", f"L{layer}.attn_b", layer, None, None))
-            values.append(b)
-            total = total + b
-        labels.append(("attn", f"L{layer}.attn", layer, None, None))
-        values.append(total)
-        labels.append(("mlp", f"L{layer}.mlp", layer, None, None))
-        values.append((cache[f"blocks.{layer}.hook_mlp_out"].double() * g).sum(-1))
+            for k in range(by_pos.shape[-1]):
+                labels.append(("head", f"L{layer}H{h}", layer, h, k))
+                values.append(by_pos[:, h, k])
+    total = heads.sum(-1)
+    if attn.o_proj.bias is not None:
+        b = (attn.o_proj.bias.double()[None] * g).sum(-1)
+        labels.append(("attn_bias", f"L{layer}.attn_b", layer, None, None))
+        values.append(b)
+        total = total + b
+    labels.append(("attn", f"L{layer}.attn", layer, None, None))
+    values.append(total)
+    labels.append(("mlp", f"L{layer}.mlp", layer, None, None))
+    values.append((cache[hooknames.mlp_out(layer)].double() * g).sum(-1))
+    return labels, values
+
+
+def _attribute(model, tokens, answer, wrong, by_position):
+    """(row labels, values [components, pairs] float64, the model's own logit differences [pairs]) of one chunk."""
+    cache, resid = _final_position_cache(model, tokens, by_position)
+    ld, g, diff = _readout_direction(model, resid, answer, wrong)
+    labels, values = [("embed", "embed", None, None, None)], [(cache["hook_embed"].double() * g).sum(-1)]
+    for layer in range(model.cfg.n_layers):
+        layer_labels, layer_values = _layer_terms(model, layer, cache, g, by_position)
+        labels += layer_labels
+        values += layer_values
+    norm = model.ln_final
     if hasattr(norm, "b"):
         labels.append(("ln_final_bias", "ln_final", None, None, None))
         values.append((norm.b.double()[None] * diff).sum(-1))

@@ -59,6 +59,7 @@ from analysis.engine.metrics import DEFAULT_METRIC, resolve
 from analysis.errors import AnalysisError
 from analysis.pairs import make_pairs
 from analysis.stats import t_intervals
+from analysis.engine import names as hooknames
 
 #: The edge scores: ``eap`` (the gradient at the base run) or ``eap-ig`` (averaged along the path from the base run to
 #: the source; see the module docstring).
@@ -106,9 +107,8 @@ def graph(model) -> tuple[list[GraphNode], list[GraphNode]]:
 
 # ---------------------------------------------------------------------------------------------- the writes
 def _write_names(n_layers: int) -> list[str]:
-    return ["hook_embed"] + [n for i in range(n_layers) for n in (f"blocks.{i}.attn.hook_z",
-                                                                   f"blocks.{i}.hook_attn_out",
-                                                                   f"blocks.{i}.hook_mlp_out")]
+    return [hooknames.EMBED] + [n for i in range(n_layers) for n in (hooknames.attn(i, "z"), hooknames.attn_out(i),
+                                                                   hooknames.mlp_out(i))]
 
 
 def _writes(model, cache, writers_first: bool = False) -> torch.Tensor:
@@ -120,8 +120,8 @@ def _writes(model, cache, writers_first: bool = False) -> torch.Tensor:
         attn = block.attn
         W_O = attn.o_proj.weight.view(model.cfg.d_model, attn.n_heads, attn.d_head)
         parts.append(torch.einsum("bthe,dhe->bhtd" if writers_first else "bthe,dhe->bthd",
-                                  cache[f"blocks.{i}.attn.hook_z"], W_O))
-        parts.append(cache[f"blocks.{i}.hook_mlp_out"].unsqueeze(w))
+                                  cache[hooknames.attn(i, "z")], W_O))
+        parts.append(cache[hooknames.mlp_out(i)].unsqueeze(w))
     return torch.cat(parts, w)
 
 
@@ -190,7 +190,7 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=()) -
             handles.append(mods[name].register_forward_hook(replace(value)))
         for i in range(L):
             for c in "qkv":
-                handles.append(mods[f"blocks.{i}.attn.hook_{c}"].register_forward_hook(keep(f"{i}.{c}")))
+                handles.append(mods[hooknames.attn(i, c)].register_forward_hook(keep(f"{i}.{c}")))
             handles.append(model.blocks[i].ln1.register_forward_hook(keep(f"{i}.ln1")))
             handles.append(model.blocks[i].ln2.register_forward_hook(keep(f"{i}.ln2")))
         handles.append(model.ln_final.register_forward_hook(keep("final")))

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from analysis.causal.attribution_graph import AttributionGraph
+from analysis.engine import names as hooknames
 
 
 def _cumulative(influence: np.ndarray) -> np.ndarray:
@@ -93,7 +94,7 @@ def feature_examples(model, transcoders: dict, windows: torch.Tensor, features, 
     best: dict = {k: [] for k in features}
     flat_ids = windows.reshape(-1)
     for L, feats in wanted.items():
-        hook, acts = f"blocks.{L}.ln2.hook_normalized", []
+        hook, acts = hooknames.mlp_in(L), []
         for i in range(0, windows.shape[0], batch):
             (a,) = model_activations(model, windows[i:i + batch], [hook])
             acts.append(transcoders[L].encode(a)[:, feats].cpu())

@@ -63,6 +63,7 @@ from analysis import engine
 from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.engine.metrics import DEFAULT_METRIC, normalize, resolve
 from analysis.pairs import make_pairs
+from analysis.engine import names as hooknames
 
 #: The sites :func:`~analysis.causal.patching.activation_patching` patches (see the module docstring's table); ``z`` per
 #: head and position, ``z_all_pos`` per head at every position at once.
@@ -187,7 +188,7 @@ def _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, 
     # before q as they are in the base run: those are replaced by its cached keys and values (a suffix run from q,
     # exact up to fp noise), and only the final position is unembedded
     suffix = not callable(metric)
-    names = s.cache_names(layers) + [f"blocks.{layer}.hook_resid_pre" for layer in layers]
+    names = s.cache_names(layers) + [hooknames.resid_pre(layer) for layer in layers]
     if suffix:
         names += engine.kv_names(n_layers)
     _, base_cache, src_cache, clean_logits, corrupt_logits = _runs(model, batch, mode, names, last_only=suffix)
@@ -218,7 +219,7 @@ def _activation_patching(model, pairs, site, mode, metric, per_pair, max_batch, 
                 unit = units[entries[g][1]]
                 value = srcs[layer][(slice(None), *s.index(unit))]
                 edits.append((slice(j * n, (j + 1) * n), unit, value[:, d:] if unit[0] is None else value))
-            x = base_cache[f"blocks.{layer}.hook_resid_pre"][:, d:].repeat(len(members), 1, 1)
+            x = base_cache[hooknames.resid_pre(layer)][:, d:].repeat(len(members), 1, 1)
             stages.append(engine.Stage(layer, x, edits, torch.arange(n).repeat(len(members))))
         logits = engine.run_stages(model, s, stages, kv_cache=base_cache, offset=d, last_only=suffix)
         k = len(group)

@@ -70,6 +70,7 @@ from analysis.engine.metrics import DEFAULT_METRIC, normalize, resolve
 from analysis.errors import AnalysisError, AnalysisWarning
 from analysis.pairs import make_pairs
 from analysis.stats import t_intervals
+from analysis.engine import names as hooknames
 
 #: How a receiver's norm treats the patched stream: its scale recomputed (``recompute``, the default) or kept from the
 #: unpatched input (``frozen``; see the module docstring).
@@ -203,8 +204,8 @@ def parse_senders(model, spec, receivers: list[Node]) -> list[Node]:
 
 
 def _write_hook(s: Node) -> str:
-    return {"embed": "hook_embed", "head": f"blocks.{s.layer}.attn.hook_z",
-            "mlp": f"blocks.{s.layer}.hook_mlp_out"}[s.kind]
+    return {"embed": hooknames.EMBED, "head": hooknames.attn(s.layer, "z"),
+            "mlp": hooknames.mlp_out(s.layer)}[s.kind]
 
 
 def _raw(cache, s: Node):
@@ -260,7 +261,7 @@ def _receiver_hooks(model, receivers, delta, norm):
             def ln1(mod, inp, out, state=state):
                 state["normed"] = _patched_norm(mod, inp[0], out, delta, norm)
 
-            hooks.append((f"blocks.{layer}.ln1", ln1))
+            hooks.append((hooknames.norm(layer, "ln1"), ln1))
             attn = model.blocks[layer].attn
             for c, heads in qkv.items():
                 if not heads:
@@ -275,9 +276,9 @@ def _receiver_hooks(model, receivers, delta, norm):
                         out[:, :, h] = F.linear(state["normed"], proj.weight[h * dh:(h + 1) * dh], b)
                     return out
 
-                hooks.append((f"blocks.{layer}.attn.hook_{c}", write))
+                hooks.append((hooknames.attn(layer, c), write))
         if any(r.kind == "mlp_in" for r in here):
-            hooks.append((f"blocks.{layer}.ln2",
+            hooks.append((hooknames.norm(layer, "ln2"),
                           lambda mod, inp, out: _patched_norm(mod, inp[0], out, delta, norm)))
     return hooks
 
@@ -298,7 +299,7 @@ def path_patching(model, pairs, senders="all", receivers="logits", mode: str = "
         return _path_patching(model, pairs, senders, receivers, mode, metric, norm, per_pair, max_batch, progress)
 
 
-def _path_patching(model, pairs, senders, receivers, mode, metric, norm, per_pair, max_batch, progress):
+def _check_request(model, mode: str, norm: str) -> None:
     if mode not in MODES:
         raise AnalysisError(f"unknown mode {mode!r}; use 'denoise' (clean into corrupt) or 'noise' (corrupt into "
                             "clean)")
@@ -307,69 +308,116 @@ def _path_patching(model, pairs, senders, receivers, mode, metric, norm, per_pai
                             "patched stream) or 'frozen' (its scale stays the unpatched one)")
     if model.training:
         raise AnalysisError("the model is in train mode; call model.eval() before path patching")
-    metric_name, fn, norm_metric = resolve(metric)
-    batch = make_pairs(model, pairs)
-    recv = parse_receivers(model, receivers)
-    snd = parse_senders(model, senders, recv)
-    cfg, n, T = model.cfg, len(batch), batch.n_pos
-    L = cfg.n_layers
-    suffix = not callable(metric)  # built-in metrics read the final position only
+
+
+@dataclass(frozen=True)
+class _Route:
+    """How a patched write reaches the metric: the receivers in the residual stream (``stream``) and the first layer
+    they sit in (``L0``, None without any), whether the logits receive it, the receivers' norm convention, and
+    whether only the final position is read (``suffix``: the built-in metrics)."""
+
+    stream: list
+    L0: int | None
+    into_logits: bool
+    norm: str
+    suffix: bool
+
+
+def _route(recv: list[Node], norm: str, suffix: bool) -> _Route:
     stream = [r for r in recv if r.kind != "logits"]
     into_logits = any(r.kind == "logits" for r in recv)
     L0 = min(r.layer for r in stream) if stream else None
+    return _Route(stream, L0, into_logits, norm, suffix)
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """The clean and corrupted runs as the run patched into (``base``: its cache, final stream and metric) and the run
+    whose writes are patched in (``src``), with both runs' metrics."""
+
+    base_cache: dict
+    src_cache: dict
+    base_final: torch.Tensor
+    base_m: torch.Tensor
+    clean_m: torch.Tensor
+    corrupt_m: torch.Tensor
+
+
+def _runs(model, batch, snd: list[Node], route: _Route, fn, mode: str) -> _Runs:
+    """Run the clean and corrupted prompts together, caching the senders' writes and what the receivers' reruns
+    start from."""
+    L, n = model.cfg.n_layers, len(batch)
     names = [_write_hook(s) for s in snd]
-    if L0 is not None:
-        names.append(f"blocks.{L0}.hook_resid_pre")
-        if suffix:
-            names += engine.kv_names(L)[2 * L0:]
+    if route.L0 is not None:
+        names.append(hooknames.resid_pre(route.L0))
+        if route.suffix:
+            names += engine.kv_names(L)[2 * route.L0:]
     both = torch.cat([batch.clean, batch.corrupt])
     final, cache = engine.cache_run(model, both, names, stop_at_layer=L)
-    logits = model.unembed(model.ln_final(final[:, -1:] if suffix else final))
+    logits = model.unembed(model.ln_final(final[:, -1:] if route.suffix else final))
     clean_m, corrupt_m = fn(logits[:n], batch.answer, batch.wrong), fn(logits[n:], batch.answer, batch.wrong)
     half = (slice(n, 2 * n), slice(0, n)) if mode == "denoise" else (slice(0, n), slice(n, 2 * n))
-    base_cache = {k: v[half[0]] for k, v in cache.items()}
-    src_cache = {k: v[half[1]] for k, v in cache.items()}
-    base_final = final[half[0]]
-    base_m = corrupt_m if mode == "denoise" else clean_m
-    answer, wrong = batch.answer, batch.wrong
+    return _Runs(base_cache={k: v[half[0]] for k, v in cache.items()},
+                 src_cache={k: v[half[1]] for k, v in cache.items()}, base_final=final[half[0]],
+                 base_m=corrupt_m if mode == "denoise" else clean_m, clean_m=clean_m, corrupt_m=corrupt_m)
 
-    # which senders do anything, and from which position
+
+def _live_senders(snd: list[Node], runs: _Runs, route: _Route, T: int) -> list[tuple[int, int]]:
+    """``(sender index, first position patched)`` of the senders whose write differs between the runs."""
     entries = []
     for i, s in enumerate(snd):
-        src, base = _raw(src_cache, s), _raw(base_cache, s)
-        if suffix and not stream:
+        src, base = _raw(runs.src_cache, s), _raw(runs.base_cache, s)
+        if route.suffix and not route.stream:
             live = bool((src[:, -1] != base[:, -1]).any())
             start = T - 1
         else:
             first = engine.first_difference(src, base)
             live = first < T
-            start = min(first, T - 1) if suffix else 0
+            start = min(first, T - 1) if route.suffix else 0
         if live:
             entries.append((i, start))
-    values = base_m[None].repeat(len(snd), 1)
+    return entries
+
+
+def _group_values(model, batch, runs: _Runs, route: _Route, members: list[Node], d: int, fn) -> torch.Tensor:
+    """``[senders, pairs]`` metric values with each of ``members``' writes from position ``d`` on patched into the
+    receivers only, all members in one batch."""
+    L, n, k = model.cfg.n_layers, len(batch), len(members)
+    pos = slice(d, None)
+    delta = torch.cat([_write(model, runs.src_cache, s, pos) - _write(model, runs.base_cache, s, pos)
+                       for s in members])
+    if route.stream:
+        x = runs.base_cache[hooknames.resid_pre(route.L0)][:, pos].repeat(k, 1, 1)
+        past = engine.past_kv(runs.base_cache, route.L0, L, d, repeat=k)
+        with module_hooks(model, _receiver_hooks(model, route.stream, delta, route.norm)):
+            out = model(x, start_at_layer=route.L0, stop_at_layer=L, past_kv=past)
+    else:
+        out = runs.base_final[:, pos].repeat(k, 1, 1)
+    if route.suffix:
+        out, delta = out[:, -1:], delta[:, -1:]
+    lg = _readout(model, out, delta if route.into_logits else None, route.norm)
+    return fn(lg, batch.answer.repeat(k), batch.wrong.repeat(k)).view(k, n)
+
+
+def _path_patching(model, pairs, senders, receivers, mode, metric, norm, per_pair, max_batch, progress):
+    _check_request(model, mode, norm)
+    metric_name, fn, norm_metric = resolve(metric)
+    batch = make_pairs(model, pairs)
+    recv = parse_receivers(model, receivers)
+    snd = parse_senders(model, senders, recv)
+    route = _route(recv, norm, suffix=not callable(metric))  # built-in metrics read the final position only
+    runs = _runs(model, batch, snd, route, fn, mode)
+    entries = _live_senders(snd, runs, route, batch.n_pos)
+    values = runs.base_m[None].repeat(len(snd), 1)
     bar = tqdm(total=len(entries), desc="path patching", unit="sender", disable=not progress, leave=False)
-    for d, group in engine.groups([e[1] for e in entries], n, max_batch):
-        members = [snd[entries[g][0]] for g in group]
-        k = len(members)
-        pos = slice(d, None)
-        delta = torch.cat([_write(model, src_cache, s, pos) - _write(model, base_cache, s, pos) for s in members])
-        if stream:
-            x = base_cache[f"blocks.{L0}.hook_resid_pre"][:, pos].repeat(k, 1, 1)
-            past = engine.past_kv(base_cache, L0, L, d, repeat=k)
-            with module_hooks(model, _receiver_hooks(model, stream, delta, norm)):
-                out = model(x, start_at_layer=L0, stop_at_layer=L, past_kv=past)
-        else:
-            out = base_final[:, pos].repeat(k, 1, 1)
-        if suffix:
-            out, delta = out[:, -1:], delta[:, -1:]
-        lg = _readout(model, out, delta if into_logits else None, norm)
-        v = fn(lg, answer.repeat(k), wrong.repeat(k)).view(k, n)
+    for d, group in engine.groups([e[1] for e in entries], len(batch), max_batch):
+        v = _group_values(model, batch, runs, route, [snd[entries[g][0]] for g in group], d, fn)
         for j, g in enumerate(group):
             values[entries[g][0]] = v[j]
-        bar.update(k)
+        bar.update(len(group))
     bar.close()
-    return _frame(model, batch, snd, recv, values.cpu(), clean_m.cpu(), corrupt_m.cpu(), mode, metric_name, norm,
-                  norm_metric, per_pair)
+    return _frame(model, batch, snd, recv, values.cpu(), runs.clean_m.cpu(), runs.corrupt_m.cpu(), mode, metric_name,
+                  norm, norm_metric, per_pair)
 
 
 def _frame(model, batch, snd, recv, values, clean_m, corrupt_m, mode, metric_name, norm, norm_metric, per_pair):

@@ -205,20 +205,16 @@ def link_checkpoints(run_dir: Path, out: Path) -> Path:
     return where
 
 
-def run_demo(out: Path, *, overwrite: bool = False, cache=None, config=None) -> int:
-    """Train (or reuse) the three variants (``config``, default ``tiny``, cached under ``cache``), measure them,
-    write the report and link the checkpoints in ``out``/checkpoints."""
-    out = Path(out)
-    check_demo_out(out, overwrite)
-    run_dir = ensure_variants(config or "tiny", cache_root(cache))
-    checkpoints = link_checkpoints(run_dir, out)
-    models = {v: load(run_dir / v) for v in VARIANTS}
+def _behaviours(models: dict) -> pd.DataFrame:
+    """The behaviours table of every variant, the variant first."""
     table = pd.concat([behaviour_table(m, TASKS + CONTROLS, n=N_EVAL).assign(variant=v) for v, m in models.items()],
                       ignore_index=True)
-    table = table[["variant"] + [c for c in table.columns if c != "variant"]]
-    pairs = task_pairs(models["canonical"], "ioi", N_PAIRS, seed=0)  # one tokenizer, so the same pairs for all
-    results = {v: activation_patching(m, pairs, site="resid_pre", metric="normalized_logit_diff", progress=True)
-               for v, m in models.items()}
+    return table[["variant"] + [c for c in table.columns if c != "variant"]]
+
+
+def _write_patching(out: Path, table: pd.DataFrame, results: dict) -> None:
+    """The behaviours and IOI patching CSVs (with the information flow where the pairs separate clean from corrupt)
+    and their figures."""
     tidy = pd.concat([df.assign(variant=v) for v, df in results.items()], ignore_index=True)
     flows = []
     for v, df in results.items():
@@ -234,13 +230,22 @@ def run_demo(out: Path, *, overwrite: bool = False, cache=None, config=None) -> 
     titles = {v: f"{v} (IOI {100 * ioi.loc[v, 'accuracy']:.0f}%)" for v in VARIANTS}
     save_figure(side_by_side(results, titles=titles, suptitle="IOI: clean residual stream patched into the "
                              "corrupted run (1 = clean behaviour restored)"), out, "ioi_resid_pre")
-    circuit_text = _circuits_section(models, pairs, out)
+
+
+def _recoding_section(models: dict, out: Path) -> pd.DataFrame:
+    """The recoding table, its CSV and figures."""
     recoding = recoding_table(models)
     write_csv(recoding, out / "recoding.csv")
     save_figure(recoding_plot(recoding[recoding.family == "transvection"],
                               title="Fixed-code variants fed their code through k random transvections"),
                 out, "recoding")
     save_figure(disturbance_plot(recoding), out, "recoding_hamming")
+    return recoding
+
+
+def _bitflip_section(models: dict, pairs, out: Path):
+    """``(flips, noise, maps, split)``: the bit-flip, input-noise and bit-by-layer tables and the flip split (None
+    without one), with their CSVs and figures."""
     flips, noise, maps = bitflip_tables(models, pairs)
     split = pd.DataFrame(flips.attrs["split"]) if flips.attrs.get("split") else None
     write_csv(flips, out / "bitflips.csv")
@@ -254,18 +259,48 @@ def run_demo(out: Path, *, overwrite: bool = False, cache=None, config=None) -> 
                             title=f"One code bit flipped for every token ({TOKENS:,} validation tokens)"),
                 out, "bitflips")
     save_figure(bit_layer_figure(maps), out, "bit_layer")
+    return flips, noise, maps, split
+
+
+def _probes_section(models: dict, out: Path) -> pd.DataFrame:
+    """The probe table, its CSV and figure."""
     probes = probe_tables(models)
     write_csv(probes, out / "probes.csv")
     save_figure(probe_figure(probes), out, "probes")
-    flip_text = bitflip_reading(flips, noise, maps, split=split,
-                                split_figure="flip_split.png" if split is not None and len(split) else None,
-                                noise_figure="input_noise.png")
-    report = write_report(out, run_dir, table, results, pairs, recoding, flip_text, probe_reading(probes),
-                          circuit_text)
+    return probes
+
+
+def _print_summary(table: pd.DataFrame, report, out: Path, checkpoints: Path) -> None:
+    """Each variant's task accuracies and where the report and checkpoints are."""
     for v in VARIANTS:
         t = table[table.variant == v].set_index("task")
         print(f"{v:>9}: " + ", ".join(f"{k} {100 * t.loc[k, 'accuracy']:.0f}%" for k in TASKS))
     print(f"wrote {report} with its figures and CSVs in {out}")
     print(f"the three checkpoints: {checkpoints}/{{{','.join(VARIANTS)}}} (try: fixedid-analyze patching --ckpt "
           f"{checkpoints / 'canonical'} --task ioi)")
+
+
+def run_demo(out: Path, *, overwrite: bool = False, cache=None, config=None) -> int:
+    """Train (or reuse) the three variants (``config``, default ``tiny``, cached under ``cache``), measure them,
+    write the report and link the checkpoints in ``out``/checkpoints."""
+    out = Path(out)
+    check_demo_out(out, overwrite)
+    run_dir = ensure_variants(config or "tiny", cache_root(cache))
+    checkpoints = link_checkpoints(run_dir, out)
+    models = {v: load(run_dir / v) for v in VARIANTS}
+    table = _behaviours(models)
+    pairs = task_pairs(models["canonical"], "ioi", N_PAIRS, seed=0)  # one tokenizer, so the same pairs for all
+    results = {v: activation_patching(m, pairs, site="resid_pre", metric="normalized_logit_diff", progress=True)
+               for v, m in models.items()}
+    _write_patching(out, table, results)
+    circuit_text = _circuits_section(models, pairs, out)
+    recoding = _recoding_section(models, out)
+    flips, noise, maps, split = _bitflip_section(models, pairs, out)
+    probes = _probes_section(models, out)
+    flip_text = bitflip_reading(flips, noise, maps, split=split,
+                                split_figure="flip_split.png" if split is not None and len(split) else None,
+                                noise_figure="input_noise.png")
+    report = write_report(out, run_dir, table, results, pairs, recoding, flip_text, probe_reading(probes),
+                          circuit_text)
+    _print_summary(table, report, out, checkpoints)
     return 0

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from analysis.errors import AnalysisError
+from analysis.engine import names as hooknames
 
 
 @dataclass(frozen=True)
@@ -80,14 +81,14 @@ class Site:
     def read(self, cache, layer: int) -> torch.Tensor:
         """The site's activation ``[batch, pos, ...]`` at ``layer`` from a cache (a dict-like of hook names)."""
         if self.delta:
-            return cache[f"blocks.{layer}.hook_resid_post"] - cache[f"blocks.{layer}.hook_resid_pre"]
+            return cache[hooknames.resid_post(layer)] - cache[hooknames.resid_pre(layer)]
         return cache[self.hook_name(layer)]
 
     def cache_names(self, layers) -> list[str]:
         """The hook names a cache must hold to :meth:`~analysis.engine.staged.Site.read` this site at ``layers`` (both
         residual streams of each block for a ``delta`` site)."""
         if self.delta:
-            return [f"blocks.{i}.hook_{n}" for i in layers for n in ("resid_pre", "resid_post")]
+            return [hooknames.resid(i, n) for i in layers for n in ("pre", "post")]
         return [self.hook_name(i) for i in layers]
 
 
@@ -150,7 +151,7 @@ def cache_run(model, x, names, **kwargs):
 
 def kv_names(n_layers: int) -> list[str]:
     """The hook names whose cache :func:`~analysis.engine.staged.past_kv` reads."""
-    return [f"blocks.{i}.attn.hook_{h}" for i in range(n_layers) for h in ("rot_k", "v")]
+    return [hooknames.attn(i, h) for i in range(n_layers) for h in ("rot_k", "v")]
 
 
 def past_kv(cache, layer: int, n_layers: int, start: int, repeat: int = 1):
@@ -163,7 +164,7 @@ def past_kv(cache, layer: int, n_layers: int, start: int, repeat: int = 1):
     for i in range(layer, n_layers):
         pair = []
         for h in ("rot_k", "v"):
-            t = cache[f"blocks.{i}.attn.hook_{h}"][:, :start]
+            t = cache[hooknames.attn(i, h)][:, :start]
             pair.append(t.transpose(1, 2).repeat(repeat, 1, 1, 1))
         out.append(tuple(pair))
     return out
@@ -256,7 +257,7 @@ def run_stages(model, site_: Site, stages: list[Stage], *, kv_cache=None, offset
         past = None
         if offset:
             idx = torch.cat(past_rows)
-            past = tuple(kv_cache[f"blocks.{layer}.attn.hook_{h}"][idx, :offset].transpose(1, 2)
+            past = tuple(kv_cache[hooknames.attn(layer, h)][idx, :offset].transpose(1, 2)
                          for h in ("rot_k", "v"))
         handle = None
         if edits:

@@ -41,12 +41,13 @@ from analysis.features.metrics import dictionary_metrics
 from analysis.features.run import dictionary_config, split_windows
 from analysis.features.train import train_dictionary
 from analysis.loading import random_init_twin
+from analysis.engine import names as hooknames
 
 
 def residual_sites(model) -> list[str]:
     """The residual stream across depth: ``blocks.0.hook_resid_pre`` (what the first block reads: the code, for a
     fixed-code model) and ``blocks.L.hook_resid_post`` for every block."""
-    return ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(model.cfg.n_layers)]
+    return [hooknames.resid_pre(0)] + [hooknames.resid_post(i) for i in range(model.cfg.n_layers)]
 
 
 def site_depth(hook: str) -> float:

@@ -30,6 +30,62 @@ def _positions(df: pd.DataFrame) -> tuple[dict, list[str]]:
     return {h: i for i, h in enumerate(order)}, order
 
 
+def _variant_lines(ax, bx, cx, g: pd.DataFrame, col, label: str) -> None:
+    """One variant's rows ``g`` of one concept in its three panels: the estimand, the edit sizes and the probe."""
+    le = g[g.condition == "leace"].sort_values("x")
+    err = np.vstack([le.minus_placebo - le.minus_placebo_lo, le.minus_placebo_hi - le.minus_placebo])
+    ax.errorbar(le.x, le.minus_placebo, yerr=np.nan_to_num(err), color=col, marker="o", ms=4, capsize=2,
+                linewidth=1.2, label=label)
+    bx.plot(le.x, le.edit_norm, color=col, marker="o", ms=4, linewidth=1.2)
+    pl = g[g.condition == "placebo"]
+    bx.scatter(pl.x, pl.edit_norm, facecolors="none", edgecolors=col, s=16, linewidths=0.9)
+    mean = pl.groupby("x").edit_norm.mean()
+    bx.plot(mean.index, mean.values, color=col, linestyle=":", linewidth=1)
+    none = g[g.condition == "none"].sort_values("x")
+    cx.plot(none.x, none.probe, color=col, linestyle="--", marker="s", ms=3, linewidth=1)
+    cx.plot(le.x, le.probe, color=col, marker="o", ms=4, linewidth=1.2)
+
+
+def _dress_concept(ax, bx, cx, df: pd.DataFrame, concept: str, pos: dict, order: list[str]) -> None:
+    """A concept's column: the majority baseline, the zero line, title, scales, limits, ticks and grid."""
+    maj = df[(df.concept == concept) & (df.condition == "leace")].groupby("hook").majority.mean()
+    cx.scatter([pos[h] for h in maj.index], maj.values, marker="_", s=260, color="k", linewidths=1.4, zorder=4)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.set_title(f"erasing {concept}", fontsize=9)
+    bx.set_yscale("log")
+    cx.set_xlim(-0.5, len(order) - 0.5)
+    cx.set_ylim(0, 1.05)
+    cx.set_xticks(range(len(order)), [_label(h) for h in order], fontsize=7)
+    cx.set_xlabel("hook point (residual stream)", fontsize=8)
+    for a in (ax, bx, cx):
+        a.grid(axis="y", color="0.9")
+        a.set_axisbelow(True)
+        a.tick_params(which="both", labelsize=7)
+
+
+def _rows_explained(fig, axes, df: pd.DataFrame) -> None:
+    """The rows' labels, a legend beside each row and the title."""
+    axes[0, 0].set_ylabel("LEACE minus placebo\nloss change (nats/token)", fontsize=8)
+    axes[1, 0].set_ylabel("edit size: mean\n||x - x_erased||^2", fontsize=8)
+    axes[2, 0].set_ylabel("held-out probe\naccuracy", fontsize=8)
+    right = dict(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize=7, title_fontsize=7,
+                 alignment="left")
+    axes[0, -1].legend(**right, title="variant\n(95% t interval over\nheld-out sequences)")
+    axes[1, -1].legend(handles=[Line2D([], [], color="k", marker="o", ms=4, label="LEACE"),
+                                Line2D([], [], color="k", marker="o", ms=4, mfc="none", linestyle="none",
+                                       label="placebo draws"),
+                                Line2D([], [], color="k", linestyle=":", label="placebo mean")], **right)
+    axes[2, -1].legend(handles=[Line2D([], [], color="k", linestyle="--", marker="s", ms=3, label="before"),
+                                Line2D([], [], color="k", marker="o", ms=4, label="after LEACE"),
+                                Line2D([], [], color="k", marker="_", ms=10, mew=1.4, linestyle="none",
+                                       label="majority baseline")], **right)
+    first = df.iloc[0]
+    draws = int(df[df.condition == "placebo"].draw.nunique())
+    fig.suptitle(f"LEACE erasure by depth; placebo: LEACE of {draws} random type-level concepts with the same label "
+                 f"distribution\n(fitted on {int(first.n_fit_sequences)} sequences, measured on "
+                 f"{int(first.n_test_sequences)} held-out ones)", fontsize=8)
+
+
 def erasure_depth_figure(df: pd.DataFrame):
     """Three rows per concept (columns): the estimand ``minus_placebo`` (LEACE's loss change minus the placebo's,
     95% t interval over held-out sequences), ``edit_norm`` of LEACE and of each placebo draw (log scale), and the
@@ -50,51 +106,9 @@ def erasure_depth_figure(df: pd.DataFrame):
         ax, bx, cx = axes[:, c]
         for v in variants:
             g = df[(df.variant == v) & (df.concept == concept)].assign(x=lambda t: t.hook.map(pos) + shift[v])
-            col = colours[v]
-            le = g[g.condition == "leace"].sort_values("x")
-            err = np.vstack([le.minus_placebo - le.minus_placebo_lo, le.minus_placebo_hi - le.minus_placebo])
-            ax.errorbar(le.x, le.minus_placebo, yerr=np.nan_to_num(err), color=col, marker="o", ms=4, capsize=2,
-                        linewidth=1.2, label=v)
-            bx.plot(le.x, le.edit_norm, color=col, marker="o", ms=4, linewidth=1.2)
-            pl = g[g.condition == "placebo"]
-            bx.scatter(pl.x, pl.edit_norm, facecolors="none", edgecolors=col, s=16, linewidths=0.9)
-            mean = pl.groupby("x").edit_norm.mean()
-            bx.plot(mean.index, mean.values, color=col, linestyle=":", linewidth=1)
-            none = g[g.condition == "none"].sort_values("x")
-            cx.plot(none.x, none.probe, color=col, linestyle="--", marker="s", ms=3, linewidth=1)
-            cx.plot(le.x, le.probe, color=col, marker="o", ms=4, linewidth=1.2)
-        maj = df[(df.concept == concept) & (df.condition == "leace")].groupby("hook").majority.mean()
-        cx.scatter([pos[h] for h in maj.index], maj.values, marker="_", s=260, color="k", linewidths=1.4, zorder=4)
-        ax.axhline(0, color="0.5", linewidth=0.8)
-        ax.set_title(f"erasing {concept}", fontsize=9)
-        bx.set_yscale("log")
-        cx.set_xlim(-0.5, len(order) - 0.5)
-        cx.set_ylim(0, 1.05)
-        cx.set_xticks(range(len(order)), [_label(h) for h in order], fontsize=7)
-        cx.set_xlabel("hook point (residual stream)", fontsize=8)
-        for a in (ax, bx, cx):
-            a.grid(axis="y", color="0.9")
-            a.set_axisbelow(True)
-            a.tick_params(which="both", labelsize=7)
-    axes[0, 0].set_ylabel("LEACE minus placebo\nloss change (nats/token)", fontsize=8)
-    axes[1, 0].set_ylabel("edit size: mean\n||x - x_erased||^2", fontsize=8)
-    axes[2, 0].set_ylabel("held-out probe\naccuracy", fontsize=8)
-    right = dict(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize=7, title_fontsize=7,
-                 alignment="left")
-    axes[0, -1].legend(**right, title="variant\n(95% t interval over\nheld-out sequences)")
-    axes[1, -1].legend(handles=[Line2D([], [], color="k", marker="o", ms=4, label="LEACE"),
-                                Line2D([], [], color="k", marker="o", ms=4, mfc="none", linestyle="none",
-                                       label="placebo draws"),
-                                Line2D([], [], color="k", linestyle=":", label="placebo mean")], **right)
-    axes[2, -1].legend(handles=[Line2D([], [], color="k", linestyle="--", marker="s", ms=3, label="before"),
-                                Line2D([], [], color="k", marker="o", ms=4, label="after LEACE"),
-                                Line2D([], [], color="k", marker="_", ms=10, mew=1.4, linestyle="none",
-                                       label="majority baseline")], **right)
-    first = df.iloc[0]
-    draws = int(df[df.condition == "placebo"].draw.nunique())
-    fig.suptitle(f"LEACE erasure by depth; placebo: LEACE of {draws} random type-level concepts with the same label "
-                 f"distribution\n(fitted on {int(first.n_fit_sequences)} sequences, measured on "
-                 f"{int(first.n_test_sequences)} held-out ones)", fontsize=8)
+            _variant_lines(ax, bx, cx, g, colours[v], v)
+        _dress_concept(ax, bx, cx, df, concept, pos, order)
+    _rows_explained(fig, axes, df)
     return fig
 
 

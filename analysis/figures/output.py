@@ -108,18 +108,10 @@ def _bars(ax, d, variants, colours, kinds, *, null=False):
     ax.set_axisbelow(True)
 
 
-def head_figure(df: pd.DataFrame, *, title: str | None = None):
-    """Per variant: held-out R^2 of the head rows from code bits and from log-frequency alone, the bits' partial R^2
-    beyond log-frequency, and, with a reference (a learned input table of another run), debiased CKA and
-    nearest-neighbour overlap with it against the frequency-binned null (and the overlap's plain chance level).
-    Tables of earlier versions (``bits_r2`` and biased CKA only) draw as before, without the new panels."""
-    from matplotlib.patches import Patch
-
-    variants = list(dict.fromkeys(df.variant))
-    colours = variant_colours(variants)
-    for c in ("null_mean", "null_lo", "null_hi", "lo", "hi"):
-        if c not in df:
-            df = df.assign(**{c: np.nan})
+def _head_panels(df: pd.DataFrame) -> tuple[list, pd.DataFrame | None]:
+    """``(panels, r2)``: ``(measure, bar kinds, y label, null)`` of each panel the table has rows for, and the R^2
+    rows of the bits and of log-frequency under one measure (None for tables without log-frequency)."""
+    r2 = None
     panels = [("bits_r2", ["canonical", "own code"], "held-out R^2 of head rows", False)]
     if (df.measure == "logfreq_r2").any():
         r2 = df[df.measure.isin(["bits_r2", "logfreq_r2"])].copy()
@@ -137,6 +129,49 @@ def head_figure(df: pd.DataFrame, *, title: str | None = None):
         k = df[df.measure == "nn_overlap"].basis.iloc[0].rsplit("k=", 1)[-1]
         panels += [("nn_overlap", list(dict.fromkeys(df[df.measure == "nn_overlap"].basis)),
                     f"nearest-neighbour overlap ({k} nearest)\nwith a learned input table", True)]
+    return panels, r2
+
+
+def _head_handles(df: pd.DataFrame, panels: list) -> list:
+    """The legend's entries: the bars' kinds, and the null and chance level where the table has them."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor="0.4", edgecolor="0.4", label="canonical bits"),
+               Patch(facecolor="0.4", edgecolor="white", hatch="////", label="the model's own code")]
+    if any(m == "r2" for m, *_ in panels):
+        handles.insert(0, Patch(facecolor="white", edgecolor="0.4", label="log-frequency alone"))
+    if df.null_mean.notna().any():
+        handles.append(Patch(facecolor="0.55", alpha=0.45, label="within-frequency-bin null, 95% range (tick: "
+                             "mean)"))
+    if (df.measure == "nn_overlap_chance").any():
+        handles.append(Line2D([], [], color="k", linewidth=0.8, linestyle="--", label="overlap of unrelated "
+                              "tables, k/(V-1)"))
+    return handles
+
+
+def _head_title(df: pd.DataFrame) -> str:
+    """The default title: what the bars are, and the reference's seeds."""
+    refs = df.dropna(subset=["reference_seed"]) if "reference_seed" in df else df.iloc[:0]
+    ref = ("; reference: the learned input table of seed " + ", ".join(str(int(s)) for s in
+                                                                      dict.fromkeys(refs.reference_seed))
+           if len(refs) else "")
+    how = ("95% intervals; R^2 out of fold, bootstrap over tokens" if (df.measure == "logfreq_r2").any()
+           else "the interval each row records")
+    return f"the output head's geometry (bars: {how}{ref})"
+
+
+def head_figure(df: pd.DataFrame, *, title: str | None = None):
+    """Per variant: held-out R^2 of the head rows from code bits and from log-frequency alone, the bits' partial R^2
+    beyond log-frequency, and, with a reference (a learned input table of another run), debiased CKA and
+    nearest-neighbour overlap with it against the frequency-binned null (and the overlap's plain chance level).
+    Tables of earlier versions (``bits_r2`` and biased CKA only) draw as before, without the new panels."""
+    variants = list(dict.fromkeys(df.variant))
+    colours = variant_colours(variants)
+    for c in ("null_mean", "null_lo", "null_hi", "lo", "hi"):
+        if c not in df:
+            df = df.assign(**{c: np.nan})
+    panels, r2 = _head_panels(df)
     ncols = 2 if len(panels) > 2 else len(panels)
     nrows = (len(panels) + ncols - 1) // ncols
     fig, axes = subplots(2, height=2.5 * nrows, nrows=nrows, ncols=ncols)
@@ -150,25 +185,9 @@ def head_figure(df: pd.DataFrame, *, title: str | None = None):
                 ax.axhline(float(chance.iloc[0]), color="k", linewidth=0.8, linestyle="--")
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    from matplotlib.lines import Line2D
-
-    handles = [Patch(facecolor="0.4", edgecolor="0.4", label="canonical bits"),
-               Patch(facecolor="0.4", edgecolor="white", hatch="////", label="the model's own code")]
-    if any(m == "r2" for m, *_ in panels):
-        handles.insert(0, Patch(facecolor="white", edgecolor="0.4", label="log-frequency alone"))
-    if df.null_mean.notna().any():
-        handles.append(Patch(facecolor="0.55", alpha=0.45, label="within-frequency-bin null, 95% range (tick: "
-                             "mean)"))
-    if (df.measure == "nn_overlap_chance").any():
-        handles.append(Line2D([], [], color="k", linewidth=0.8, linestyle="--", label="overlap of unrelated "
-                              "tables, k/(V-1)"))
+    handles = _head_handles(df, panels)
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), fontsize=6.5,
                frameon=False)
-    refs = df.dropna(subset=["reference_seed"]) if "reference_seed" in df else df.iloc[:0]
-    ref = ("; reference: the learned input table of seed " + ", ".join(str(int(s)) for s in
-                                                                      dict.fromkeys(refs.reference_seed))
-           if len(refs) else "")
-    how = ("95% intervals; R^2 out of fold, bootstrap over tokens" if (df.measure == "logfreq_r2").any()
-           else "the interval each row records")
-    fig.suptitle(title or f"the output head's geometry (bars: {how}{ref})", fontsize=8, x=0.02, ha="left")
+    default = _head_title(df)
+    fig.suptitle(title or default, fontsize=8, x=0.02, ha="left")
     return fig

@@ -31,6 +31,7 @@ from transformer_lens.model_bridge.generalized_components import (
 )
 from transformer_lens.model_bridge.generalized_components.base import GeneralizedComponent
 from transformer_lens.model_bridge.sources import build_bridge_from_module
+from analysis.engine import names as hooknames
 
 ARCH = "FixedIdLM"
 
@@ -114,7 +115,7 @@ def to_transformer_bridge(model) -> TransformerBridge:
     clone = copy.deepcopy(model, shared)  # new module objects, same tensors (and tokenizer)
     clone.reset_hooks(including_permanent=True)
     bridge = build_bridge_from_module(clone, ARCH, tl_config=bridge_config(model.cfg), model_name=model.cfg.name)
-    slots = [(f"blocks.{i}.{c}", getattr(blk, c), names) for i, blk in enumerate(bridge.blocks)
+    slots = [(hooknames.norm(i, c), getattr(blk, c), names) for i, blk in enumerate(bridge.blocks)
              for c, names in OWN_HOOKS.items()] + [("ln_final", bridge.ln_final, NORM_HOOKS)]
     for path, comp, names in slots:
         for name in names:

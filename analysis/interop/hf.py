@@ -41,6 +41,7 @@ from fixedid.device import resolve_device
 
 from analysis.errors import AnalysisError
 from analysis.interop.codeinfer import CodeInferredWarning, infer_code
+from analysis.engine import names as hooknames
 
 FORMAT = "fixedid-hf/1"
 
@@ -72,7 +73,7 @@ def _state_pairs(cfg: ModelConfig):
     """(Llama name, fixedid name) of every tensor but the embedding."""
     pairs = [("model.norm.weight", "ln_final.w"), ("lm_head.weight", "unembed.weight")]
     for i in range(cfg.n_layers):
-        h, f = f"model.layers.{i}.", f"blocks.{i}."
+        h, f = f"model.layers.{i}.", hooknames.block(i) + "."
         pairs += [(h + "input_layernorm.weight", f + "ln1.w"), (h + "post_attention_layernorm.weight", f + "ln2.w")]
         for p in ("q", "k", "v", "o"):
             pairs.append((h + f"self_attn.{p}_proj.weight", f + f"attn.{p}_proj.weight"))

@@ -27,6 +27,7 @@ from transformer_lens.model_bridge.sources import build_bridge_from_module
 
 from analysis.errors import AnalysisError
 from analysis.interop.bridge import NORM_HOOKS, FixedIdAdapter, bridge_config
+from analysis.engine import names as hooknames
 
 ARCH = "FixedIdLMSplitQKV"
 
@@ -80,7 +81,7 @@ def to_split_qkv_bridge(model):
     cfg = bridge_config(model.cfg)
     cfg.original_architecture = ARCH
     bridge = build_bridge_from_module(clone, ARCH, tl_config=cfg, model_name=model.cfg.name)
-    slots = [(f"blocks.{i}.{c}", getattr(blk, c)) for i, blk in enumerate(bridge.blocks) for c in ("ln1", "ln2")]
+    slots = [(hooknames.norm(i, c), getattr(blk, c)) for i, blk in enumerate(bridge.blocks) for c in ("ln1", "ln2")]
     for path, comp in slots + [("ln_final", bridge.ln_final)]:
         for name in NORM_HOOKS:
             hp = getattr(comp.original_component, name)

@@ -299,29 +299,17 @@ def _check_rows(model, rows: torch.Tensor) -> None:
                             "have the code inferred from the rows")
 
 
-@torch.no_grad()
-def import_state_dict(state, key_map, config, *, device="cpu", model_class: type = FixedIdLM, infer: bool = True,
-                      strict: bool = True, tokenizer=None):
-    """A checkpoint of another layout as a ``model_class`` (a :class:`fixedid.model.FixedIdLM` or subclass) of
-    ``config``.
-
-    ``state``: a dict of tensors or a path (:func:`~analysis.interop.statedict.read_state_dict`); ``key_map``: a dict or
-    a JSON/TOML path (:func:`~analysis.interop.statedict.read_key_map`); ``config``: a
-    :class:`~fixedid.config.ModelConfig`, a preset name or a config file
-    (:func:`~analysis.interop.statedict.read_model_config`). ``infer``: recognise a code in learned-config input rows
-    (the module docstring); ``strict=False`` lets tensors of theirs go unused; ``tokenizer``: a ``tokenizers.Tokenizer``
-    or a tokenizer.json path to attach. ``model.meta`` records the source, the key map and what
-    :func:`~analysis.interop.codeinfer.infer_code` found."""
-    source = str(state) if isinstance(state, (str, Path)) else "a state dict"
-    state = read_state_dict(state) if isinstance(state, (str, Path)) else _tensors(state, "the state")
-    cfg = read_model_config(config)
-    keys, ignore = read_key_map(key_map)
-    mapping = _expand(keys, cfg.n_layers)
-    names = _names(cfg) | {INPUT: (cfg.vocab_size, cfg.d_model)}
+def _check_targets(mapping: dict, names: dict) -> None:
+    """Every key the map names is one of our parameters (or the frozen head)."""
     unknown = sorted(set(mapping) - set(names))
     if unknown:
         raise AnalysisError(f"key map names {unknown[:3]}, which this config's model does not have; ours are e.g. "
                             f"{sorted(names)[:4]} (model.state_dict() lists them)")
+
+
+def _input_rows(state: dict, mapping: dict, cfg: ModelConfig, names: dict, source: str, infer: bool):
+    """``(rows, found, cfg)``: their input rows (None where the map has none), the code :func:`infer_code` found in
+    them (learned configs with ``infer`` only) and the config, a fixed-code one where a code was found."""
     rows, found = None, None
     if INPUT in mapping:
         rule, _ = mapping[INPUT]
@@ -334,9 +322,14 @@ def import_state_dict(state, key_map, config, *, device="cpu", model_class: type
                 warnings.warn(f"{source}: its input rows ({rule.key}) are exactly {found.describe()}; imported as a "
                               f"fixed-code {found.kind} model (the code in a buffer, not a learned table). Import "
                               "with infer=False (--no-infer) to study the rows as a learned table",
-                              CodeInferredWarning, stacklevel=3)
+                              CodeInferredWarning, stacklevel=4)
                 cfg = found.apply(cfg)
-    model = model_class(cfg, init=False).to(resolve_device(device))
+    return rows, found, cfg
+
+
+def _copy_weights(model, cfg: ModelConfig, state: dict, mapping: dict, rows) -> None:
+    """Copy their tensors into ``model``'s parameters; input rows and a frozen output head that are not parameters
+    must equal ours."""
     params = dict(model.named_parameters())
     missing = sorted(set(params) - set(mapping))
     if missing:
@@ -357,12 +350,20 @@ def import_state_dict(state, key_map, config, *, device="cpu", model_class: type
             if dev > default_rtol(theirs.dtype):
                 raise AnalysisError(f"unembed.weight: {rule.key!r} is not the frozen output head (output = "
                                     f"{cfg.output!r}) the config names")
+
+
+def _check_unused(state: dict, mapping: dict, ignore: list[str], strict: bool) -> None:
+    """With ``strict``, every tensor of theirs is mapped or ignored."""
     used = {r.key for r, _ in mapping.values()}
     unused = sorted(k for k in set(state) - used if not any(fnmatch.fnmatchcase(k, p) for p in ignore))
     if unused and strict:
         raise AnalysisError(f"{len(unused)} tensor(s) of the state dict are neither mapped nor ignored: "
                             f"{unused[:4]}{' ...' * (len(unused) > 4)}; map them, or add a pattern to the key map's "
                             "'ignore'")
+
+
+def _tokenizer(tokenizer, cfg: ModelConfig):
+    """``tokenizer`` (a path read as a tokenizer.json), checked to fit the model's vocabulary; None stays None."""
     if tokenizer is not None:
         if isinstance(tokenizer, (str, Path)):
             from tokenizers import Tokenizer
@@ -374,7 +375,34 @@ def import_state_dict(state, key_map, config, *, device="cpu", model_class: type
         if tokenizer.get_vocab_size(with_added_tokens=True) > cfg.vocab_size:
             raise AnalysisError(f"the tokenizer has {tokenizer.get_vocab_size(with_added_tokens=True)} tokens, more "
                                 f"than the model's vocabulary of {cfg.vocab_size}")
-    model.tokenizer = tokenizer
+    return tokenizer
+
+
+@torch.no_grad()
+def import_state_dict(state, key_map, config, *, device="cpu", model_class: type = FixedIdLM, infer: bool = True,
+                      strict: bool = True, tokenizer=None):
+    """A checkpoint of another layout as a ``model_class`` (a :class:`fixedid.model.FixedIdLM` or subclass) of
+    ``config``.
+
+    ``state``: a dict of tensors or a path (:func:`~analysis.interop.statedict.read_state_dict`); ``key_map``: a dict or
+    a JSON/TOML path (:func:`~analysis.interop.statedict.read_key_map`); ``config``: a
+    :class:`~fixedid.config.ModelConfig`, a preset name or a config file
+    (:func:`~analysis.interop.statedict.read_model_config`). ``infer``: recognise a code in learned-config input rows
+    (the module docstring); ``strict=False`` lets tensors of theirs go unused; ``tokenizer``: a ``tokenizers.Tokenizer``
+    or a tokenizer.json path to attach. ``model.meta`` records the source, the key map and what
+    :func:`~analysis.interop.codeinfer.infer_code` found."""
+    source = str(state) if isinstance(state, (str, Path)) else "a state dict"
+    state = read_state_dict(state) if isinstance(state, (str, Path)) else _tensors(state, "the state")
+    cfg = read_model_config(config)
+    keys, ignore = read_key_map(key_map)
+    mapping = _expand(keys, cfg.n_layers)
+    names = _names(cfg) | {INPUT: (cfg.vocab_size, cfg.d_model)}
+    _check_targets(mapping, names)
+    rows, found, cfg = _input_rows(state, mapping, cfg, names, source, infer)
+    model = model_class(cfg, init=False).to(resolve_device(device))
+    _copy_weights(model, cfg, state, mapping, rows)
+    _check_unused(state, mapping, ignore, strict)
+    model.tokenizer = _tokenizer(tokenizer, cfg)
     model.meta = {"imported_from": source, "key_map": {k: dataclasses.asdict(r) for k, r in keys.items()},
                   "inferred_code": None if found is None else found.to_dict()}
     return model.eval()

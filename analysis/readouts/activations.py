@@ -34,6 +34,7 @@ from analysis import engine
 from analysis.corpus import DEFAULT_TOKENS, corpus_tokens
 from analysis.outputs import read_csv
 from analysis.errors import AnalysisError
+from analysis.engine import names as hooknames
 
 DTYPES = {"float32": np.float32, "float16": np.float16}
 N_FREQ_BUCKETS = 5
@@ -43,8 +44,8 @@ def default_hooks(model) -> list[str]:
     """The hook points :func:`~analysis.readouts.activations.collect` keeps by default, in depth order:
     ``hook_embed``, ``blocks.{i}.hook_resid_pre`` of every block but the first (which equals ``hook_embed``) and
     ``ln_final.hook_normalized``."""
-    return ["hook_embed"] + [f"blocks.{i}.hook_resid_pre" for i in range(1, model.cfg.n_layers)] + \
-        ["ln_final.hook_normalized"]
+    return [hooknames.EMBED] + [hooknames.resid_pre(i) for i in range(1, model.cfg.n_layers)] + \
+        [hooknames.FINAL_NORMALIZED]
 
 
 @dataclass

@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from analysis.errors import AnalysisError
+from analysis.engine import names as hooknames
 
 
 def prompt_tokens(model, prompt=None, *, task: str | None = None, pair: int = 0) -> torch.Tensor:
@@ -64,7 +65,7 @@ def attention_patterns(model, prompt=None, *, task: str | None = None, pair: int
         raise AnalysisError(f"layers must be indices in 0..{n - 1}, got {layers}")
     tokens = prompt_tokens(model, prompt, task=task, pair=pair)
     device = next(model.parameters()).device
-    names = [f"blocks.{x}.attn.hook_pattern" for x in layers]
+    names = [hooknames.attn(x, "pattern") for x in layers]
     _, cache = model.run_with_cache(tokens.to(device), names_filter=lambda name: name in names)
     pat = np.stack([cache[name][0].float().cpu().numpy() for name in names])  # [layers, heads, dest, src]
     strs = [model.tokenizer.decode([int(t)]) for t in tokens[0]] if getattr(model, "tokenizer", None) else \

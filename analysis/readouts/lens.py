@@ -20,13 +20,13 @@ from tqdm.auto import tqdm
 
 from analysis.stats import t_intervals
 from analysis.engine.staged import cache_run
+from analysis.engine import names as hooknames
 
 
 def lens_hooks(model) -> list[str]:
     """The depths the lens reads, in order: ``blocks.{i}.hook_resid_pre`` of every block, then the last block's
     ``hook_resid_post`` (the model itself)."""
-    return [f"blocks.{i}.hook_resid_pre" for i in range(model.cfg.n_layers)] + [
-        f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"]
+    return hooknames.stream(model.cfg.n_layers)
 
 
 @torch.no_grad()

@@ -315,17 +315,8 @@ def baseline_activations(model, acts, seed: int | None = None):
     return collect(random_init_twin(model, seed), x, hooks=acts.hooks)
 
 
-def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 32, xor_pairs: int = 8,
-                C: float | str = "cv", Cs=C_GRID, folds: int = CV_FOLDS, alpha: float = 1.0,
-                splits=("sequence",), test_fraction: float = 0.2, seed: int = 0, method: str = "fast",
-                controls: bool = True, shuffled: bool = True, progress: bool = False) -> pd.DataFrame:
-    """One row per hook point x target x split: ``hook, depth, target, kind, level, split, n_test`` (held-out rows
-    with a label), ``gf2_weight, status, score, majority, balance, lexical, control, selectivity, shuffled,
-    random_init, C, converged`` (see the module docstring). ``baseline``: the activations of a randomly initialised
-    model on the same tokens (:func:`~analysis.readouts.probes.baseline_activations`), else ``random_init`` is NaN.
-    ``splits``: ``sequence`` and/or ``type`` (the held-out-types split, for the ``by_type`` targets). ``C``: ``"cv"``
-    (chosen on the training rows over ``Cs`` by ``folds``-fold grouped cross-validation) or a number. ``controls=False``
-    skips the control task and the shuffled labels, ``shuffled=False`` the shuffled labels only (NaN columns)."""
+def _check_options(method: str, C, Cs, folds: int, splits) -> tuple[str, ...]:
+    """The splits asked for, as a tuple, once the fit's options are checked."""
     if method not in ("fast", "sklearn"):
         raise AnalysisError(f"method must be 'fast' or 'sklearn', got {method!r}")
     if isinstance(C, str) and C != "cv" or not isinstance(C, str) and not C > 0:
@@ -335,11 +326,13 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
     splits = tuple(splits)
     if not splits or any(s not in SPLITS for s in splits):
         raise AnalysisError(f"splits must be some of {SPLITS}, got {splits}")
-    tgts = targets(acts, families, top_k=top_k, xor_pairs=xor_pairs, seed=seed)
-    ids, seq = acts.tokens["id"].to_numpy(), acts.tokens["seq"].to_numpy()
-    if baseline is not None and len(baseline) != len(acts):
-        raise AnalysisError("the baseline activations must come from the same tokens")
-    parts = []  # (split, its targets, test mask, CV groups)
+    return splits
+
+
+def _parts(splits: tuple, tgts: list[Target], ids: np.ndarray, seq: np.ndarray, test_fraction: float,
+           seed: int) -> list[tuple]:
+    """``(split, its targets, test mask, CV groups)`` of each split asked for that applies."""
+    parts = []
     if "sequence" in splits:
         parts.append(("sequence", tgts, split_by_sequence(seq, test_fraction, seed), seq))
     typed = [t for t in tgts if t.by_type]
@@ -348,6 +341,21 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
     if not parts:
         raise AnalysisError("the type split applies to targets that are a function of the token (bits, XORs, "
                             "freq_bucket); add splits=('sequence',) for the others")
+    return parts
+
+
+@dataclass(frozen=True)
+class _References:
+    """Each target's references by name: its control task, its labels shuffled across the training rows of the
+    sequence split and its lexical baseline (the last two where the sequence split is fitted)."""
+
+    control: dict
+    shuffled: dict
+    lexical: dict
+
+
+def _references(acts, tgts: list[Target], ids: np.ndarray, parts: list[tuple], seed: int) -> _References:
+    """The control tasks, shuffled labels and lexical baselines of ``tgts``."""
     ctl = {t.name: Target(t.name, control_labels(t, acts.tokens[t.type_key].to_numpy(), seed), t.kind)
            for t in tgts}
     rng = np.random.default_rng([seed, 5])
@@ -360,44 +368,87 @@ def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 3
             shuf[t.name] = Target(t.name, lab, t.kind)
     lexical = {t.name: lexical_baseline(t, ids, test_seq) for t in tgts if t.level == "context"} \
         if test_seq is not None else {}
-    opts = dict(C=C, Cs=Cs, alpha=alpha, method=method, folds=folds, seed=seed)
-    rows = []
-    for depth, hook in enumerate(tqdm(acts.hooks, desc="probes", unit="hook", disable=not progress, leave=False)):
-        x = acts.acts[hook]
-        for split, ts, test, groups in parts:
-            fit = _fit(x, ts, test, groups=groups, **opts)
-            picked = {n: f.C for n, f in fit.items() if np.isfinite(f.C)}
-            on_seq = split == "sequence"
-            control = (_fit(x, [ctl[t.name] for t in ts], test, fixed_C=picked, **opts)
-                       if controls and on_seq else {})
-            shuffled_ = (_fit(x, [shuf[t.name] for t in ts], test, fixed_C=picked, **opts)
-                         if controls and shuffled and on_seq else {})
-            rand = _fit(baseline.acts[hook], ts, test, groups=groups, **opts) if baseline is not None else {}
-            for t in ts:
-                maj, bal = _majority(t, test)
-                constant = t.kind == "class" and len(np.unique(t.labels[t.labels >= 0])) < 2
-                f = fit[t.name]
-                n_test = int((test & (t.labels >= 0)).sum()) if t.kind == "class" else int(test.sum())
-                extra = [d[t.name] for d in (control, shuffled_, rand) if t.name in d]
-                conv = [g.converged for g in [f] + extra if g.converged is not None]
-                c_score = control[t.name].score if t.name in control else float("nan")
-                rows.append({"hook": hook, "depth": depth, "target": t.name, "kind": t.kind, "level": t.level,
-                             "split": split, "n_test": n_test, "gf2_weight": t.gf2_weight,
-                             "status": "constant" if constant else "fitted",
-                             "score": float("nan") if constant else f.score, "majority": maj, "balance": bal,
-                             "lexical": lexical.get(t.name, float("nan")) if on_seq else float("nan"),
-                             "control": c_score,
-                             "selectivity": f.score - c_score if t.level == "type" else float("nan"),
-                             "shuffled": shuffled_[t.name].score if t.name in shuffled_ else float("nan"),
-                             "random_init": rand[t.name].score if t.name in rand else float("nan"),
-                             "C": f.C, "converged": all(conv) if conv else None})
+    return _References(ctl, shuf, lexical)
+
+
+def _fits(x, base_x, part: tuple, refs: _References, opts: dict, controls: bool, shuffled: bool) -> tuple[dict, ...]:
+    """The probes of one split at one hook point, by target name: ``(fit, control, shuffled, random_init)``, the
+    control and shuffled ones at the C the fit picked (``{}`` where skipped; ``random_init`` on ``base_x``)."""
+    split, ts, test, groups = part
+    fit = _fit(x, ts, test, groups=groups, **opts)
+    picked = {n: f.C for n, f in fit.items() if np.isfinite(f.C)}
+    on_seq = split == "sequence"
+    control = (_fit(x, [refs.control[t.name] for t in ts], test, fixed_C=picked, **opts)
+               if controls and on_seq else {})
+    shuffled_ = (_fit(x, [refs.shuffled[t.name] for t in ts], test, fixed_C=picked, **opts)
+                 if controls and shuffled and on_seq else {})
+    rand = _fit(base_x, ts, test, groups=groups, **opts) if base_x is not None else {}
+    return fit, control, shuffled_, rand
+
+
+def _row(hook: str, depth: int, split: str, test: np.ndarray, t: Target, fits: tuple, lexical: dict) -> dict:
+    """The table's row of target ``t`` in one split at one hook point, from its probes ``fits`` (:func:`_fits`)."""
+    fit, control, shuffled_, rand = fits
+    maj, bal = _majority(t, test)
+    constant = t.kind == "class" and len(np.unique(t.labels[t.labels >= 0])) < 2
+    f = fit[t.name]
+    n_test = int((test & (t.labels >= 0)).sum()) if t.kind == "class" else int(test.sum())
+    extra = [d[t.name] for d in (control, shuffled_, rand) if t.name in d]
+    conv = [g.converged for g in [f] + extra if g.converged is not None]
+    c_score = control[t.name].score if t.name in control else float("nan")
+    on_seq = split == "sequence"
+    return {"hook": hook, "depth": depth, "target": t.name, "kind": t.kind, "level": t.level,
+            "split": split, "n_test": n_test, "gf2_weight": t.gf2_weight,
+            "status": "constant" if constant else "fitted",
+            "score": float("nan") if constant else f.score, "majority": maj, "balance": bal,
+            "lexical": lexical.get(t.name, float("nan")) if on_seq else float("nan"),
+            "control": c_score,
+            "selectivity": f.score - c_score if t.level == "type" else float("nan"),
+            "shuffled": shuffled_[t.name].score if t.name in shuffled_ else float("nan"),
+            "random_init": rand[t.name].score if t.name in rand else float("nan"),
+            "C": f.C, "converged": all(conv) if conv else None}
+
+
+def _typed_frame(rows: list[dict]) -> pd.DataFrame:
+    """The table of ``rows`` with its nullable columns typed, warning of probe fits that did not converge."""
     df = pd.DataFrame(rows)
     df["gf2_weight"] = df["gf2_weight"].astype("Int64")
     df["converged"] = df["converged"].astype("boolean")
     missed = int((df.converged == False).sum())  # noqa: E712 (NA stays out)
     if missed:
         warnings.warn(f"{missed} of {int(df.converged.notna().sum())} probe rows rest on a fit that did not converge "
-                      "within max_iter (column 'converged')", AnalysisWarning, stacklevel=2)
+                      "within max_iter (column 'converged')", AnalysisWarning, stacklevel=3)
+    return df
+
+
+def probe_table(acts, families=TARGET_FAMILIES, *, baseline=None, top_k: int = 32, xor_pairs: int = 8,
+                C: float | str = "cv", Cs=C_GRID, folds: int = CV_FOLDS, alpha: float = 1.0,
+                splits=("sequence",), test_fraction: float = 0.2, seed: int = 0, method: str = "fast",
+                controls: bool = True, shuffled: bool = True, progress: bool = False) -> pd.DataFrame:
+    """One row per hook point x target x split: ``hook, depth, target, kind, level, split, n_test`` (held-out rows
+    with a label), ``gf2_weight, status, score, majority, balance, lexical, control, selectivity, shuffled,
+    random_init, C, converged`` (see the module docstring). ``baseline``: the activations of a randomly initialised
+    model on the same tokens (:func:`~analysis.readouts.probes.baseline_activations`), else ``random_init`` is NaN.
+    ``splits``: ``sequence`` and/or ``type`` (the held-out-types split, for the ``by_type`` targets). ``C``: ``"cv"``
+    (chosen on the training rows over ``Cs`` by ``folds``-fold grouped cross-validation) or a number. ``controls=False``
+    skips the control task and the shuffled labels, ``shuffled=False`` the shuffled labels only (NaN columns)."""
+    splits = _check_options(method, C, Cs, folds, splits)
+    tgts = targets(acts, families, top_k=top_k, xor_pairs=xor_pairs, seed=seed)
+    ids, seq = acts.tokens["id"].to_numpy(), acts.tokens["seq"].to_numpy()
+    if baseline is not None and len(baseline) != len(acts):
+        raise AnalysisError("the baseline activations must come from the same tokens")
+    parts = _parts(splits, tgts, ids, seq, test_fraction, seed)
+    refs = _references(acts, tgts, ids, parts, seed)
+    opts = dict(C=C, Cs=Cs, alpha=alpha, method=method, folds=folds, seed=seed)
+    rows = []
+    for depth, hook in enumerate(tqdm(acts.hooks, desc="probes", unit="hook", disable=not progress, leave=False)):
+        x = acts.acts[hook]
+        base_x = baseline.acts[hook] if baseline is not None else None
+        for part in parts:
+            fits = _fits(x, base_x, part, refs, opts, controls, shuffled)
+            split, ts, test, _ = part
+            rows += [_row(hook, depth, split, test, t, fits, refs.lexical) for t in ts]
+    df = _typed_frame(rows)
     df.attrs.update(interface=acts.meta.get("interface"), n_tokens=len(acts), n_test=int(parts[0][2].sum()),
                     C=C, Cs=list(Cs), folds=folds, alpha=alpha, method=method, splits=list(splits),
                     vocab_size=acts.meta.get("vocab_size"))

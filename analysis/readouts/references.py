@@ -147,6 +147,168 @@ def _kind(a, b) -> str:
     return "cross_interface_same_seed" if a[1] == b[1] else "cross_interface_cross_seed"
 
 
+def _keys(entries, init: bool, boot: int, null_draws: int) -> list[tuple[str, int]]:
+    """The models' ``(variant, seed)`` keys, once the request is checked."""
+    keys = [(v, s) for v, s, _ in entries]
+    if len(set(keys)) != len(keys):
+        raise AnalysisError(f"two models share a (variant, seed) key: {keys}; name each run apart")
+    if len(entries) < 2 and not init:
+        raise AnalysisError("give at least two models, or one with init=True")
+    if boot < 0 or null_draws < 0:
+        raise AnalysisError(f"boot and null_draws must be >= 0, got {boot} and {null_draws}")
+    return keys
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """How every model's activations are read: at which hook points, with position 0 or without, its untrained
+    initialisation beside it or not, in batches of how many windows, and a directory loaded on what device in what
+    dtype."""
+
+    hooks: object
+    skip_first: bool
+    init: bool
+    max_batch: int
+    device: object = None
+    dtype: object = None
+
+    def runs(self, model) -> list:
+        """``(state, model)`` of the trained model and, with ``init``, its initialisation."""
+        return [("trained", model)] + ([("init", random_init_twin(model))] if self.init else [])
+
+    def windows(self, model, x) -> dict:
+        """``{hook: [windows, positions, d]}`` of ``model`` on the windows ``x``."""
+        return _windows(layer_activations(model, x, self.hooks, max_batch=self.max_batch), *x.shape, self.skip_first)
+
+
+def _collect(entries, data, tokens: int, reader: _Reader, progress: bool) -> tuple[dict, list, object]:
+    """Every model's (and initialisation's) activations on the windows the first model reads from ``data``:
+    ``({(variant, seed, state): {hook: windows}}, the hook points in order, the windows)``."""
+    acts, order, x = {}, None, None
+    first = None
+    for variant, s, m in tqdm(entries, desc="activations", unit="model", disable=not progress):
+        model = _model(m, reader.device, reader.dtype)
+        if first is None:
+            first = model
+            x = corpus_tokens(model, data, tokens=tokens)
+            if x.shape[1] - reader.skip_first < 1:
+                raise AnalysisError("windows of one token leave nothing once position 0 is skipped")
+        _same_tokens(first, model, f"model {(variant, s)}")
+        runs = reader.runs(model)
+        for state, mod in runs:
+            got = reader.windows(mod, x)
+            if order is None:
+                order = list(got)
+            elif list(got) != order:
+                raise AnalysisError(f"model {(variant, s)} has hook points {list(got)}, the first {order}; pass "
+                                    "hooks common to every model")
+            acts[(variant, s, state)] = got
+        del model, runs
+    return acts, order, x
+
+
+def _check_windows(n: int, t: int, boot: int) -> None:
+    """Enough windows for the bootstrap and enough tokens for debiased CKA."""
+    if boot and n < 2:
+        raise AnalysisError(f"a bootstrap over windows needs at least 2 windows, got {n}; give more tokens or boot=0")
+    if n * t < 4:
+        raise AnalysisError(f"debiased CKA needs at least 4 tokens, got {n * t}")
+
+
+def _pairs(keys: list, init: bool) -> list[tuple[str, tuple, tuple]]:
+    """``(kind, side a, side b)`` of every comparison: each pair of trained models, and each against its
+    initialisation (``init``)."""
+    pairs = [(_kind(a, b), (*a, "trained"), (*b, "trained")) for a, b in combinations(keys, 2)]
+    pairs += [("own_initialisation", (*k, "trained"), (*k, "init")) for k in keys] if init else []
+    return pairs
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """How every pair is compared: ``boot`` bootstrap draws of the window ``counts`` (None without a bootstrap),
+    ``null_draws`` permutations seeded by ``seed``, and Procrustes or not."""
+
+    boot: int
+    counts: object
+    null_draws: int
+    procrustes: bool
+    seed: int
+
+    @property
+    def measures(self) -> tuple[str, ...]:
+        """The measures compared."""
+        return MEASURES if self.procrustes else MEASURES[:2]
+
+
+def _self_stats(sides: dict, how: _Comparison):
+    """A function of a side's key: its statistics against itself (point, bootstrap draws), computed once."""
+    selves = {}
+
+    def self_stats(k):
+        if k not in selves:
+            side = sides[k]
+            bt = resampling.Pair(side, side, nuclear=False).evaluate(how.counts) if how.boot else None
+            selves[k] = (side.point(side, nuclear=False), bt)
+        return selves[k]
+
+    return self_stats
+
+
+def _measured_rows(how: _Comparison, kind: str, base: dict, a, b, own_a, own_b) -> tuple[list[dict], list]:
+    """One row per measure of sides ``a`` and ``b`` (their self-statistics ``own_a``, ``own_b``): the value with its
+    bootstrap interval (shifted draws for ``SHIFTED`` measures), and each row's draws."""
+    (pa, ba), (pb, bb) = own_a, own_b
+    point = resampling.measures(a.point(b, nuclear=how.procrustes), pa, pb)
+    boots = (resampling.measures(resampling.Pair(a, b, nuclear=how.procrustes).evaluate(how.counts), ba, bb)
+             if how.boot else {})
+    rows, draws = [], []
+    for measure in how.measures:
+        value = float(point[measure])
+        d = np.asarray(boots.get(measure, np.full(max(how.boot, 1), np.nan)), dtype=float)
+        bias = float(np.nanmean(d) - value) if how.boot and np.isfinite(d).any() else np.nan
+        if measure in SHIFTED and np.isfinite(bias):
+            d = d - bias
+        lo, hi = _interval(d) if how.boot else (np.nan, np.nan)
+        rows.append({"reference": kind, **base, "measure": measure, "value": value, "lo": lo, "hi": hi,
+                     "boot_bias": bias, "draws": how.boot})
+        draws.append(d[:how.boot] if how.boot else np.empty(0))
+    return rows, draws
+
+
+def _null_rows(how: _Comparison, base: dict, a, b, pa, pb, seed) -> tuple[list[dict], list]:
+    """One ``permutation_null`` row per measure of sides ``a`` and ``b`` (their self-points ``pa``, ``pb``), the
+    permutations seeded by ``seed``, and each row's (NaN) draws."""
+    null = resampling.measures(resampling.permuted(a, b, how.null_draws, seed=seed, nuclear=how.procrustes), pa, pb)
+    rows, draws = [], []
+    for measure in how.measures:
+        lo, hi = _interval(null[measure])
+        rows.append({"reference": "permutation_null", **base, "measure": measure,
+                     "value": float(np.mean(null[measure])), "lo": lo, "hi": hi, "boot_bias": np.nan,
+                     "draws": how.null_draws})
+        draws.append(np.full(how.boot, np.nan))
+    return rows, draws
+
+
+def _hook_rows(acts: dict, layer: int, hook: str, pairs: list, how: _Comparison, bar) -> tuple[list[dict], list]:
+    """The rows (and their draws) of every pair at one hook point."""
+    sides = {k: resampling.Side(a[hook]) for k, a in acts.items()}
+    self_stats = _self_stats(sides, how)
+    rows, draws = [], []
+    for p, (kind, ka, kb) in enumerate(pairs):
+        a, b = sides[ka], sides[kb]
+        own_a, own_b = self_stats(ka), self_stats(kb)
+        base = {"variant_a": ka[0], "seed_a": ka[1], "variant_b": kb[0], "seed_b": kb[1], "hook": hook,
+                "layer": layer}
+        got = [_measured_rows(how, kind, base, a, b, own_a, own_b)]
+        if how.null_draws and kind != "own_initialisation":
+            got.append(_null_rows(how, base, a, b, own_a[0], own_b[0], seed=[how.seed, p, layer]))
+        for r, d in got:
+            rows += r
+            draws += d
+        bar.update()
+    return rows, draws
+
+
 def similarity_references(models, data=None, *, hooks=None, tokens: int = 8192, skip_first: bool = True,
                           boot: int = 1000, null_draws: int = 20, init: bool = True, procrustes: bool = True,
                           seed: int = 0, max_batch: int = 64, device=None, dtype=None,
@@ -157,82 +319,19 @@ def similarity_references(models, data=None, *, hooks=None, tokens: int = 8192, 
     windows (``data`` as :func:`analysis.corpus.corpus_tokens`, tokenised by the first model; all models must share
     its tokenizer), with ``boot`` bootstrap draws over windows (0: no intervals). See the module docstring."""
     entries = _entries(models)
-    keys = [(v, s) for v, s, _ in entries]
-    if len(set(keys)) != len(keys):
-        raise AnalysisError(f"two models share a (variant, seed) key: {keys}; name each run apart")
-    if len(entries) < 2 and not init:
-        raise AnalysisError("give at least two models, or one with init=True")
-    if boot < 0 or null_draws < 0:
-        raise AnalysisError(f"boot and null_draws must be >= 0, got {boot} and {null_draws}")
-    acts, order, x = {}, None, None
-    first = None
-    for variant, s, m in tqdm(entries, desc="activations", unit="model", disable=not progress):
-        model = _model(m, device, dtype)
-        if first is None:
-            first = model
-            x = corpus_tokens(model, data, tokens=tokens)
-            if x.shape[1] - skip_first < 1:
-                raise AnalysisError("windows of one token leave nothing once position 0 is skipped")
-        _same_tokens(first, model, f"model {(variant, s)}")
-        runs = [("trained", model)] + ([("init", random_init_twin(model))] if init else [])
-        for state, mod in runs:
-            got = _windows(layer_activations(mod, x, hooks, max_batch=max_batch), *x.shape, skip_first)
-            if order is None:
-                order = list(got)
-            elif list(got) != order:
-                raise AnalysisError(f"model {(variant, s)} has hook points {list(got)}, the first {order}; pass "
-                                    "hooks common to every model")
-            acts[(variant, s, state)] = got
-        del model, runs
+    keys = _keys(entries, init, boot, null_draws)
+    reader = _Reader(hooks, skip_first, init, max_batch, device, dtype)
+    acts, order, x = _collect(entries, data, tokens, reader, progress)
     n, t = x.shape[0], x.shape[1] - int(skip_first)
-    if boot and n < 2:
-        raise AnalysisError(f"a bootstrap over windows needs at least 2 windows, got {n}; give more tokens or boot=0")
-    if n * t < 4:
-        raise AnalysisError(f"debiased CKA needs at least 4 tokens, got {n * t}")
-    counts = resampling.window_counts(n, boot, seed) if boot else None
-    pairs = [(_kind(a, b), (*a, "trained"), (*b, "trained")) for a, b in combinations(keys, 2)]
-    pairs += [("own_initialisation", (*k, "trained"), (*k, "init")) for k in keys] if init else []
+    _check_windows(n, t, boot)
+    how = _Comparison(boot, resampling.window_counts(n, boot, seed) if boot else None, null_draws, procrustes, seed)
+    pairs = _pairs(keys, init)
     rows, draws = [], []
     bar = tqdm(total=len(order) * len(pairs), desc="similarity", unit="pair", disable=not progress)
     for layer, hook in enumerate(order):
-        sides = {k: resampling.Side(a[hook]) for k, a in acts.items()}
-        selves = {}
-
-        def self_stats(k):
-            if k not in selves:
-                side = sides[k]
-                bt = resampling.Pair(side, side, nuclear=False).evaluate(counts) if boot else None
-                selves[k] = (side.point(side, nuclear=False), bt)
-            return selves[k]
-
-        for p, (kind, ka, kb) in enumerate(pairs):
-            a, b = sides[ka], sides[kb]
-            (pa, ba), (pb, bb) = self_stats(ka), self_stats(kb)
-            point = resampling.measures(a.point(b, nuclear=procrustes), pa, pb)
-            boots = (resampling.measures(resampling.Pair(a, b, nuclear=procrustes).evaluate(counts), ba, bb)
-                     if boot else {})
-            base = {"variant_a": ka[0], "seed_a": ka[1], "variant_b": kb[0], "seed_b": kb[1], "hook": hook,
-                    "layer": layer}
-            for measure in MEASURES if procrustes else MEASURES[:2]:
-                value = float(point[measure])
-                d = np.asarray(boots.get(measure, np.full(max(boot, 1), np.nan)), dtype=float)
-                bias = float(np.nanmean(d) - value) if boot and np.isfinite(d).any() else np.nan
-                if measure in SHIFTED and np.isfinite(bias):
-                    d = d - bias
-                lo, hi = _interval(d) if boot else (np.nan, np.nan)
-                rows.append({"reference": kind, **base, "measure": measure, "value": value, "lo": lo, "hi": hi,
-                             "boot_bias": bias, "draws": boot})
-                draws.append(d[:boot] if boot else np.empty(0))
-            if null_draws and kind != "own_initialisation":
-                null = resampling.measures(resampling.permuted(a, b, null_draws, seed=[seed, p, layer],
-                                                               nuclear=procrustes), pa, pb)
-                for measure in MEASURES if procrustes else MEASURES[:2]:
-                    lo, hi = _interval(null[measure])
-                    rows.append({"reference": "permutation_null", **base, "measure": measure,
-                                 "value": float(np.mean(null[measure])), "lo": lo, "hi": hi, "boot_bias": np.nan,
-                                 "draws": null_draws})
-                    draws.append(np.full(boot, np.nan))
-            bar.update()
+        hook_rows, hook_draws = _hook_rows(acts, layer, hook, pairs, how, bar)
+        rows += hook_rows
+        draws += hook_draws
     bar.close()
     table = pd.DataFrame(rows).assign(n_windows=n, n_tokens=n * t)
     table.attrs.update(n_tokens=n * t, n_windows=n, skip_first=skip_first, boot=boot, null_draws=null_draws,
