@@ -16,12 +16,13 @@ def rows(analysis: str, items) -> pd.DataFrame:
 
 
 def table_rows(analysis: str, tables: dict) -> pd.DataFrame:
-    """Every number of ``tables``: per table and numeric column a metric ``<table>:<column>``, keyed by the row's
-    other (non-numeric) columns joined with ``|`` (its position when it has none)."""
+    """Every measured number of ``tables``: per table and floating-point or count column (``n``, ``n_*``) a metric
+    ``<table>:<column>``, keyed by the row's other columns (labels, integers such as a layer) joined with ``|`` (its
+    position when it has none)."""
     items = []
     for stem, df in tables.items():
-        numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and not
-                   pd.api.types.is_bool_dtype(df[c])]
+        numeric = [c for c in df.columns if pd.api.types.is_float_dtype(df[c]) or (
+            pd.api.types.is_integer_dtype(df[c]) and (c == "n" or str(c).startswith("n_")))]
         labels = [c for c in df.columns if c not in numeric]
         keys = (df[labels].astype(str).agg("|".join, axis=1) if labels
                 else pd.Series([str(i) for i in range(len(df))], index=df.index))

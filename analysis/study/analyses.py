@@ -62,7 +62,7 @@ def default_measure(spec) -> Measure:
             import matplotlib.pyplot as plt
 
             plt.close(fig)
-        return table_rows(spec.name, result.tables)
+        return table_rows(spec.name, {k: t.drop(columns="variant", errors="ignore") for k, t in result.tables.items()})
 
     return Measure(spec.name, rows)
 
