@@ -15,7 +15,8 @@ import pandas as pd
 
 from analysis.corpus import corpus_tokens
 from analysis.causal.landing import matched_landing
-from analysis.causal.recoding import WALK, matched_hamming, recoding_sweep
+from analysis.causal.recoding import WALK, matched_hamming
+from analysis.specs import get_spec, run_spec
 
 TOKENS = 8192  # validation tokens per map
 TRANSVECTIONS = WALK
@@ -28,18 +29,16 @@ EQUAL_K = 4  # the walk length of the unmatched comparison the study made
 
 def recoding_table(models: dict) -> pd.DataFrame:
     """Transvection walks and the other variant's code for the fixed-code variants, token-row cycles for all."""
-    frames = []
+    spec, frames = get_spec("recoding"), []
     for v, m in models.items():
         runs = [("token-permutation", TOKEN_CYCLES, DRAWS)]
         if m.cfg.has_code:
             runs = [("transvection", TRANSVECTIONS, DRAWS), ("other-variant", None, 1)] + runs
         x = corpus_tokens(m, tokens=TOKENS)  # one set of validation windows for all of a model's sweeps
         for family, ks, draws in runs:
-            df = recoding_sweep(m, family, ks, draws=draws, data=x, tasks=TASKS, n_pairs=32,
-                                split=family == "transvection")
-            frames.append(df.assign(variant=v, base_loss=df.attrs["base_loss"]))
-    df = pd.concat(frames, ignore_index=True)
-    return df[["variant"] + [c for c in df.columns if c != "variant"]]
+            frames.append(run_spec(spec, {v: m}, family=family, ks=ks, draws=draws, data=x, tasks=TASKS, n_pairs=32,
+                                   split=family == "transvection", draw=False).tables["recoding"])
+    return pd.concat(frames, ignore_index=True)
 
 
 def _dist(g) -> str:

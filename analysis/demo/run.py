@@ -33,12 +33,12 @@ import pandas as pd
 
 from fixedid.atomic import write_text_atomic
 
-from analysis.evaluation.behaviours import CONTROLS, TASKS, behaviour_table
+from analysis.evaluation.behaviours import CONTROLS, TASKS
 from analysis.demo.bitflip import TOKENS, bitflip_reading, bitflip_tables
 from analysis.demo.probes import probe_reading, probe_tables
 from analysis.demo.recoding import recoding_reading, recoding_table
 from analysis.figures.recoding import disturbance_plot, recoding_plot
-from analysis.figures.evaluation import behaviour_figure, task_columns
+from analysis.figures.evaluation import task_columns
 from analysis.figures.style import save_figure
 from analysis.figures.patching import side_by_side
 from analysis.outputs import check_out, write_csv
@@ -46,7 +46,8 @@ from analysis.figures.interventions import bit_layer_figure, effect_plot, flip_s
 from analysis.figures.probes import probe_figure
 from analysis.causal.flow import information_flow
 from analysis.loading import load
-from analysis.causal.patching import MIN_GAP, activation_patching
+from analysis.causal.patching import MIN_GAP
+from analysis.specs import get_spec, run_spec
 from analysis.tasks import task_pairs
 from analysis.variants import VARIANTS, cache_root, ensure_variants
 
@@ -205,16 +206,23 @@ def link_checkpoints(run_dir: Path, out: Path) -> Path:
     return where
 
 
-def _behaviours(models: dict) -> pd.DataFrame:
-    """The behaviours table of every variant, the variant first."""
-    table = pd.concat([behaviour_table(m, TASKS + CONTROLS, n=N_EVAL).assign(variant=v) for v, m in models.items()],
-                      ignore_index=True)
-    return table[["variant"] + [c for c in table.columns if c != "variant"]]
+def _behaviours(models: dict):
+    """The behaviours analysis of every variant (its table, the variant first, and its figure), controls included."""
+    return run_spec(get_spec("behaviours"), models, tasks=TASKS + CONTROLS, n=N_EVAL)
 
 
-def _write_patching(out: Path, table: pd.DataFrame, results: dict) -> None:
+def _patching(models: dict) -> dict:
+    """Each variant's IOI activation patching of the residual stream, with the patching analysis's defaults (the
+    same pairs for all: one tokenizer)."""
+    spec = get_spec("patching")
+    return {v: run_spec(spec, {v: m}, task="ioi", n_pairs=N_PAIRS, seed=0, progress=True, draw=False)
+            .tables["patching"] for v, m in models.items()}
+
+
+def _write_patching(out: Path, behaviours, results: dict) -> None:
     """The behaviours and IOI patching CSVs (with the information flow where the pairs separate clean from corrupt)
     and their figures."""
+    table = behaviours.tables["behaviours"]
     tidy = pd.concat([df.assign(variant=v) for v, df in results.items()], ignore_index=True)
     flows = []
     for v, df in results.items():
@@ -225,7 +233,7 @@ def _write_patching(out: Path, table: pd.DataFrame, results: dict) -> None:
     if flows:
         write_csv(pd.concat(flows, ignore_index=True)[["variant", "layer", "source", "final", "elsewhere"]],
                   out / "ioi_flow.csv")
-    save_figure(behaviour_figure(table), out, "behaviours")
+    save_figure(behaviours.figures["behaviours"], out, "behaviours")
     ioi = table[table.task == "ioi"].set_index("variant")
     titles = {v: f"{v} (IOI {100 * ioi.loc[v, 'accuracy']:.0f}%)" for v in VARIANTS}
     save_figure(side_by_side(results, titles=titles, suptitle="IOI: clean residual stream patched into the "
@@ -288,11 +296,11 @@ def run_demo(out: Path, *, overwrite: bool = False, cache=None, config=None) -> 
     run_dir = ensure_variants(config or "tiny", cache_root(cache))
     checkpoints = link_checkpoints(run_dir, out)
     models = {v: load(run_dir / v) for v in VARIANTS}
-    table = _behaviours(models)
+    behaviours = _behaviours(models)
+    table = behaviours.tables["behaviours"]
     pairs = task_pairs(models["canonical"], "ioi", N_PAIRS, seed=0)  # one tokenizer, so the same pairs for all
-    results = {v: activation_patching(m, pairs, site="resid_pre", metric="normalized_logit_diff", progress=True)
-               for v, m in models.items()}
-    _write_patching(out, table, results)
+    results = _patching(models)
+    _write_patching(out, behaviours, results)
     circuit_text = _circuits_section(models, pairs, out)
     recoding = _recoding_section(models, out)
     flips, noise, maps, split = _bitflip_section(models, pairs, out)

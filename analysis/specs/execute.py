@@ -113,10 +113,10 @@ def checked_params(spec: Spec, params: dict) -> dict:
 
 
 def run_spec(spec: Spec, checkpoints: dict | None = None, *, device=None, dtype=None, progress: bool = False,
-             labels: dict | None = None, **params) -> Result:
+             labels: dict | None = None, draw: bool = True, **params) -> Result:
     """Run ``spec`` on ``checkpoints`` (``{name: directory or loaded model}``; none for ``models="none"``) with
     ``params`` (defaults for the rest), loading each checkpoint on ``device`` in ``dtype``; the figures are drawn.
-    ``labels``: a joint spec's ``{name: label}`` (:class:`Models`)."""
+    ``labels``: a joint spec's ``{name: label}`` (:class:`Models`); ``draw``: whether to draw the figures."""
     values = checked_params(spec, params)
     checkpoints = dict(checkpoints or {})
     if spec.models == "none":
@@ -139,8 +139,8 @@ def run_spec(spec: Spec, checkpoints: dict | None = None, *, device=None, dtype=
             del model
     result = merge(parts, spec)
     result.names, result.params = list(checkpoints), values
-    for stem, draw in spec.figures.items():
-        fig = draw(result)  # a figure, None (not drawn for these parameters), or {stem: figure} for several
+    for stem, figure in (spec.figures.items() if draw else ()):
+        fig = figure(result)  # a figure, None (not drawn for these parameters), or {stem: figure} for several
         if isinstance(fig, dict):
             result.figures.update(fig)
         elif fig is not None:

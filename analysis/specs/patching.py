@@ -16,7 +16,7 @@ def patch(model, *, pairs, site, mode, method, metric, per_pair, progress=False)
 
     fn = activation_patching if method == "activation" else attribution_patching
     kw = dict(site=site, mode=mode, metric=metric)
-    tables = {"patching": fn(model, pairs, **kw)}
+    tables = {"patching": fn(model, pairs, progress=progress, **kw)}
     if per_pair:
         tables["patching_per_pair"] = fn(model, pairs, per_pair=True, **kw)
     return Result(tables=tables)
