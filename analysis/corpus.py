@@ -1,17 +1,4 @@
-"""The token data of corpus-level measurements (loss under a recoding or an intervention, activations, probes).
-
-:func:`~analysis.corpus.corpus_tokens` returns an int64 tensor ``[n_sequences, seq_len]`` from one of:
-
-- nothing (``data=None``): the checkpoint's own validation stream, when its training config names the built-in
-  language (the documents the trainer held out, regenerated from the world and stream seeds);
-- a ``.txt`` file (one document per line) or a ``.jsonl`` file (one ``{"text": ...}`` object per line), tokenised
-  with the checkpoint's tokenizer, each document followed by the end-of-text token, cut into windows;
-- a ``.npy`` integer array ``[n_sequences, seq_len]`` of token ids, or such a tensor, used exactly as given
-  (``tokens`` ignored).
-
-Windows are ``seq_len`` tokens (default: the model's context) and there are ``tokens // seq_len`` of them; ids
-beyond the vocabulary or sequences longer than the context are refused with :class:`~analysis.errors.AnalysisError`.
-"""
+"""The token data of corpus-level measurements (loss under a recoding or an intervention, activations, probes)."""
 
 from __future__ import annotations
 

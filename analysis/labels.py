@@ -1,12 +1,4 @@
-"""Latent labels per token of the built-in language's validation stream.
-
-The shards and windows hold token ids only. For a checkpoint trained on the built-in language, the documents of its
-validation stream are regenerated with their word labels (:class:`fixedid.data.synthetic.WordLabel`: part of
-speech, grammatical number, entity, clause depth, IOI role) from the world and stream seeds, tokenised exactly as
-:func:`analysis.corpus.corpus_tokens` does, and each token gets the labels of the word its last character belongs
-to (the end-of-text token gets ``pos = "EOT"``). :func:`~analysis.labels.validation_labels` returns them for the first
-``n`` tokens of the stream, the tokens of ``corpus_tokens(model, None, ...)``.
-"""
+"""Latent labels per token of the built-in language's validation stream."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The analysis model: the checkpoint's own FixedIdLM, with the conveniences a notebook expects.
-
-``analysis.load(path)`` (:mod:`analysis.loading`) returns a :class:`~analysis.model.HookedFixedIdLM` - a
-:class:`fixedid.model.FixedIdLM` subclass that adds methods, never parameters - in eval mode, so ``run_with_cache`` /
-``run_with_hooks`` act on the very weights that were trained. Text goes through the tokenizer stored in the checkpoint.
-Exports to TransformerLens (``to_transformer_lens``) and nnsight (``to_nnsight``) are views of the same weights.
-"""
+"""The analysis model: the checkpoint's own FixedIdLM, with the conveniences a notebook expects."""
 
 from __future__ import annotations
 

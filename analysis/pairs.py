@@ -1,12 +1,4 @@
-"""Clean/corrupt prompt pairs for patching: text or token ids in, validated tensors out.
-
-A pair is any object or dict with ``clean``, ``corrupt``, ``answer`` and ``wrong`` (the built-in language's
-:class:`fixedid.data.task_pairs.PromptPair`, a JSONL line, or your own). Prompts are text; the answer and the wrong
-token are words that continue the prompt - written without the leading space, which is added (``"Mary"`` ->
-``" Mary"``), unless the word already starts with whitespace. Each must be exactly one token. Clean and corrupt prompts
-must have the same token length, and every pair in one call the same length too, since patching compares them position
-by position; errors name the offending pair.
-"""
+"""Clean/corrupt prompt pairs for patching: text or token ids in, validated tensors out."""
 
 from __future__ import annotations
 

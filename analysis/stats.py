@@ -1,28 +1,4 @@
-"""Every interval and test the analyses report, in one place.
-
-- :func:`~analysis.stats.t_interval` / :func:`~analysis.stats.t_intervals`: the mean of the finite values and its
-  Student-t interval (NaN bounds for fewer than two values);
-- :func:`~analysis.stats.wilson`: the Wilson score interval of a proportion (scipy's ``binomtest``);
-- :func:`~analysis.stats.paired_difference`: the mean of paired differences ``a - b`` (e.g. per seed) with its t
-  interval (mean +- t x the *standard error* of the differences), the paired t test's p-value, the exact sign-flip
-  permutation p-value (:func:`~analysis.stats.sign_flip_p`), and whether the interval excludes zero; differences that
-  are identical on every pair (no variance) are never said to exclude zero;
-- :func:`~analysis.stats.sign_flip_p`: the exact two-sided sign-flip permutation p-value of a mean of paired
-  differences. It needs no normality, and it shows what a number of pairs can show at all: with ``n`` pairs the smallest
-  attainable p-value is ``2 / 2**n`` (0.25 with 3 seeds, 0.0625 with 5);
-- :func:`~analysis.stats.tost`: two one-sided t tests of equivalence of a mean of paired differences to 0 within a
-  stated margin, with the ``1 - 2 alpha`` (90%) interval they correspond to;
-- :func:`~analysis.stats.holm` / :func:`~analysis.stats.bh`: Holm (family-wise error) and Benjamini-Hochberg (false
-  discovery rate) adjusted p-values for a declared family of comparisons;
-- :func:`~analysis.stats.seed_bootstrap`: a percentile interval of a mean over *pairs of models* (a similarity, an
-  overlap) that resamples the seeds the models come from, each pair weighted by how often its seeds were drawn;
-- :func:`~analysis.stats.crossed_mean`: the mean of a ``[seeds, recodings]`` table with both factors random (two-way
-  random-effects ANOVA, Satterthwaite's degrees of freedom): an interval for recodings in general, not for the ones
-  trained;
-- :func:`~analysis.stats.crossed_bootstrap`: a percentile interval of a mean over a ``[units, items]`` table that
-  resamples both factors (seeds and prompts, or seeds and trained recodings), so the interval covers the variance of
-  each; with ``nested=True`` items are resampled within each unit instead (items that differ between units).
-"""
+"""Every interval and test the analyses report, in one place."""
 
 from __future__ import annotations
 

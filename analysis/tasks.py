@@ -1,9 +1,4 @@
-"""Patching pairs from the built-in synthetic language, fitted to a model's tokenizer.
-
-The language (:class:`fixedid.data.synthetic.SyntheticLanguage`) writes clean/corrupt pairs of equal *word* length; here
-they are tokenized, pairs whose prompts differ in token length or whose answer is not one token are dropped, and
-the most common token length is kept (patching compares prompts position by position).
-"""
+"""Patching pairs from the built-in synthetic language, fitted to a model's tokenizer."""
 
 from __future__ import annotations
 

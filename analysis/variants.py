@@ -1,12 +1,4 @@
-"""The checkpoints a notebook (or any exploration) studies: the demo's variants, or the ones an environment names.
-
-``study_variants()`` returns ``{"learned": path, "canonical": path, "gf2": path}``: the demo's cached variants of
-the tiny recipe (``fixedid-analyze demo`` trains and caches them, 5-10 minutes on 2 CPU cores), unless the
-environment variable ``FIXEDID_CHECKPOINTS`` names others - a run directory of ``fixedid-train --out`` (its variant
-sub-directories) or a comma-separated list of ``name=path``. It never trains unless asked (``train=True``): a notebook
-cell that opens the variants returns in seconds or says what to run. ``load_variants()`` loads them for analysis,
-and ``over_variants(models, fn)`` stacks one table per variant into one tidy table.
-"""
+"""The checkpoints a notebook (or any exploration) studies: the demo's variants, or the ones an environment names."""
 
 from __future__ import annotations
 

@@ -81,10 +81,24 @@ def summary(obj) -> str:
     return " ".join((doc or "").split("\n\n")[0].split()) if doc else ""
 
 
+@functools.lru_cache(maxsize=None)
+def methods_pages() -> dict[str, str]:
+    """``{module: methods page}``: the modules whose long explanation a page of ``docs/methods/`` holds."""
+    found = {}
+    for page in sorted((ROOT / "docs" / "methods").glob("*.md")):
+        for line in page.read_text().splitlines():
+            if line.startswith("## `") and line.endswith("`"):
+                found[line[4:-1]] = page.stem
+    return found
+
+
 def module_page(name: str) -> str:
-    """The MyST page of a module: its autodoc; for a package, its exports and its modules."""
+    """The MyST page of a module: its autodoc (and a link to its long explanation in ``docs/methods/``); for a
+    package, its exports and its modules."""
     mod = importlib.import_module(name)
     lines = [f"# `{name}`", ""]
+    if name in methods_pages():
+        lines += [f"{{ref}}`The method in detail <methods-{name.replace('.', '-')}>`.", ""]
     if is_package(name):
         lines += ["```{eval-rst}", f".. automodule:: {name}", "   :no-members:", "```", ""]
         exported = getattr(mod, "__all__", [])

@@ -1,10 +1,4 @@
-"""fixedid: language models whose input embedding is a fixed token-identity code.
-
-Everything that *produces* a checkpoint lives here: the GF(2) codes (:mod:`fixedid.codes`), the model config
-(:class:`~fixedid.config.ModelConfig`), the hookable model (:class:`~fixedid.model.FixedIdLM`), verified checkpoints,
-the data pipeline (:mod:`fixedid.data`) and the trainer (:mod:`fixedid.train`). The ``analysis`` package studies what
-this one makes.
-"""
+"""fixedid: language models whose input embedding is a fixed token-identity code."""
 
 from .version import __version__  # noqa: E402,F401
 from .codes import GF2Code, canonical_code, code_table  # noqa: E402

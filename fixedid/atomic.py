@@ -1,9 +1,4 @@
-"""Atomic, durable file writes: the one way fixedid writes a file that a crash must not leave half-written.
-
-A file is written under a temporary name beside its destination, flushed and fsynced, then renamed over the
-destination (``os.replace``, atomic on POSIX), and the directory is fsynced so that the rename itself survives a
-power cut. A reader sees the old file or the new one, never a mix; on any error the temporary file is removed.
-"""
+"""Atomic, durable file writes: the one way fixedid writes a file that a crash must not leave half-written."""
 
 from __future__ import annotations
 

@@ -1,27 +1,4 @@
-"""Verified checkpoints: a directory of JSON and safetensors, written atomically, checked on every load.
-
-Layout of ``path/``::
-
-    config.json        the whole ModelConfig, the gf2 recoding as explicit bit rows (matrix A, offset b)
-    model.safetensors  the parameters (the fixed code is not stored: it is recomputed from config.json)
-    tokenizer.json     optional, a `tokenizers` tokenizer
-    <extra files>      optional, whatever the caller adds (the trainer's optimizer and resume state)
-    meta.json          {"format": "fixedid-checkpoint/1", "code_table_sha256", "files": {name: sha256},
-                        "versions": {...}, "param_counts": {...}, plus whatever the caller adds (step, ...)}
-
-Saving builds the directory under a temporary name beside ``path``. Over an existing ``path``, the entries the old
-checkpoint did not record (a trainer's ``metrics.jsonl``, its kept snapshots in ``steps/``) are first hard-linked
-into the new directory (copied where links are impossible), then the two directories are exchanged in one atomic
-step (Linux ``renameat2(RENAME_EXCHANGE)``, macOS ``renamex_np(RENAME_SWAP)``) and the old one is removed: a kill
-at any instant leaves ``path`` a complete checkpoint, old or new, with its metrics and snapshots inside. Where no
-atomic exchange exists, the old directory is renamed aside and the new one into place, and a kill between the two
-renames leaves ``path`` missing with both copies beside it under hidden names (the trainer's ``--resume`` refuses
-to go on and names them). Every file of
-a checkpoint, extra files included, is hashed in ``meta.json`` and verified on load. Loading refuses, with
-:class:`~fixedid.errors.CheckpointError`, anything missing, truncated, corrupted (sha256), of another shape or
-dtype, of an unknown format or config field, or whose recomputed code table differs from the recorded hash.
-Nothing is ever unpickled.
-"""
+"""Verified checkpoints: a directory of JSON and safetensors, written atomically, checked on every load."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""Fixed token-identity codes and the GF(2) algebra behind them.
-
-A token id ``t`` in ``[0, 2**n_bits)`` is written as ``n_bits`` binary digits. Internally a *bit vector* always
-has index ``j`` holding bit ``j`` of the id, least significant first (``(t >> j) & 1``); the GF(2) matrices below
-act on these column vectors. The *rendered* code that a model sees puts the bits in a configurable ``bit_order``
-(``"msb"``: most significant bit first, the default; ``"lsb"``: least significant first) and maps them to real
-values (``"pm1"``: 0 -> -1, 1 -> +1, the default; ``"01"``: 0 -> 0, 1 -> 1), times a ``scale``.
-
-A GF(2) recoding is an invertible affine map ``c' = A c XOR b`` on bit vectors, ``A`` in GL(n, 2). Recoding an id
-means: take its bits, apply the map, read the result back as an id. The ``gf2`` input interface renders the
-canonical code of the *recoded* id, so the canonical interface is the special case ``A = I, b = 0``.
-
-An XOR of canonical bits is a GF(2)-linear function of any recoded code, but over fewer ids than ``2**n_bits`` (a
-vocabulary ``0 .. V-1`` leaves the high bits constant) many XOR sets of code bits give the same function:
-:func:`~fixedid.codes.coset_min_weight` and :func:`~fixedid.codes.min_weight_representation` return the lightest of
-them, exactly (the coset of the null space is enumerated), the weight that says how nonlinear a target is in the code a
-model reads.
-
-Everything is vectorised with numpy: the whole 65,536-id table of a 16-bit code takes about a millisecond.
-"""
+"""Fixed token-identity codes and the GF(2) algebra behind them."""
 
 from __future__ import annotations
 

@@ -1,36 +1,4 @@
-"""Model configuration: one dataclass for all three input interfaces, with presets and a strict JSON round trip.
-
-The open choices of the study (docs/paper.md, "Choices the papers leave open") are fields with documented defaults:
-
-- ``bit_order``: ``"msb"`` (default) or ``"lsb"`` - a coordinate permutation of the code;
-- ``value_map``: ``"pm1"`` = {-1,+1} (default) or ``"01"`` = {0,1}, times ``code_scale``; not equivalent under a
-  pre-norm backbone, since the {0,1} norm varies with the popcount;
-- ``repeat``: how the n-bit code fills ``d_model``: ``"tile"`` = whole-code tiling [c, c, c, ...] (default) or
-  ``"interleave"`` = each bit repeated d_model/n_bits times in a row [c0, c0, ..., c1, c1, ...] - a permutation;
-- the GF(2) recoding of the ``gf2`` interface: drawn uniformly from GL(n_bits, 2) by ``gf2_seed`` (default 0),
-  with a uniform offset b when ``gf2_affine`` (default False); or given explicitly as ``gf2_matrix`` /
-  ``gf2_offset`` (bit rows). A checkpoint always stores the explicit matrix and offset
-  (:meth:`~fixedid.config.ModelConfig.resolved`).
-
-Two geometry controls train like the others and separate "a fixed code" from "the geometry of a binary interface":
-``permuted`` (token t reads the canonical code of ``perm[t]``, a permutation of the ids drawn by ``table_seed``, so
-nearby ids share no structure) and ``frozen_random`` (a frozen table of seeded Gaussian rows, each with the code rows'
-norm, full model width: fixed, but neither binary nor low-rank).
-
-``output = "code"`` freezes the output side too (a control, with any input interface): the head's rows are a fixed,
-full-rank expansion of each token's code (its own code, or the canonical code when the input has none) by random
-Fourier features (:func:`fixedid.codes.code_features`), unit-norm rows; see the README for what it confounds.
-``output = "random"`` freezes it with no code in it: seeded Gaussian unit-norm rows (:func:`fixedid.codes.random_head`),
-so a comparison with it is not also a comparison of codes. The trainer's ``<variant>-randomhead`` and
-``<variant>-codehead`` variants set them.
-
-``match_params`` gives a fixed-code variant back the learned input table's parameter budget inside the backbone,
-so that "worse" is not "smaller": ``"width"`` widens every MLP (``d_ff``), ``"depth"`` adds whole layers; either must
-land within 0.5% (:data:`~fixedid.config.MATCH_TOLERANCE`) of the learned variant's trainable count at the same shape,
-or the config is refused naming the nearest counts. The config then holds the matched shape (``d_ff``/``n_layers``) and
-records the shape it was matched from in ``matched_from``, so a checkpoint round-trips without re-matching. On the
-learned interface the field is a no-op (it is the budget).
-"""
+"""Model configuration: one dataclass for all three input interfaces, with presets and a strict JSON round trip."""
 
 from __future__ import annotations
 

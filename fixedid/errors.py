@@ -1,9 +1,4 @@
-"""The package's own exception types.
-
-Every error that bad input can cause (a config, a checkpoint, a dataset, a prompt) is raised as a subclass of
-:class:`~fixedid.errors.FixedIdError`, with a message that says what was wrong and how to fix it. The CLIs turn these
-into one line on stderr and exit status 2; anything else escaping is a bug.
-"""
+"""The package's own exception types."""
 
 
 class FixedIdWarning(UserWarning):

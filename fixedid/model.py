@@ -1,27 +1,4 @@
-"""FixedIdLM: one decoder-only LM class for the three input interfaces, hookable like TransformerLens.
-
-The same module trains and is analysed, bit for bit. Its input interface is either a learned ``V x d`` table
-(``learned``) or a fixed n-bit code of each token id held in a non-trainable buffer and repeated to ``d_model``
-with no projection (``canonical``, ``gf2``; see :mod:`fixedid.codes`). After that: pre-norm blocks (RoPE attention
-through SDPA, a SwiGLU or GELU MLP), a final norm and an untied, trainable output head.
-
-Hook points carry TransformerLens's legacy names, so ``run_with_cache`` / ``run_with_hooks`` work directly::
-
-    hook_embed                                  [batch, pos, d_model]   the input code (or embedding) itself
-    blocks.{i}.hook_resid_pre|mid|post          [batch, pos, d_model]
-    blocks.{i}.ln1|ln2.hook_scale|hook_normalized
-    blocks.{i}.attn.hook_q|hook_rot_q           [batch, pos, n_heads, d_head]
-    blocks.{i}.attn.hook_k|v|hook_rot_k         [batch, pos, n_kv_heads, d_head]
-    blocks.{i}.attn.hook_attn_scores|hook_pattern   [batch, n_heads, query_pos, key_pos]
-    blocks.{i}.attn.hook_z                      [batch, pos, n_heads, d_head]
-    blocks.{i}.hook_attn_out|hook_mlp_out       [batch, pos, d_model]
-    blocks.{i}.mlp.hook_pre|hook_pre_linear|hook_post   [batch, pos, d_ff]
-    ln_final.hook_scale|hook_normalized
-
-Attention runs through ``scaled_dot_product_attention`` unless something hooks ``hook_attn_scores`` or
-``hook_pattern`` of that layer (or ``model.force_explicit_attention`` is set): only then is the pattern
-materialised. Both paths agree to ~1e-6 in fp32. No weight processing (folding, centring) ever touches the model.
-"""
+"""FixedIdLM: one decoder-only LM class for the three input interfaces, hookable like TransformerLens."""
 
 from __future__ import annotations
 

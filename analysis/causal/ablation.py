@@ -1,22 +1,4 @@
-"""Component ablations: replace one attention head, attention output, MLP output or whole block, and measure.
-
-Every variant. ``zero`` writes zeros; ``mean`` the mean over a reference sample (over sequences and positions for
-corpus windows, per position for task prompts, whose positions are aligned); ``resample`` the activation of another
-sequence of the reference sample (when the reference is the data itself, a random cycle through the sequences, so
-never its own; from a reference given apart, a uniform draw). Components: ``head`` (one head's ``hook_z``),
-``attn`` (``hook_attn_out``), ``mlp`` (``hook_mlp_out``) and ``block`` (the block's whole write to the residual
-stream, ``resid_post - resid_pre``), at every position or at one. Measures and the result are those of
-:mod:`analysis.engine.effects`.
-
-Speed: an ablation at layer ``l`` starts from the cached residual stream entering ``l``; ablations of every layer
-share staged forwards (the rows of a layer join at that layer); an ablation at one position runs the positions from
-it on only, from the unedited run's cached keys and values.
-
-What a result does NOT establish: zero and mean ablations move activations off the distribution the later layers
-were trained on, so a large effect may be the damage of an unusual input rather than the loss of what the component
-computes; resampling stays on distribution but mixes in what the other sequence carries. A small effect does not
-show a component is unused: other paths may compensate.
-"""
+"""Component ablations: replace one attention head, attention output, MLP output or whole block, and measure."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
 """Attribution graphs: one prompt's prediction traced through a local replacement model built from transcoders, from
-the input code's bits to the logits (the method of Ameisen et al., 2025, "Circuit Tracing").
-
-**The local replacement model** of a prompt (:func:`attribution_graph`): every MLP's output replaced by its
-transcoder's (one per layer, reading ``blocks.L.ln2.hook_normalized`` and predicting ``blocks.L.hook_mlp_out``) plus an
-*error* per layer and position (the real output minus the transcoder's); attention patterns and the norms' scales
-frozen at their values on the prompt, and the transcoders' activations held at theirs. What remains is affine in the
-*nodes*: the input (for a fixed-code model one node per code column and position - the bit's value times its columns
-of ``hook_embed`` - for a learned or frozen table one per position, the row), every active transcoder feature (its
-activation times its decoder row), every error, and the constants (biases of attention and transcoders, as one
-``bias`` node). With the errors in, the replacement reproduces the model's logits exactly.
-
-**Edges** are direct linear effects: for a target - a feature's pre-activation at its layer and position, or a logit
-at the last position - the gradient through the frozen replacement with every node held (stop-gradient at features),
-times the source's value. They are computed for a batch of targets per backward pass (one copy of the prompt per
-target). A target's incoming edges plus its ``bias`` edge (the target's value with every node at zero, computed by a
-separate pass) equal its ``input``: the feature's pre-activation, the logit itself.
-
-**Logit targets**: the most probable next tokens at the last position, up to ``max_logits`` (10) or until their
-probability reaches ``desired_prob`` (0.95); their probabilities weight the influence
-(:mod:`analysis.causal.graph_influence`), which prunes the graph and gives its replacement and completeness scores.
-The ``bias`` node is kept out of the adjacency that influence and scores read (circuit-tracer's graphs have none); its
-edges are in ``edges`` so that every row sums.
-
-Tables: ``nodes`` (``id``, ``kind`` in ``input|feature|error|logit|bias``, ``layer``, ``position``, ``token``,
-``feature`` - the transcoder latent, the code column of an input bit, the vocabulary id of a logit -, ``activation``,
-``input``, ``influence``, ``kept``; a logit node's ``token`` is the token it predicts) and ``edges`` (``source``,
-``target``, ``weight``, ``kept``).
-"""
+the input code's bits to the logits (the method of Ameisen et al., 2025, "Circuit Tracing")."""
 
 from __future__ import annotations
 

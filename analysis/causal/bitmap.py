@@ -1,31 +1,4 @@
-"""Bit x layer maps: where does the information one code bit carries at one position go?
-
-For every bit ``k`` of a fixed-code model, the corrupted run is the prompt with bit ``k`` flipped at position ``p``
-(every repeated copy, see :mod:`analysis.causal.interventions`); activation patching then writes the clean run's activation
-at (layer, position) into it. Patching ``resid_pre`` at position ``p`` entering layer 0 undoes the flip by
-construction; at the layer
-where patching ``p`` stops restoring the output and patching later positions starts to, the information bit ``k``
-carried at ``p`` has moved on. All bits run in one batched sweep.
-
-The result is a tidy DataFrame, one row per (bit, layer, pos): ``value`` (the metric of the patched run, mean over
-items), ``flipped`` (the metric of the bit-flipped run, unpatched) and ``restored``, the fraction of the flip's
-effect the patch removes: ``1 - value / flipped`` for ``kl`` (KL(clean || run) at the final position, nats; the
-default, defined for any token windows), ``(value - flipped) / (clean - flipped)`` for ``logit_diff`` (task prompts
-only). ``restored`` is NaN for a bit whose flip barely moves the metric (below
-:data:`~analysis.causal.bitmap.MIN_FLIP_KL` nats or :data:`analysis.causal.patching.MIN_GAP` logits): there is nothing
-to restore; such bits are reported in a warning. ``bit_constant`` names the columns no token differs in (a flip there is
-the same for every token and never gives a token's code: leave them out of means over bits, or report them apart);
-``on_support`` is the share of the items whose flipped code at ``p`` is another token's code
-(:mod:`analysis.causal.support`; there the map follows a token swap, elsewhere a row the model never saw), ``hamming``
-is 1 (one bit moved).
-
-Speed: positions before ``p`` are exact no-ops (the flip cannot reach them) and are not run; a patch at (layer
-``l``, position ``q``) runs layers ``>= l`` at positions ``>= q`` only, from the flipped run's cached keys and
-values, and unembeds the final position only.
-
-What a map does NOT establish: flipping a bit makes an input row that may be another token's code; restoration
-shows where the *difference* the flip made is carried, not what the model computes from the bit on its own.
-"""
+"""Bit x layer maps: where does the information one code bit carries at one position go?"""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
 """Do two checkpoints use the same circuit? The overlap of their top-k edges, read against the overlap between seeds of
-one interface and against chance.
-
-For every pair of checkpoints (``{(variant, seed): model}``, scored on the same prompt pairs by
-:func:`analysis.causal.edges.edge_attribution`), the top ``k`` edges by ``|score|`` of each are compared:
-``jaccard`` = ``|A & B| / |A | B|``, and ``spearman`` = the rank correlation of ``|score|`` over every edge. The pair's
-``kind`` says what differs: ``same_interface_cross_seed`` (two seeds of one variant: how much a circuit moves with
-the seed alone), ``cross_interface_same_seed`` and ``cross_interface_cross_seed``. ``null`` is the expected Jaccard
-overlap of two independent uniformly random k-edge sets of the graph (exact, from the hypergeometric law).
-
-:func:`~analysis.causal.circuit_overlap.overlap_reading` reads each pair of variants: their overlap across seeds (and
-within a seed) beside each variant's own across-seed overlap and the null. If the interfaces differ no more than seeds
-do, the cross-variant overlap is as high as the within-variant one; what it does NOT show is that shared edges do the
-same thing (scores can share an edge and differ in sign or size), nor anything beyond the prompts scored.
-"""
+one interface and against chance."""
 
 from __future__ import annotations
 

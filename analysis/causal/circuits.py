@@ -1,27 +1,5 @@
 """Circuits from edge scores: keep the top-k edges (or writers), ablate every other edge, and measure how much of the
-behaviour the kept ones carry - the faithfulness curve, its area, and the minimality and complement checks.
-
-**The ablated run** (as TransformerLens's ``faithfulness`` and auto-circuit do it). The clean prompt is run; each
-reader (a head's q, k or v input, an MLP's input, the logits - the graph of :mod:`analysis.causal.edges`) reads
-the stream with the write of every writer whose edge into it is *not* kept replaced:
-
-    input_r = stream - sum over ablated writers w of (write_w(this run) - replacement_w)
-
-exactly (the stream is the sum of the writes), each reader through its own norm. Writers compute from what they read,
-so an ablation propagates. ``ablation``: ``"corrupt"`` (the write of the pair's own corrupted prompt, the default),
-``"resample"`` (the corrupted prompt of another pair, a fixed derangement), ``"mean"`` (the mean write over all the
-pairs' corrupted prompts, per position) or ``"zero"``.
-
-**Recovered** = ``(m(ablated) - m(corrupt)) / (m(clean) - m(corrupt))`` with the means over pairs (1: the clean
-behaviour, 0: the corrupted one). Keeping every edge gives the clean run, 1 exactly; with ``"corrupt"`` keeping none
-gives the corrupted run, 0 exactly (both tested). The curve keeps the ``k`` edges of largest ``|score|`` for each
-``k`` of a grid; its area is the trapezoid over the fraction of edges kept, in [0, 1] on that axis (a circuit that
-carries everything with few edges has an area near 1). ``minimality`` is the drop in recovered when one kept edge is
-ablated as well (a kept edge that does nothing drops 0); ``complement`` is what is left with the circuit's own edges
-ablated and every other edge kept (a circuit that is complete leaves little).
-
-Batched: every circuit of a call (each point of the curve, each minimality check) is a group of rows of one forward.
-"""
+behaviour the kept ones carry - the faithfulness curve, its area, and the minimality and complement checks."""
 
 from __future__ import annotations
 

@@ -1,44 +1,4 @@
-"""Attention and MLP effects on the next-token loss, with the reference taken from other windows.
-
-:func:`~analysis.causal.components.component_effects` replaces attention outputs (``blocks.{i}.hook_attn_out``) or MLP
-outputs (``blocks.{i}.hook_mlp_out``) of the measured windows, at every position, and measures the increase of the
-next-token loss (nats, mean over a window's predictions, then over windows with a Student-t 95% interval):
-
-- ``how = "resample"`` (default): each window receives, at each position, the output of the same component at the
-  same position in a different window - a random pairing; with no ``reference`` a random cycle through the measured
-  windows (no window is ever paired with itself), with a ``reference`` set a uniform draw from it. ``draws``
-  pairings are averaged per window.
-- ``how = "mean"``: the output at each position is replaced by its mean at that position over a reference set
-  disjoint from the measured windows: the given ``reference``, or else a seeded random half of the data, the other
-  half being measured (``attrs["measured"]``, ``attrs["reference"]``).
-
-Rows (long format, one per effect):
-
-- ``kind = "single"``: one layer's attention or MLP (``effect`` ``"attn L0"``, ...), the others intact;
-- ``kind = "joint"``: ``"all attn"`` (every layer's attention at once), ``"all mlp"``, and ``"all attn + all mlp"``;
-- ``kind = "interaction"``: how far effects fail to add, per window, then averaged with its own interval:
-  ``"attn x mlp"`` = (all attn + all mlp) - (all attn) - (all mlp), and ``"attn across layers"`` /
-  ``"mlp across layers"`` = the joint effect minus the sum of that component's single-layer effects. Positive:
-  removing them together hurts more than the parts add up to (each covers for the other: redundancy); negative:
-  less (the damage saturates, or one removal makes the other harmless).
-
-Columns: ``effect, kind, component`` (``attn``, ``mlp`` or ``attn+mlp``), ``layer`` (NaN beyond single rows),
-``ablation``, ``loss`` (the ablated loss; NaN for interactions), ``delta_loss`` with ``_lo``/``_hi``, ``n``
-(windows), ``share`` and ``share_of``. Shares are never clipped and never divide a sum the effects do not make:
-a single layer's share is of its component's *joint* effect (``share_of = "all attn"``), and with the
-``"... across layers"`` interaction the shares of that denominator add to exactly 1; ``all attn``, ``all mlp`` and
-``attn x mlp`` are shares of ``all attn + all mlp`` and add to 1 likewise. A share is NaN where its denominator's
-interval includes zero. ``attrs``: ``base_loss`` (the unedited loss), ``n_windows``, ``n_reference``, ``draws``,
-``seed``, and the pairing (``pairing``: per draw, the reference window each measured window drew).
-
-What these do NOT establish: a large effect says the loss depends on what the component writes *differently in
-different windows* - the part shared by all windows (its mean, under ``mean``) is left in place - not that the
-component computes something a named mechanism needs; resampling stays near the activations' distribution but
-writes another window's information, which later layers may act on (the effect is then the damage of wrong
-information, not only of missing information); a small effect does not show a component is unused (other paths may
-compensate, which the interaction terms hint at but do not locate); effects are of this data's windows and
-positions, averaged over both.
-"""
+"""Attention and MLP effects on the next-token loss, with the reference taken from other windows."""
 
 from __future__ import annotations
 

@@ -1,49 +1,5 @@
 """Distributed alignment search: a learned low-rank subspace whose interchange makes a base run output what the
-source run's value of a causal variable predicts (Geiger et al. 2021, 2024).
-
-**The intervention.** At the residual stream entering layer ``L`` (``blocks.L.hook_resid_pre``; ``L = n_layers`` is
-the stream after the last block), at one position per example (``"diff"``: where the base and source prompts differ;
-``"last"``: the final position), the base's coordinates inside an orthonormal basis ``B`` (``[d_model, rank]``) are
-set to the source's:
-
-    h' = h_base + ((h_source - h_base) @ B) @ B.T
-
-which is ``transformer_lens.tools.analysis.interchange.SubspaceInterchange`` at strength 1 (its intervened logits
-are tested equal). The variables, prompts and examples are :mod:`analysis.causal.das_data`'s: two candidate tokens per
-example, the target being the value the source has.
-
-**Interchange-intervention accuracy (IIA)**: the share of examples whose larger candidate logit under the intervention
-is the target's, on the held-out pairs (``split="test"``) and on the ones the basis was fitted to (``"train"``).
-``logit_diff`` is the mean target-minus-other logit.
-
-**Fitting** (:func:`~analysis.causal.das.fit_subspace`): ``B`` is the orthogonal parametrisation of a
-``[d_model, rank]`` matrix (``torch.nn.utils.parametrizations.orthogonal``), trained with Adam on the cross-entropy of
-the two candidate logits against the targets, the model's weights frozen. As in TransformerLens's ``fit_das`` (the same
-loss, optimiser, epochs, batch size and learning rate). Unlike it, each step runs only blocks ``L..``: the stream
-entering ``L`` is computed once for every prompt, and only the final position is unembedded.
-
-**Rows** (``method``), per layer and rank:
-
-- ``das``: the fitted subspace;
-- ``placebo``: a seeded random subspace of the same rank, each example moved exactly as far as ``das`` moves it (the
-  norm-matched placebo: what displacing the stream that much does, in no aligned direction);
-- ``arbitrary_labels``: a subspace fitted the same way to a fixed random class per example (TransformerLens's
-  arbitrary-label control): its ``train`` IIA is what the method's expressivity alone reaches;
-- ``random_init``: a subspace fitted the same way on the model's own untrained initialisation
-  (:func:`analysis.loading.random_init_twin`), to the same targets;
-- per layer, ``full`` (the whole stream at the position interchanged, ``rank = d_model``: the ceiling of any
-  subspace there) and ``none`` (no intervention, ``rank = 0``: the base's own answer, about 0 on solved pairs);
-- for the ``bit`` variable of a fixed-code model, ``code_direction``: the fixed rank-1 basis along the bit's columns
-  of the input code, not fitted. Entering layer 0 it interchanges the bit exactly (the prompts differ in nothing
-  else), so it is the reference a fitted rank-1 subspace should reach there; later, it shows whether the stream
-  still carries the bit along the direction the input wrote it in.
-
-What a high IIA does NOT establish: that the model computes with that variable there. DAS fits arbitrary labels and
-finds subspaces in untrained models (Arora et al. 2024; Makelov et al. 2023): read ``das`` against
-``arbitrary_labels``, ``random_init`` and ``placebo`` at the same layer and rank, and against ``full`` (a subspace can
-do no better than the whole stream at its position). Pairs of one prompt template share everything but the variable,
-so a subspace may also pick up what co-varies with it in the template.
-"""
+source run's value of a causal variable predicts (Geiger et al. 2021, 2024)."""
 
 from __future__ import annotations
 

@@ -1,30 +1,4 @@
-"""The causal variables distributed alignment search aligns (:mod:`analysis.causal.das`), as interchange examples.
-
-A variable is carried by prompt pairs that differ in that variable only, at one token position (the clean and
-corrupted prompts of a :class:`~analysis.pairs.PairBatch`); the pair's two candidate outputs are the answer (the
-value the clean prompt has) and the wrong token (the corrupted prompt's value):
-
-- ``ioi``: which name is the indirect object. The pairs differ in the second subject mention; the clean prompt's
-  answer is one name, the corrupted prompt's the other (:meth:`fixedid.data.synthetic.SyntheticLanguage.task_pairs`).
-- ``agreement``: the subject's grammatical number. The pairs differ in the subject noun's number; the candidates are
-  the two forms of the verb.
-- ``bit``: the value of one code bit ``k`` of one token, a variable only this toolkit's interfaces expose. The
-  prompts are induction prompts (a word list, then its repeat up to the answer); the corrupted prompt replaces the
-  answer's first occurrence by the token whose input code differs from it in bit ``k`` alone (in the model's own code
-  table; for the learned variant, whose input has no code, column ``k`` of the canonical code of the token id: the
-  same id bit the canonical variant reads in that column). A model that copies the token
-  then predicts the token with that bit's value, so the candidates are the token and its bit-``k`` twin. By default
-  the twin must itself be a word the lists draw from (otherwise a model can prefer the answer merely because lists
-  hold it); tokens without such a twin, or whose twin is already in the prompt, are skipped. Which bits have list-word
-  twins depends on the code: for the canonical code the low-order bits (ids of list words are close together), for a
-  recoding whichever its matrix makes so.
-
-Every pair gives two interchange examples, one in each direction: base = corrupted prompt with source = clean prompt
-(the high-level model's output: the answer, class 0), and base = clean with source = corrupted (class 1). Both
-prompts of a pair go to the same train or test split. By default only pairs whose clean and corrupted prompts the
-model itself gets right are kept (``solved_only``): on the others the high-level model does not describe the base
-behaviour, and interchange accuracy would mix alignment with task failure.
-"""
+"""The causal variables distributed alignment search aligns (:mod:`analysis.causal.das`), as interchange examples."""
 
 from __future__ import annotations
 

@@ -1,45 +1,4 @@
-"""Edge attribution: a gradient estimate of every edge's path-patching effect, in a constant number of passes.
-
-**The graph** (Syed et al. 2023; Hanna et al. 2024). Writers put a term into the residual stream: the input code
-(``embed``), each head (``L0H3``: its ``z_h @ W_O_h^T``), each MLP (``L0.mlp``). Readers take the stream in: the
-query, key and value input of each head (``L1H2.q``, ``.k``, ``.v``; with grouped queries the keys and values are
-read once per key/value head, ``L1KV0.k``), each MLP's input (``L1.mlp``) and the logits (``logits``, what the final
-norm reads). An edge joins a writer to every reader downstream of it, as in :mod:`analysis.causal.paths`: a head reads
-the stream entering its block, an MLP the stream after its own layer's attention. The stream is the sum of the
-writes, so the derivative of the metric by a writer's output is the sum of its readers' derivatives, each reader
-taking the derivative through its own norm only (a per-reader copy of the stream: TransformerLens's split q/k/v
-input forks).
-
-**The scores** (the sign convention). With ``mode="denoise"`` the base run is the corrupted prompt and the source the
-clean one (``"noise"``: the other way round), and the score of the edge ``u -> v`` is
-
-    score(u -> v) = sum over positions of (write_u(source) - write_u(base)) . g_v
-
-the first-order estimate of ``m(base with u's source write added into v's input only) - m(base)``: the effect of
-patching that one edge, which :func:`~analysis.causal.edges.exact_edge_effects` measures (path patching, norm
-recomputed). A positive score moves the metric up (for ``logit_diff``: towards the answer). ``method="eap"`` takes
-``g_v`` at the base run (TransformerLens's ``attribution_patch`` at edge granularity, whose denoising convention this
-is); ``"eap-ig"`` averages ``g_v`` over ``steps`` points ``alpha = (k - 1/2) / steps`` (the midpoint rule) on the
-straight path from the base run to the source, ``interpolate="inputs"`` moving the input code rows (Hanna et al.'s
-EAP-IG: the embed writer's total score then converges to ``m(source) - m(base)``, integrated gradients' completeness),
-or ``"activations"`` moving every writer's output (each reader's input is then the same mix of the two runs' streams,
-the derivative still taken through each component at the mixed point). Scores are the mean over pairs, with a
-Student-t 95% interval; with ``normalized_logit_diff`` they are divided by the clean-minus-corrupted gap.
-
-Cost, per chunk of ``max_batch`` pairs and whatever the number of edges: EAP runs the source prompts forward (their
-writes) and the base prompts forward and backward once (the base's writes are kept from that same run), about 2.5
-forwards of the pair batch in FLOPs; EAP-IG runs both prompts forward, then one forward and backward per step. The
-scores are one contraction of every writer's delta with every reader's gradient per pass. Memory: the writers'
-deltas, ``pairs x positions x writers x d_model`` floats per chunk, the readers' input gradients and the backward's
-activations, estimated per pair by ``pair_bytes``; a chunk holds at most ``max_batch`` pairs and
-fewer where they would exceed ``EDGE_BUDGET`` (at least one pair: at the study's 1.7B shape about 50 MB per
-prompt token). ``per_position=True`` also keeps ``pairs x positions x writers x readers`` scores.
-
-What a score does NOT establish: it is a linearisation, good where the patch is small; rank edges by it, then check
-the ones you keep by patching them (:func:`~analysis.causal.edges.exact_edge_effects`, and
-:func:`~analysis.causal.edges.exact_agreement` for the rank correlation). Scores of different edges do not add up to the
-effect of patching them together.
-"""
+"""Edge attribution: a gradient estimate of every edge's path-patching effect, in a constant number of passes."""
 
 from __future__ import annotations
 

@@ -1,37 +1,4 @@
-"""A bit flip split by where it lands: on another token's code, or off the code's support.
-
-Flipping code column ``j`` of token ``t`` gives the code ``c(t) xor e_j``. Where that is the code of a token ``u``
-of the vocabulary (the flip *lands on* ``u``), the model is shown exactly ``u``'s input row: that part of the flip
-is a token swap ``t -> u``, and its effect is the effect of reading ``u`` instead of ``t``. Where no token has that
-code, the model reads a row it never saw in training. In the canonical code of frequency-ranked ids a low bit's
-flip lands on a token for almost every occurrence; a gf2 code of a full-ish vocabulary lands on one for some;
-flipping a column no token differs in never does. A per-bit comparison of variants therefore mixes two different
-edits in variant-dependent proportions. :func:`~analysis.causal.flipsplit.flip_split` separates them; for each bit of
-``bits`` it runs (``kind`` of the result's rows):
-
-- ``bitflip``: the flip at every position (as :func:`analysis.causal.interventions.input_intervention`);
-- ``flip-on-support``: the flip only at the positions where it lands on a token's code;
-- ``flip-off-support``: the flip only at the other positions;
-- ``swap-landing``: at the on-support positions, the input row of the landing token, built from the token ids
-  (``model.embed(u)``) and not from the flipped bits. It equals ``flip-on-support`` exactly (a known-answer check:
-  the on-support part of a flip *is* a token swap);
-- ``swap-random``: at the same positions, the row of a random other token (uniform over the other ids, drawn per
-  seed, bit, sequence and position): the cost of being shown *some* other token there.
-
-Every row carries the columns of an input edit (``edited``: the share of the measured input rows the edit acts on;
-``on_support``; ``hamming``; ``bit_constant``). :func:`~analysis.causal.flipsplit.split_table` puts one bit's parts side
-by side, with ``interaction = bitflip - (on + off)`` (the parts are not additive: each is measured with the other part
-unedited).
-
-What this shows: the on-support part of a flip measures how much the model is hurt by reading the token one bit
-away instead of its own, which depends on the code's neighbourhoods (in the canonical code, tokens of adjacent
-frequency rank), not on what the model computes from bit ``j``; comparing it with ``swap-random`` says whether a
-code neighbour is a more (or less) harmful substitute than an arbitrary token. The off-support part is the effect of
-a code row that is no token's, the nearest thing to "the bit itself", but off the training distribution. What it
-does NOT establish: a small off-support effect does not show the bit is unused (the model may read the nearest
-token's code); the random swap draws ids uniformly, so its tokens are mostly rare (ids are frequency ranks), unlike
-the landing tokens of a low canonical bit.
-"""
+"""A bit flip split by where it lands: on another token's code, or off the code's support."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Where information moves between positions, read off a residual-stream patching map.
-
-In a ``denoise`` map of ``resid_pre`` (clean residual stream written into the corrupted run, one position and
-layer at a time) the information that distinguishes the two prompts sits, entering layer ``l``, wherever a patch
-restores the clean behaviour. At layer 0 the only positions that can matter are those where the prompts differ,
-and patching all of them there recreates the clean run by construction (a value of 1.0 on the normalised metric
-is a definition, not a finding). The finding is *when* the information has left those positions for the final
-position, whose logits the metric reads: the first layer whose final-position patch restores more than the
-patch at the differing position(s).
-
-What this does NOT establish: which heads move the information (patch ``z`` for that), nor that nothing else
-carries part of it (intermediate positions are summarised in ``elsewhere``).
-"""
+"""Where information moves between positions, read off a residual-stream patching map."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""An attribution graph written for viewers: circuit-tracer's graph JSON, and a self-contained offline HTML page.
-
-:func:`graph_json` writes the pruned graph (:mod:`analysis.causal.attribution_graph`) in the schema circuit-tracer's
-``create_graph_files`` writes for its viewer (schema version 1: ``metadata``, ``qParams``, ``nodes``, ``links``):
-feature nodes ``"{layer}_{feature}_{pos}"`` (``feature`` the Cantor pairing of layer and feature index, type ``cross
-layer transcoder`` as circuit-tracer labels its transcoders), error nodes ``"{layer}_-1_{pos}"``, input nodes of type
-``embedding`` ``"E_{token id}_{pos}"`` and logit nodes ``"{n_layers + 1}_{token id}_{pos}"``; ``influence`` is the
-cumulative influence share circuit-tracer stores. One extension: a fixed-code model's input has one node per code
-column, ``"E_{token id}_{pos}_b{column}"`` (``feature`` the column), where circuit-tracer has one per position. The
-``bias`` node and its edges are left out, as circuit-tracer has none.
-
-:func:`feature_examples` finds each kept feature's top-activating tokens on held-out text, and :func:`graph_html`
-draws the graph as an SVG page with no network access: nodes by position (x) and layer (y), edges by weight (width;
-blue positive, red negative), and on hover a node's id, activation, influence and, for a feature, its top tokens.
-"""
+"""An attribution graph written for viewers: circuit-tracer's graph JSON, and a self-contained offline HTML page."""
 
 from __future__ import annotations
 

@@ -1,20 +1,5 @@
 """Influence on the logits through an attribution graph, pruning by it, and the graph's scores, with the definitions
-of circuit-tracer (Ameisen et al., 2025, "Circuit Tracing"; the ``circuit-tracer`` library).
-
-The adjacency matrix ``A`` holds one row per target node and one column per source node (a node's direct linear
-effects on the others). Its absolute values with each row scaled to sum to 1 (:func:`normalize_rows`) say what share
-of a node's input each source gives; a node's *influence* is the logit-probability-weighted sum, over every path from
-it to the logits, of the products of those shares (:func:`influence`: ``w A + w A^2 + ...``, finite on a DAG).
-
-- :func:`prune`: keep the nodes that carry ``node_threshold`` (0.8) of the total influence (inputs and logits
-  always), then the edges that carry ``edge_threshold`` (0.98) of the edge influence (an edge's normalised weight
-  times its target's influence plus logit weight) among them, then drop feature and error nodes left with no outgoing
-  edge or (features) no incoming one, until nothing changes;
-- :func:`graph_scores`: the *replacement score*, the input nodes' share of the influence that inputs and error nodes
-  have on the logits (1: everything the inputs do reaches the logits through features), and the *completeness
-  score*, the share of every node's normalised input that comes from non-error nodes, weighted by the node's
-  influence plus its logit weight.
-"""
+of circuit-tracer (Ameisen et al., 2025, "Circuit Tracing"; the ``circuit-tracer`` library)."""
 
 from __future__ import annotations
 

@@ -1,39 +1,4 @@
-"""Input edits compared at a matched landing share: the share of re-coded token rows that land on another token's code.
-
-An edit of the input code (a bit flip, a recoding walk) sends some token occurrences to a code that is another
-token's (the model is shown that token: a swap) and the rest to a code that no token has (a row it never saw in
-training). The share that lands differs between codes: a low canonical bit lands for almost every token, a gf2 bit
-for fewer; a transvection walk of canonical codes lands more often than one of gf2 codes. Matching the mean Hamming
-distance (:func:`analysis.causal.recoding.matched_hamming`) does not match this share, so a comparison at equal
-distance still mixes swaps and off-code rows in variant-dependent proportions.
-
-Both edits are measured in two parts: the edit applied only to the occurrences that land (``delta_on``) and only to
-those that do not (``delta_off``), each with the share of all measured occurrences it moves (``share_on``,
-``share_off``; :func:`analysis.causal.flipsplit.flip_split` for bit flips via
-:func:`~analysis.causal.landing.split_parts`, ``recoding_sweep(split=True)`` for recodings).
-:func:`~analysis.causal.landing.matched_landing` turns a group of such edits (a variant's walks of one length, its bit
-flips) into the loss change they would have had if a share ``at`` of the occurrences they move had landed, moving as
-many occurrences as they did (direct standardisation over the two strata, with the group's pooled rates)::
-
-    rate_on  = sum(delta_on)  / sum(share_on)     (loss change per unit share of occurrences swapped to a token)
-    rate_off = sum(delta_off) / sum(share_off)    (per unit share sent off the code)
-    moved    = mean(share_on + share_off)
-    delta_loss(at) = moved * (at * rate_on + (1 - at) * rate_off)
-
-Sums and means are over the group's edits that move any occurrence (an edit that moves none is left out). At the
-group's own pooled landing share ``sum(share_on) / sum(share_on + share_off)`` this is the mean of
-``delta_on + delta_off`` (the sum of the parts; a whole edit differs from it by its ``interaction``: each part is
-measured with the other part unedited). Pooled rates (ratios of sums) keep an edit that moves a sliver of
-occurrences off the code from dividing its noise by that sliver.
-
-Assumptions, and what this does NOT establish: the standardisation scales each part linearly with the share of
-occurrences it moves, which holds to first order (each occurrence's effect adding up) and not where the loss
-saturates (edits costing several nats); compare groups whose edits are small. A share far from a group's own rescales
-one of its parts by a large factor (a common ``at`` between the groups' own shares keeps it inside what was measured);
-a group that never reaches a stratum (no occurrence lands) has no rate for it, and its estimate is NaN wherever the
-share needs one. Matched landing share is matched in what the model is shown (a token or no token), not in how far
-the code moved: report it beside matched distance, not instead.
-"""
+"""Input edits compared at a matched landing share: the share of re-coded token rows that land on another token's code."""
 
 from __future__ import annotations
 

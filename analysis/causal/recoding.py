@@ -1,46 +1,4 @@
-"""GF(2) recoding ablations: a trained fixed-code model fed its own code rows through an invertible affine map.
-
-The model reads, for token ``t``, the code bits ``c(t)`` of its interface (``bits(t)`` for canonical,
-``A bits(t) xor b`` for gf2). Under a recoding ``R, r`` (a :class:`fixedid.codes.GF2Code`, bits LSB first as
-everywhere in :mod:`fixedid.codes`) it reads ``R c(t) xor r`` instead, rendered exactly as its own code is (bit
-order, value map, scale, repeats), with no retraining. :func:`~analysis.causal.recoding.recoded` swaps the code buffer
-in place for the duration of a ``with`` block (every view of the model, hooked wrappers included, sees it) and restores
-it on exit, even on error; :func:`~analysis.causal.recoding.permuted_inputs` is the control that applies to every
-variant (token ``t`` reads the input row of ``perm[t]``).
-
-Families (:func:`~analysis.causal.recoding.draw_recodings`): ``uniform`` (uniform draws from GL(n, 2)), ``transvection``
-(walks of ``k`` random transvections from the identity: a distance from the model's own code), ``permutation`` (uniform
-bit permutations), ``offset`` (``r = e_j``: bit ``j`` flipped for every token; ``k`` is the code column in the model's
-configured bit order), ``other-variant`` (the gf2 model fed canonical codes, the canonical model fed its gf2
-sibling's code), and ``token-permutation`` (``k`` random token ids whose input rows are cycled; applies to the
-learned variant too).
-
-:func:`~analysis.causal.recoding.recoding_sweep` returns one row per recoding: ``interface, family, k, draw``;
-``changed``, the fraction of token ids whose input row differs from their own (a map of GL(n, 2) that only mixes bits
-that are constant over the vocabulary changes nothing); ``on_support`` and ``hamming`` (:mod:`analysis.causal.support`):
-the share of token rows whose recoded code is exactly some token's code of the model's own table, and the mean number of
-bits in which the recoded code differs from the token's own, both weighted by each token's count over every position of
-the measured windows (the frequencies of the data the sweep measures on; NaN for a variant without an n-bit code,
-which only the token-row control applies to); ``bit_constant`` (``offset`` only: the flipped column is the same
-for every token, so every row lands off the support); ``loss`` (mean next-token cross-entropy over every predicted
-position of the data) and ``delta_loss`` (its change from the unedited model); ``acc_<task>`` per built-in task;
-and ``recoding`` (JSON: the rows of ``R`` as integers, bit ``i`` of row ``j`` being ``R[j, i]``, and ``r`` as an
-integer; or the token permutation), so any row can be reproduced with
-:func:`~analysis.causal.recoding.recoding_from_json`.
-
-Equal ``k`` is not equal disturbance: a walk of ``k`` transvections moves a canonical code of frequency-ranked ids
-by fewer bits than a gf2 code (its high bits are 1 for few, rare tokens), and lands on other tokens' codes more
-often. Compare variants against ``hamming`` (:func:`~analysis.causal.recoding.matched_hamming` interpolates each
-variant's curve at common distances; :func:`analysis.figures.recoding.disturbance_plot` draws the families on one axis),
-with ``on_support`` beside it. Matching the distance does not match that share: ``split=True`` measures each recoding's
-landing and off-code parts, from which :func:`analysis.causal.landing.matched_landing` compares variants at a
-matched landing share instead (report both, and say which one a claim uses).
-
-What a sweep does NOT establish: a small ``delta_loss`` under a recoding shows the model tolerates that recoding
-without retraining, not that it reads the code "linearly"; a large one shows that the trained weights are tied to
-their code, not which weights (the interventions and probes say more). Matched ``hamming`` is matched distance in
-the code, not in what the model computes from it.
-"""
+"""GF(2) recoding ablations: a trained fixed-code model fed its own code rows through an invertible affine map."""
 
 from __future__ import annotations
 

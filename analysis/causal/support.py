@@ -1,33 +1,4 @@
-"""How far an edit moves each token's input row, and whether it lands on another token's code.
-
-Comparing interventions across input interfaces at "equal k" or "equal noise scale" compares unequal disturbances:
-flipping a low canonical bit gives another token's code for almost every token, flipping a gf2 bit gives a code no
-token has; a walk of k transvections moves canonical and gf2 codes by different numbers of bits; noise of one
-relative scale leaves the rows of a learned table (d_model apart) decodable long after 9-bit code rows are not. The
-measures here put a disturbance on one scale for every variant; they are recorded on every input edit row
-(:mod:`analysis.causal.interventions`) and every recoding row (:mod:`analysis.causal.recoding`):
-
-- ``on_support``: the share of edited token rows whose edited code is exactly the code of some token of the
-  vocabulary (in the model's code table: the ``[vocab, n_bits]`` buffer it reads);
-- ``hamming``: the mean number of code bits in which the edited code differs from the token's own code;
-- ``decode_acc`` (noise): the share of noised input rows whose nearest row of the model's input table (Euclidean,
-  over the whole vocabulary, in the space the noise is drawn in: the ``n_bits`` code, or the learned table's
-  ``d_model``) is the token's own row.
-
-**Weights.** Every edited occurrence of a token in the measured data counts once, so the shares and the mean are
-weighted by the token frequencies of the data the sweep measures on (at the positions the edit touches: every
-position, or the one edited), not uniform over the vocabulary: a flip that strands only rare tokens off the support
-has ``on_support`` near 1, as it should for what the model is shown. A recoding edits every occurrence, so its
-weights are the token counts of all the measured windows.
-
-Code bits are read from the rendered code table (a column's value above the midpoint of its two values is a 1);
-the integer keys of :func:`~analysis.causal.support.code_keys` (column ``j`` as bit ``j``) only identify codes, they are
-not token ids.
-
-What these measures do NOT establish: equal ``hamming`` is equal distance in the code, not equal distance in
-whatever the trained model computes from it; ``decode_acc`` says whether the nearest-row reader recovers the token,
-not whether the model does.
-"""
+"""How far an edit moves each token's input row, and whether it lands on another token's code."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""lm-eval's own command line, with the model ``fixedid`` registered and the built-in language's tasks included.
-
-    python -m analysis.cli.lm_eval run --model fixedid --model_args pretrained=fixedid-demo/checkpoints/canonical \\
-        --tasks fixedid_ioi,fixedid_lastword
-
-lm-eval 0.4 finds models only in its own registry (it reads no plugin entry points), so its ``lm_eval`` command
-cannot see ``fixedid`` without code changes; this module is that command with the model registered. Without
-``--include_path`` the built-in tasks' directory is added to ``run`` and ``ls``. Bad fixedid ``--model_args`` (an
-unknown one, a non-positive ``max_batch_tokens``, a missing checkpoint) get one line on stderr and exit status 2.
-"""
+"""lm-eval's own command line, with the model ``fixedid`` registered and the built-in language's tasks included."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """The demo's bit-flip section: what flipping one code bit costs each fixed-code variant, split by where the flip
 lands (another token's code, or none); the input-noise analogue that every variant has, compared at matched
-nearest-row decodability; and where the information a bit carries moves across layers on the IOI prompts.
-
-Every flip moves a code by exactly one bit, but what the model is shown differs: in the canonical code of
-frequency-ranked ids most flips give another real token's code, in a gf2 code many give a code no token has. Means
-and maxima over bits are taken over the code columns that vary over the vocabulary (constant ones are reported
-apart), and each variant's flips are split into their on- and off-support parts (:mod:`analysis.causal.flipsplit`).
-"""
+nearest-row decodability; and where the information a bit carries moves across layers on the IOI prompts."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
 """The demo's recoding section: is each fixed-code variant tied to its code, and how does that compare with the
-control that every variant has (cycling input rows between token ids)?
-
-Walks of equal length ``k`` disturb the two fixed codes by different amounts (a canonical code of frequency-ranked
-ids has high bits that are 1 for few, rare tokens), so the section compares the variants at matched disturbance:
-the loss change interpolated at common frequency-weighted Hamming distances from the own code
-(:func:`analysis.causal.recoding.matched_hamming`), with the share of token rows landing on another token's code
-beside it, and says what that changes relative to the comparison at equal ``k``; then the same walks at a matched
-share of moved rows landing on another token's code (:func:`analysis.causal.landing.matched_landing`)."""
+control that every variant has (cycling input rows between token ids)?"""
 
 from __future__ import annotations
 

@@ -1,27 +1,4 @@
-"""The main job on the embedded default: three tiny variants, their behaviours, an IOI patching study, a report.
-
-``fixedid-analyze demo`` trains the ``learned``, ``canonical`` and ``gf2`` tiny variants on the built-in synthetic
-language (or reuses them from the cache, keyed by the training config's fingerprint; an interrupted training is
-resumed), then writes to ``--out``:
-
-- ``behaviours.csv`` / ``behaviours.png|pdf``: held-out accuracy and logit difference of every variant on every
-  task of the language (the behaviours a study can stand on), with 95% intervals, and on the control
-  ``induction_unlisted`` (induction on words no training list uses);
-- ``ioi_patching.csv``, ``ioi_resid_pre.png|pdf``: activation patching of the residual stream on the same IOI
-  pairs for each variant, side by side; ``ioi_flow.csv``: where the IOI information sits per layer;
-- ``recoding.csv``, ``recoding.png|pdf``: the fixed-code variants fed their code through GF(2) maps (transvection
-  walks, the other variant's code) and every variant under the token-row control (:mod:`analysis.causal.recoding`);
-  ``recoding_hamming.png|pdf``: the same loss changes against the bits each map moved (the matched comparison);
-- ``bitflips.csv``, ``bitflips.png|pdf``: the loss change when one code bit is flipped for every token (fixed-code
-  variants; constant columns hatched); ``flip_split.csv``, ``flip_split.png|pdf``: each flip split into the part
-  that lands on another token's code and the part that lands on none, beside swaps to the landing and to a random
-  token (:mod:`analysis.causal.flipsplit`); ``input_noise.csv``, ``input_noise.png|pdf``: the noise analogue for
-  every variant, against nearest-row decoding accuracy; ``bit_layer.csv``, ``bit_layer.png|pdf``: where the
-  information a flipped bit carries moves across layers on the IOI prompts (:mod:`analysis.causal.bitmap`);
-- ``probes.csv``, ``probes.png|pdf``: linear probes across depth for the id's bits, the part of speech and the IOI
-  role of names, with the control task (:mod:`analysis.readouts.probes`);
-- ``report.md``: the numbers and a reading generated from them.
-"""
+"""The main job on the embedded default: three tiny variants, their behaviours, an IOI patching study, a report."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """What interventions measure, and the result they return (shared by :mod:`analysis.causal.interventions` and
-:mod:`analysis.causal.ablation`).
-
-On corpus windows, per sequence: ``loss`` (mean next-token cross-entropy over its predicted positions),
-``delta_loss`` (minus the unedited loss) and ``kl`` (mean over those positions of KL(unedited || edited), nats). On
-task prompts (the clean prompts of pairs), per pair and at the final position: ``logit_diff`` (answer minus wrong),
-``delta_logit_diff``, ``correct`` (the answer's logit beats the wrong one's) and ``kl``.
-"""
+:mod:`analysis.causal.ablation`)."""
 
 from __future__ import annotations
 

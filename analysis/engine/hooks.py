@@ -1,10 +1,4 @@
-"""Plain forward hooks on named submodules for the length of one block of code, removed on exit (even on error).
-
-The staged forwards of :mod:`analysis.engine.staged` write one site per layer; path patching writes several things
-per layer (a head's query, key or value; an MLP's normed input), so it registers its own hooks through
-:func:`~analysis.engine.hooks.module_hooks`. Like :func:`analysis.engine.staged.cache_run` this avoids TransformerLens's
-per-call walk over every hook point.
-"""
+"""Plain forward hooks on named submodules for the length of one block of code, removed on exit (even on error)."""
 
 from __future__ import annotations
 

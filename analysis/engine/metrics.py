@@ -1,15 +1,4 @@
-"""Patching metrics: a number per prompt from the logits at the final position.
-
-A metric maps ``(logits [batch, pos, vocab], answer [batch], wrong [batch])`` to a tensor ``[batch]``. Built in:
-
-- ``logit_diff``: answer logit minus wrong logit;
-- ``normalized_logit_diff`` (the default everywhere, :data:`DEFAULT_METRIC`): the logit difference rescaled so the
-  corrupted run scores 0 and the clean run 1 (applied after averaging over pairs, and per pair for per-pair rows);
-- ``answer_prob``: the softmax probability of the answer;
-- ``answer_loss``: the cross-entropy of the answer, ``-log p(answer)``.
-
-Any callable with the signature above works too.
-"""
+"""Patching metrics: a number per prompt from the logits at the final position."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""The intervention engine: replace an activation at a site and unit, run the rest of the model, measure.
-
-Activation patching, component ablations and the bit x layer maps are all one operation: write a value into one
-unit of one site at one layer, in many rows of one batched forward. This module holds what those analyses share:
-
-- :class:`~analysis.engine.staged.Site`: where a site lives (hook name per layer), how its units are enumerated (a
-  position, a head at a position, a head at every position, or the whole activation), and how one unit is read and
-  written;
-- :func:`~analysis.engine.staged.groups`: the plan of a sweep - units that start at (nearly) the same position share a
-  forward, chunked to ``max_batch`` rows;
-- :func:`~analysis.engine.staged.run_stages`: one batched forward for units of several layers, each unit's rows joining
-  at its own layer (from the cached residual stream entering it) with its unit overwritten there; positions before the
-  group's start come from the base run's cached keys and values (a causal model does not look ahead), and only the final
-  position is unembedded when the metric reads nothing else;
-- :func:`~analysis.engine.staged.run_from` / :func:`~analysis.engine.staged.past_kv`: a forward from one layer, for
-  callers that build its input themselves;
-- :func:`~analysis.engine.staged.cache_run`: a forward that keeps chosen hook points, without TransformerLens's per-call
-  hook bookkeeping.
-
-A unit is ``(pos, head)``: ``pos`` None means every position, ``head`` None the whole activation (every head).
-Rows are unit-major: the rows of unit ``u`` are ``u * n .. (u + 1) * n - 1`` for ``n`` base sequences.
-"""
+"""The intervention engine: replace an activation at a site and unit, run the rest of the model, measure."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""Behaviour checks on the built-in language's tasks: does a model have the behaviour a study is about?
-
-A *behaviour* is measured on held-out clean prompts of a task (``ioi``, ``agreement``, ``facts``, ``induction``;
-see :meth:`fixedid.data.synthetic.SyntheticLanguage.task_pairs`): a pair is *correct* when the answer's logit beats the
-wrong answer's at the final position, and its *logit difference* is ``logit(answer) - logit(wrong)``. Prompts of any
-token length are used (grouped by length for batching); a pair whose answer or wrong word is not one token of the
-model's tokenizer is skipped.
-
-:func:`~analysis.evaluation.behaviours.pair_scores` keeps one row per pair;
-:func:`~analysis.evaluation.behaviours.summarize` (and :func:`~analysis.evaluation.behaviours.behaviour_table`)
-aggregate per task with 95% intervals (Wilson for the accuracy, Student-t for the mean logit difference).
-:class:`~analysis.evaluation.behaviours.NGramLM` is the no-context control: a unigram or bigram model of the same
-training tokens, callable like a model, that must score at chance on every task (a task it solves is not a test of
-context use).
-
-What a high accuracy does NOT establish: that the model uses the mechanism the task was designed for (patching and
-ablations say which activations matter), nor that it holds outside the language's templates or its word choices:
-``induction_unlisted`` (in :data:`~analysis.evaluation.behaviours.CONTROLS`, not in
-:data:`~analysis.evaluation.behaviours.TASKS`) asks the induction question of words no training list uses, and the tiny
-recipe's models answer it near chance (44-62% over seeds 0-2, learned a little above) while scoring 100% on
-``induction``.
-"""
+"""Behaviour checks on the built-in language's tasks: does a model have the behaviour a study is about?"""
 
 from __future__ import annotations
 

@@ -1,30 +1,4 @@
-"""lm-eval 0.4 on fixedid checkpoints: the model class ``fixedid`` and the built-in language's tasks.
-
-The lm-eval registry knows the model ``fixedid`` once the adapter is first used
-(:func:`~analysis.evaluation.lmeval.task_manager`, :func:`~analysis.evaluation.lmeval.evaluate_table`, or
-:func:`~analysis.evaluation.lmeval.register` itself)::
-
-    import analysis, lm_eval
-    lm_eval.simple_evaluate(model="fixedid", model_args="pretrained=runs/tiny/canonical",
-                            tasks=["fixedid_ioi"], task_manager=analysis.evaluation.lmeval.task_manager())
-
-:func:`~analysis.evaluation.lmeval.evaluate_table` does that for one checkpoint and returns a tidy table;
-``fixedid-analyze eval --ckpt DIR --tasks ...`` wraps it and writes JSON, a tidy CSV and a figure. lm-eval's own command
-line has no way to find a model that lives outside its package (its registry reads no entry points), so
-``python -m analysis.cli.lm_eval ...`` is that command line with the model registered and these tasks included.
-
-The model class is :class:`~analysis.evaluation.lmeval_model.FixedIdEvalLM`
-(:mod:`analysis.evaluation.lmeval_model`: how requests become batched forwards); this module registers it, finds
-the tasks and runs them.
-
-The built-in language's tasks (:data:`~analysis.evaluation.lmeval_tasks.TASKS_DIR`, lm-eval's YAML format, found through
-``include_path``): ``fixedid_ioi``, ``fixedid_agreement``, ``fixedid_facts`` (two-way multiple choice: the answer
-against the task's wrong answer after the clean prompt, metric ``acc``) and ``fixedid_lastword`` (in the style of
-LAMBADA: the last word of a document, which already occurred in the document; ``acc`` is greedy decoding of the whole
-word, ``perplexity`` its likelihood). Their data is generated from the world of seed 0
-(:mod:`analysis.evaluation.lmeval_tasks`), the world of every shipped config; for a checkpoint of another world the CLI
-generates that world's data into a temporary directory.
-"""
+"""lm-eval 0.4 on fixedid checkpoints: the model class ``fixedid`` and the built-in language's tasks."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """lm-eval's view of a fixedid checkpoint: the model class :class:`~analysis.evaluation.lmeval_model.FixedIdEvalLM`,
 which turns lm-eval's requests into batched forwards (:mod:`analysis.evaluation.lmeval` registers it as ``fixedid``,
-finds the tasks and runs them).
-
-The adapter reads the checkpoint's own tokenizer and context length. A request longer than the context is
-truncated from the left, as lm-eval's own models do: the continuation is scored on the last ``context`` tokens.
-A request's row (context and continuation, less the last token) that is a prefix of another request's row is
-read from that row, since the model is causal: options of a multiple-choice document that differ in their last
-token, and repeated requests, cost one row. The rows left are sorted by length (longest first) and run in batches,
-one forward per batch, right-padded (padding after a sequence does not change its logits either).
-``generate_until`` is greedy (sampling is refused) and batches prompts of equal token length.
-"""
+finds the tasks and runs them)."""
 
 from __future__ import annotations
 

@@ -1,30 +1,5 @@
 """A sparse dictionary's latents read against the token-identity code: which latent reads which bit, and which
-latents are detectors of one token.
-
-:func:`latent_activations` runs held-out windows through the model and a dictionary and keeps the active latents
-sparsely (token row, latent, value; every architecture's activations are >= 0, so "active" is "> 0"). On them:
-
-- :func:`bit_auroc`: every latent's AUROC as a detector of every bit of a 0/1 table over the vocabulary, over the
-  token occurrences (the Mann-Whitney U with ties counted one half: a latent is silent, a tie at 0, on most tokens);
-- :func:`code_auroc`: per bit, the best single latent - the largest ``max(AUROC, 1 - AUROC)``, since a latent that
-  fires on the bit's 0 class reads it as well (``fires_on`` says which) - for the families of :func:`bit_tables`:
-  ``code`` (the bits the model reads: the id's for canonical, the recoded ones for gf2; a learned table reads no
-  code, and the id's canonical bits stand in), ``canonical`` (gf2 only: the id's bits, XORs of its code bits) and
-  ``perm`` (bits of a seeded relabelling of the ids: the probes' ``perm_bit`` targets, frequency-free and related to
-  no code). ``perm`` is the reference: a latent that detects one frequent token separates any function of the id
-  a little, so ``perm`` is what token detectors alone reach; the other reference, a dictionary on the model's
-  random-initialisation twin, is the caller's (:mod:`analysis.features.survey`). A bit constant over the
-  evaluated tokens is reported as ``constant`` with no AUROC. Where the tokenizer numbers tokens by frequency (the
-  built-in language's and most BPE vocabularies), the id's bits are bits of the frequency rank: its top varying bit
-  splits the rarest tokens from the rest, so a frequency detector reads it, and ``perm`` bits (frequency-free) do not
-  control for that; read the top bit apart (``id_bits`` marks those families);
-- :func:`latent_tokens` and :func:`token_feature_share`: a latent is a *token feature* when at least ``purity``
-  (default 0.9) of its firings fall on one token type; the share is over the latents that fire at least
-  ``min_fires`` times (default 10) on the evaluated tokens.
-
-The best of ``d_sae`` latents is a maximum, biased upward over noise; ``perm`` and the random-init twin carry the same
-bias, which is why they are the references, not 0.5.
-"""
+latents are detectors of one token."""
 
 from __future__ import annotations
 

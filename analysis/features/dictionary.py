@@ -1,30 +1,4 @@
-"""Sparse dictionaries: SAEs, transcoders and skip transcoders with TopK, BatchTopK, JumpReLU or ReLU latents.
-
-A :class:`SparseDictionary` reads an activation ``x`` ``[..., d_in]`` at one hook point and writes ``[..., d_out]``
-(``SparseDictionary(cfg)`` is an instance of its architecture's subclass, :data:`ARCHITECTURES`):
-
-- ``sae``: reconstructs ``x`` itself (``d_out == d_in``; the decoder bias is subtracted from the input first);
-- ``transcoder``: predicts another hook's activation from ``x`` (an MLP's output from its input);
-- ``skip-transcoder``: a transcoder plus a linear skip path ``x @ W_skip.T``.
-
-Parameters carry SAELens's names and shapes: ``W_enc [d_in, d_sae]``, ``b_enc [d_sae]``, ``W_dec [d_sae, d_out]``,
-``b_dec [d_out]``, ``W_skip [d_out, d_in]``, ``threshold [d_sae]`` (JumpReLU and BatchTopK at inference). The
-latents at inference (:meth:`SparseDictionary.encode`), with ``pre = x' @ W_enc + b_enc``:
-
-- ``topk`` (:class:`TopKDictionary`): the ``k`` largest of ``relu(pre)`` per token, the rest zero;
-- ``batchtopk`` (:class:`BatchTopKDictionary`): at training, the ``k * n_tokens`` largest of ``relu(pre)`` over the
-  whole batch; at inference a JumpReLU with one threshold for every latent, the running mean of the smallest kept
-  activation (SAELens's definition; it is saved as a JumpReLU dictionary);
-- ``jumprelu`` (:class:`JumpReLUDictionary`): ``relu(pre) * (pre > relu(threshold))``, the threshold trained through
-  the straight-through estimator of Rajamanoharan et al. (2024) with a rectangle kernel of width ``bandwidth`` and an
-  L0 penalty;
-- ``relu`` (:class:`ReLUDictionary`): ``relu(pre)`` with an L1 penalty on the activations weighted by the decoder
-  rows' norms.
-
-TopK dictionaries are eai-sparsify's :class:`sparsify.SparseCoder` (its fused encoder, sparse decoder and AuxK loss
-train them; the toolkit does not rewrite them); the others are native here, their losses SAELens's training
-definitions (squared error summed over dimensions, averaged over tokens, plus the sparsity penalty).
-"""
+"""Sparse dictionaries: SAEs, transcoders and skip transcoders with TopK, BatchTopK, JumpReLU or ReLU latents."""
 
 from __future__ import annotations
 

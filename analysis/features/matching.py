@@ -1,22 +1,4 @@
-"""Do two dictionaries find the same features? Latents matched by decoder direction and by activation.
-
-For dictionaries ``a`` and ``b`` at one site (of two seeds of one variant, of two variants, or of a model and its
-random-initialisation twin), over the latents active on the evaluated tokens (``alive``):
-
-- ``decoder_cosine``: the cosine of the two decoder rows (unit norm). It compares directions in the residual bases of
-  two models, which are only shared where something fixes them: the fixed code at the input of two fixed-code
-  models, the same initialisation; between independently trained backbones (or learned tables) a high value needs a
-  shared basis as well as a shared feature;
-- ``activation_correlation``: the Pearson correlation of the two latents' activations over the same token rows
-  (both models read the same tokens), which needs no shared basis.
-
-Each is summarised two ways: ``max_mean``, the mean over ``a``'s latents of the best match among ``b``'s (``max``
-cosine or correlation, the usual universality statistic), and ``hungarian_mean``, the mean over a one-to-one
-assignment that maximises the total (``scipy.optimize.linear_sum_assignment``; ``min(n_a, n_b)`` pairs). Beside each
-is ``null``, the same statistic against a reference that shares nothing: for the cosine, ``b``'s decoder replaced by
-as many seeded Gaussian directions; for the correlation, ``b``'s token rows permuted (seeded). Memory and time are those
-of the ``n_a x n_b`` similarity matrix and the assignment (cubic): comfortable up to a few thousand latents.
-"""
+"""Do two dictionaries find the same features? Latents matched by decoder direction and by activation."""
 
 from __future__ import annotations
 

@@ -1,21 +1,4 @@
-"""A sparse dictionary's standard metrics on held-out token windows, as a tidy table.
-
-:func:`dictionary_metrics` streams windows through the model a batch at a time and reports, over all their tokens:
-
-- ``l0``: mean number of active latents per token;
-- ``fvu``: fraction of variance unexplained, the summed squared error of the dictionary's output over the summed
-  squared deviation of the target (the hook's activation for an SAE, the predicted hook's for a transcoder) from its
-  mean over the evaluation tokens;
-- ``dead_fraction``: the share of latents that never fire on the ``n_tokens`` evaluation tokens;
-- ``loss_clean``, ``loss_spliced``, ``loss_zero``: next-token cross-entropy (nats per predicted token) of the model
-  as it is, with the dictionary's output spliced in at the hook (for a transcoder: at the predicted hook, from the
-  input hook's activation of the same forward), and with that hook's activation set to zero;
-- ``loss_recovered``: ``(loss_zero - loss_spliced) / (loss_zero - loss_clean)``;
-- ``kl_spliced``: mean KL(clean || spliced) of the next-token distributions, nats per predicted token.
-
-The windows must be text the dictionary was not trained on (:func:`analysis.features.run.split_windows` keeps them
-apart).
-"""
+"""A sparse dictionary's standard metrics on held-out token windows, as a tidy table."""
 
 from __future__ import annotations
 

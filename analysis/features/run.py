@@ -1,9 +1,4 @@
-"""Train a sparse dictionary on a checkpoint and measure it on held-out text, in one call.
-
-:func:`fit_dictionary` splits the token windows (:func:`split_windows`: the last share of the sequences is held out
-and never trained on), builds the config from the model's hook widths (:func:`dictionary_config`), trains
-(:func:`analysis.features.train.train_dictionary`) and measures (:func:`analysis.features.metrics.dictionary_metrics`).
-"""
+"""Train a sparse dictionary on a checkpoint and measure it on held-out text, in one call."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Sparse dictionaries on disk in SAELens's layout: a folder with ``cfg.json`` and ``sae_weights.safetensors``.
-
-The weights file holds ``W_enc [d_in, d_sae]``, ``b_enc [d_sae]``, ``W_dec [d_sae, d_out]``, ``b_dec [d_out]``, and
-``threshold [d_sae]`` (JumpReLU, and BatchTopK, which SAELens also saves as a JumpReLU) and ``W_skip [d_out, d_in]``
-(skip transcoders). ``cfg.json`` is SAELens 6's config: ``architecture`` (``topk``, ``jumprelu``, ``standard``;
-``transcoder``, ``skip_transcoder``, ``jumprelu_transcoder``, ``jumprelu_skip_transcoder``), ``d_in``, ``d_sae``,
-``d_out`` (transcoders), ``k`` (TopK), ``dtype``, ``device``, ``apply_b_dec_to_input``, ``normalize_activations``,
-``reshape_activations`` and ``metadata`` (``hook_name``, ``hook_name_out``, ``model_name``, and
-``sae_lens_version``, the SAELens layout version this writes: a 6.x config, which SAELens reads without converting
-from its pre-6 layout); ``hook_name`` is repeated at the top level for tools that read the older flat layout.
-``metadata.fixedid`` keeps the toolkit's own config (kind, training architecture, sparsity settings), so a
-dictionary loads back as what it was trained as.
-
-SAELens has no TopK transcoder class: those are written with ``architecture`` ``topk_transcoder`` or
-``topk_skip_transcoder`` in the same layout, which this module reads and SAELens 6.54 does not.
-"""
+"""Sparse dictionaries on disk in SAELens's layout: a folder with ``cfg.json`` and ``sae_weights.safetensors``."""
 
 from __future__ import annotations
 

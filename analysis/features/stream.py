@@ -1,11 +1,4 @@
-"""Activations streamed from a model into a shuffled buffer of bounded size, for training sparse dictionaries.
-
-:func:`activation_batches` runs the model over token windows a few sequences at a time (only as deep as the hooks
-need), keeps the activations of one hook (and, for a transcoder, of the hook it predicts) in a buffer of at most
-``buffer_tokens`` rows, and hands out shuffled batches of ``batch_tokens`` rows: when the buffer is full it is
-permuted, its first half handed out and its second half kept to be mixed with the next activations. Memory is the
-buffer's, whatever the number of training tokens; consecutive batches mix tokens of many sequences.
-"""
+"""Activations streamed from a model into a shuffled buffer of bounded size, for training sparse dictionaries."""
 
 from __future__ import annotations
 

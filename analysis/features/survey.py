@@ -1,30 +1,4 @@
-"""Features read against the code, across depth, variants and seeds, with their references, in one call.
-
-:func:`feature_survey` trains a TopK SAE at every site (default :func:`residual_sites`: the input to the first block,
-then the residual stream after each block) of every model, on the same training windows, and reads each on the same
-held-out windows:
-
-- ``code``: the best single latent's AUROC per bit (:func:`analysis.features.code_reading.code_auroc`) for the code,
-  the canonical id bits (gf2) and the ``perm`` reference bits;
-- ``tokens``: the share of latents that are token features
-  (:func:`analysis.features.code_reading.token_feature_share`);
-- ``matching``: latent matching (:func:`analysis.features.matching.match_dictionaries`) between every two models'
-  dictionaries at the same site, labelled by ``pair``: ``seed`` (one variant, two training seeds - the baseline),
-  ``variant`` (two interfaces, or two GF(2) recodings), ``random init`` (a model against its random-initialisation
-  twin) and ``dictionary seed`` (two dictionaries of one model, with ``dictionary_seeds=2``: how reproducible the
-  dictionary itself is, the ceiling);
-- ``dictionaries``: each dictionary's metrics on the held-out windows (:func:`analysis.features.dictionary_metrics`).
-
-With ``twins=True`` (the default) every model's random-initialisation twin (:func:`analysis.loading.random_init_twin`,
-the weights its training started from) gets the same dictionaries and readings (``init = "random_init"``): the
-reference for what the architecture and the input give before any training. All models must share a tokenizer (the
-windows are one set of token ids).
-
-Every dictionary starts from its own initialisation (seed ``seed`` plus its place in the order of training): decoders
-of short trainings stay near where they start, and two dictionaries drawn from one seed would match for that reason
-alone. The default ``k`` is 8 active latents (the ``sae`` verb's 32 is a near-dense code on a narrow residual stream,
-whose dictionaries agree less from one initialisation to the next); the docs' features page has the measurements.
-"""
+"""Features read against the code, across depth, variants and seeds, with their references, in one call."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Training a sparse dictionary on activations streamed from a model (:mod:`analysis.features.stream`).
-
-:func:`train_dictionary` takes the model, a :class:`~analysis.features.dictionary.DictionaryConfig` and token
-windows, and runs Adam over shuffled activation batches, scaled so that their mean norm is ``sqrt(width)`` (the
-factor, measured on the first batch, is folded into the weights at the end, so the dictionary reads the model's own
-activations; the sparsity coefficients mean the same at every scale): the decoder rows are kept at unit norm (the gradient's
-component along each row is removed before a step and the rows renormalised after it), the decoder bias starts at
-the mean target of the first batch, the L1/L0 penalty (relu, jumprelu) warms up linearly over the first
-``warmup_fraction`` of the steps and the learning rate decays linearly to zero over the last ``decay_fraction``.
-A latent that has not fired for ``dead_tokens`` tokens counts as dead; TopK and BatchTopK revive dead latents through
-the AuxK loss. Progress shows as a bar with rate and ETA; ``checkpoint_dir`` receives the dictionary in SAELens's
-layout every ``checkpoint_every`` steps (and :func:`train_dictionary` returns the final one with its history).
-"""
+"""Training a sparse dictionary on activations streamed from a model (:mod:`analysis.features.stream`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """Attention patterns drawn: a static figure for papers (chosen heads, or all, of each variant side by side) and the
-views of the interactive CircuitsVis page (:func:`~analysis.figures.attention.views_from`).
-
-Rows are heads (``L<layer>H<head>``), columns variants; each panel is the head's ``dest x src`` pattern on one
-prompt (0 to 1, the causal mask's upper triangle blank), with the prompt's tokens on the axes when there are few
-enough to read. :mod:`analysis.interop.circuitsvis_view` gives the interactive view of the same patterns.
-"""
+views of the interactive CircuitsVis page (:func:`~analysis.figures.attention.views_from`)."""
 
 from __future__ import annotations
 

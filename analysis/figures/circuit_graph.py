@@ -1,10 +1,4 @@
-"""Figures of circuits (:mod:`analysis.causal.circuits`): the faithfulness curve, and the circuit as a graph.
-
-The graph runs top to bottom in forward order (the input at the top, the logits at the bottom): one row per layer,
-its heads left to right and its MLP at the right end. An edge into a head ends at the head's left (query), centre
-(key) or right (value); its width is the edge's ``|score|`` against the largest kept, its colour the score's sign (red:
-raises the metric when patched in from the source run).
-"""
+"""Figures of circuits (:mod:`analysis.causal.circuits`): the faithfulness curve, and the circuit as a graph."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Figures of direct logit attribution and path patching (:mod:`analysis.causal.dla`, :mod:`analysis.causal.paths`).
-
-Layers run top to bottom (layer 0 at the top, as a reader follows the forward pass). Colour scales are diverging and
-centred on zero: white means "writes nothing along the answer direction" (DLA) or "no effect" (path patching, whose
-maps show the patched run minus the base run).
-"""
+"""Figures of direct logit attribution and path patching (:mod:`analysis.causal.dla`, :mod:`analysis.causal.paths`)."""
 
 from __future__ import annotations
 

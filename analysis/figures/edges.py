@@ -1,9 +1,5 @@
 """Figures of edge attribution (:mod:`analysis.causal.edges`): the writer x reader map of edge scores, and the scores
-against exact edge patching.
-
-Writers run top to bottom and readers left to right in forward order; the colour scale is diverging and centred on
-zero (white: no estimated effect); cells where the writer does not reach the reader are grey.
-"""
+against exact edge patching."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Figures of interventions: per-bit and per-position edit effects, noise curves, ablation maps and bit x layer maps.
-
-Every figure compares variants side by side (a dict ``variant -> result``); effects are the change a measure
-undergoes (``delta_loss`` on corpus windows, ``delta_logit_diff`` on task prompts) with the 95% interval of the
-mean over sequences or pairs as error bars. Per-bit bars of code columns that are constant over the vocabulary are
-hatched (such a flip is the same for every token and never gives a token's code). At matched disturbance:
-:func:`~analysis.figures.interventions.noise_decode_plot` draws input noise against the nearest-row decoding accuracy of
-the noised rows instead of the noise scale, :func:`~analysis.figures.interventions.flip_split_plot` a bit flip's on- and
-off-support parts beside a random swap at the same positions (:mod:`analysis.causal.flipsplit`).
-"""
+"""Figures of interventions: per-bit and per-position edit effects, noise curves, ablation maps and bit x layer maps."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Paper-ready figures of patching and recoding results, saved as PNG and PDF (atomically).
-
-Heatmaps put layers on the vertical axis (layer 0 at the top, as a reader follows the forward pass) and the
-prompt's tokens on the horizontal axis. The colour scale is diverging and centred on the baseline of the run being
-patched (the corrupted run in ``denoise`` mode, the clean run in ``noise`` mode), so white means "no effect" in
-either mode; the colour bar marks and names both the clean and the corrupted baseline.
-"""
+"""Paper-ready figures of patching and recoding results, saved as PNG and PDF (atomically)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""One figure style for every figure the toolkit draws: a fixed colour per variant, paper column sizes, PDF beside PNG.
-
-Colours are the Okabe-Ito palette (safe for the common colour-vision deficiencies), one fixed colour per variant the
-toolkit trains, the same in every figure: ``learned`` blue, ``canonical`` orange, ``gf2`` bluish green,
-``canonical-matched`` vermillion, ``gf2-matched`` sky blue, and the controls ``permuted`` reddish purple,
-``frozen_random`` black, ``learned-randomhead`` grey, ``canonical-randomhead`` yellow. The study's further GF(2)
-recodings ``gf2-r1``, ``gf2-r2``... are shades of ``gf2``'s green (darker, lighter, in turn), so a figure of all
-of them still tells them apart and groups them. Any other name takes a colour outside that palette, in order of
-appearance. Sizes: one paper column is 3.4 in wide, two columns 7.0 in (the usual two-column conference layout).
-:func:`~analysis.figures.style.save_figure` writes PNG (200 dpi) and vector PDF through a temp file and a rename.
-"""
+"""One figure style for every figure the toolkit draws: a fixed colour per variant, paper column sizes, PDF beside PNG."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""A TransformerLens 4.x ``TransformerBridge`` over a FixedIdLM: no folding, the same weight tensors.
-
-Route: a registered custom ``ArchitectureAdapter`` whose component mapping names FixedIdLM's own submodules, then
-``build_bridge_from_module`` (transformer_lens/model_bridge/sources/_bridge_builder.py). Every bridge component
-delegates to the wrapped module's forward, so the computation (RoPE, SDPA, RMSNorm, the fixed-code widening) is
-ours; the bridge only adds HookPoints around submodules. Norms are wrapped by a plain ``GeneralizedComponent``
-(pass-through) rather than ``NormalizationBridge``, which re-implements the norm from ``.weight``.
-
-The bridge rewires the module tree it wraps *in place* (``replace_remote_component``), so it wraps a structural
-clone: ``copy.deepcopy`` with a memo that maps every parameter and buffer to itself. The clone shares the weight
-tensors (no copy) while ``model`` itself keeps its module tree, state-dict keys and hooks untouched.
-"""
+"""A TransformerLens 4.x ``TransformerBridge`` over a FixedIdLM: no folding, the same weight tensors."""
 
 from __future__ import annotations
 

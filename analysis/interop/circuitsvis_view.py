@@ -1,22 +1,4 @@
-"""CircuitsVis attention views, offline: a standalone HTML page (or a notebook cell) that draws every head.
-
-CircuitsVis (1.43) renders its React components from a JavaScript bundle it ships (``circuitsvis/dist/cdn/iife.js``);
-its ``RenderedHTML`` picks the CDN copy when it can reach the internet. Nothing here fetches anything: the page
-inlines the shipped bundle once and renders one ``AttentionHeads`` view per (title, layers) group through
-``CircuitsVis.render`` - the same call CircuitsVis's own ``.local_src`` makes, with its own property conversion
-(``circuitsvis.utils.convert_props``), so several variants share one page and one copy of the 1.3 MB bundle.
-
-- :class:`~analysis.interop.circuitsvis_view.View`: one view's patterns, tokens and head names
-  (:func:`analysis.figures.attention.views_from` builds them from attention tables);
-- :func:`~analysis.interop.circuitsvis_view.attention_page`: the HTML of a page of views (each ``[heads, dest, src]``
-  with its tokens and head names);
-- :func:`~analysis.interop.circuitsvis_view.write_attention_page`: that page written atomically;
-- :class:`~analysis.interop.circuitsvis_view.AttentionView`: the same for a notebook (``_repr_html_``), so
-  ``display(view)`` draws offline.
-
-This is the one module that reads CircuitsVis's internals (the bundle's path and ``convert_props``); a CircuitsVis
-release that moves them fails here with one line.
-"""
+"""CircuitsVis attention views, offline: a standalone HTML page (or a notebook cell) that draws every head."""
 
 from __future__ import annotations
 

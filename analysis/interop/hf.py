@@ -1,28 +1,4 @@
-"""Hugging Face interchange: a fixedid checkpoint as a ``transformers`` Llama directory, and back.
-
-``export_hf(ckpt, out)`` writes a ``LlamaForCausalLM`` directory (``config.json``, ``model.safetensors``,
-``generation_config.json``) and the checkpoint's tokenizer as a ``PreTrainedTokenizerFast`` (``AutoTokenizer``
-loads it). Every shape fixedid uses with RMSNorm and SwiGLU maps exactly onto the Llama layout: RoPE on the two
-halves of each head (the same convention), grouped-query heads, ``bias`` on every projection (``attention_bias`` and
-``mlp_bias``), an untied head. Presets with LayerNorm or GELU (``gpt2-small``, ``prior-1024``) have no exact Llama
-form and are refused.
-
-The fixed code travels as the embedding matrix: the ``[vocab, d_model]`` rows the model reads (the n-bit code
-widened to the model width). What is lost in ``transformers``: nothing marks that matrix immutable (a fine-tune
-would update it unless it freezes ``embed_tokens``), and nothing there checks it. What is kept: ``config.json``
-carries ``fixedid`` - the interface, the full :class:`~fixedid.config.ModelConfig`, the code's kind, the GF(2) matrix A
-and offset b, and the sha256 of the code table - so that :func:`~analysis.interop.hf.import_hf` (and
-:func:`analysis.loading.load`, which recognises such a directory) rebuilds a fixed-code model, and refuses one whose
-embedding is not the code table its config names.
-
-A Llama directory without that record (a checkpoint from elsewhere, or an export whose record was stripped) has its
-embedding matrix read by :func:`analysis.interop.codeinfer.infer_code`: where the rows are exactly a code (canonical
-with its bit order, value map, scale and repeat mode; a GF(2) affine recoding with A and b recovered and verified on
-every row; the permuted control), the model is imported as that fixed-code interface (the code in a buffer, not a
-learned table) and a :class:`~analysis.interop.codeinfer.CodeInferredWarning` says so (the command line prints it as
-one line, ``fixedid-analyze: warning: ...``); ``model.meta["inferred_code"]`` holds what was recognised, or why the
-rows are not a code. Otherwise, or with ``infer=False``, it is imported as a learned-interface model.
-"""
+"""Hugging Face interchange: a fixedid checkpoint as a ``transformers`` Llama directory, and back."""
 
 from __future__ import annotations
 

@@ -1,29 +1,4 @@
-"""An nnsight 0.8 wrapper for :class:`fixedid.model.FixedIdLM` that batches several invokes into one forward.
-
-``model.to_nnsight()`` (or ``FixedIdNNsight(model)``) wraps a structural clone of the model that shares its
-parameters and buffers, so the model itself is never modified by nnsight (which replaces every wrapped module's
-``forward``). Line references below are to nnsight 0.8.1.
-
-How nnsight 0.8 batches invokes
--------------------------------
-``NNsight`` (nnsight/modeling/base.py:6) is a bare ``Envoy``. A trace builds one ``Batcher``
-(intervention/batching.py:72; the class is ``Envoy._batcher_class``, envoy.py:688) and every
-``tracer.invoke(x)`` calls ``Batcher.add(x)`` (batching.py:215, from tracer.py:444), which asks the root
-envoy ``_batch_size(*inputs, **kwargs)`` for the invoke's row count and gives it the row group
-``[start, size]``. Before the forward, ``Batcher.assemble`` (batching.py:237) calls the root envoy's
-``_batch(invokes, fn)`` to build the combined ``(args, kwargs)`` (envoy.py:748-751). The base ``Envoy``
-(envoy.py:690-712) counts any input as 1 row and raises ``NotImplementedError`` for two or more invokes,
-so those two methods are what a subclass overrides (as TransformersModel does, transformers.py:817-831).
-At run time an invoke reading a location gets ``tensor.narrow(0, start, size)`` of every tensor whose
-leading dim equals the whole batch (batching.py:98-126, interleaver.py:501); a write is spliced back
-(``widen``, batching.py:128-181, interleaver.py:507). Only rows are narrowed: ``_batch`` must make the
-sequence lengths equal itself. ``trace(x)`` with data is one implicit invoke; ``trace()`` with no data
-(``_batch_size(...) == 0``, tracer.py:309) runs the body to collect ``tracer.invoke`` blocks.
-
-nnsight installs no torch hooks: it replaces each wrapped module's instance ``forward`` with a
-``Controller`` (source.py:688-702, interleaver.py:744-757), so ``HookPoint._forward_hooks`` stays empty
-and ``Attention.wants_pattern()`` stays False -- hence ``attention="auto"`` below.
-"""
+"""An nnsight 0.8 wrapper for :class:`fixedid.model.FixedIdLM` that batches several invokes into one forward."""
 
 from __future__ import annotations
 

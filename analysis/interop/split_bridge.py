@@ -1,17 +1,4 @@
-"""A TransformerLens 4.x ``TransformerBridge`` over a FixedIdLM with TL's per-head q/k/v input forks.
-
-:func:`analysis.interop.bridge.to_transformer_bridge` wraps each attention module whole (an ``AttentionBridge`` that
-runs FixedIdLM's own forward), so TransformerLens cannot reach the residual stream a single head's query, key or
-value reads: ``set_use_split_qkv_input`` refuses it, and with it ``transformer_lens.patching.get_act_patch_direct_path``
-and edge attribution. This view maps attention onto TL's ``PositionEmbeddingsAttentionBridge`` instead, which
-re-implements attention from the module's ``q_proj``/``k_proj``/``v_proj``/``o_proj`` and FixedIdLM's RoPE tables
-(rotate-half, as ours), and so offers the pre-``ln1`` forks ``blocks.{l}.attn.hook_{q,k,v}_input``
-(``[batch, pos, n_heads, d_model]``), to which TL applies ``ln1`` per head copy.
-
-The attention arithmetic is TL's (explicit softmax) rather than FixedIdLM's SDPA: logits agree to float32 rounding
-(about 1e-6), not bit for bit. Same weights, shared as in :mod:`analysis.interop.bridge`; no folding ever; no
-``past_kv`` (a prefix cache) through the bridge. Meant for checking against TransformerLens's own tools.
-"""
+"""A TransformerLens 4.x ``TransformerBridge`` over a FixedIdLM with TL's per-head q/k/v input forks."""
 
 from __future__ import annotations
 

@@ -1,39 +1,4 @@
-"""Import a checkpoint of another layout: its state dict, a key map, and a :class:`fixedid.config.ModelConfig`.
-
-``import_state_dict(state, key_map, config)`` builds a :class:`fixedid.model.FixedIdLM` of ``config`` and fills every
-parameter from the tensors of ``state`` that ``key_map`` names. It is for checkpoints whose architecture is
-fixedid's but whose tensors are named and laid out differently, e.g. the predecessor study's custom-code models
-(``prior-1024``: 65,536 x 1,024, 32 layers, GELU; a learned or a fixed input):
-
-- ``state``: a dict of tensors, a ``.safetensors`` file, a torch file (``.pt``, ``.bin``; a dict of tensors, or one
-  under ``"state_dict"`` or ``"model"``), or a directory of safetensors (or torch) shards;
-- ``key_map``: a dict, or a JSON or TOML file, ``{"keys": {OURS: THEIRS, ...}, "ignore": [PATTERN, ...]}`` (a flat
-  ``{OURS: THEIRS}`` works too). ``OURS`` is a fixedid parameter name (``blocks.{i}.attn.q_proj.weight``,
-  ``model.state_dict()`` lists them; ``{i}`` stands for every block), plus ``embed.W_E`` for the input rows whatever
-  the interface. ``THEIRS`` is their tensor's name (``{i}`` again the block) or a table with ``key`` and rules, applied
-  in this order: ``stacked = true`` (their tensor holds every block along dim 0: take block ``i``), ``transpose =
-  true`` (swap the last two dims: a GPT-2 ``Conv1D`` stores ``[in, out]``), ``chunk = [index, count]`` (the
-  ``index``-th of ``count`` equal parts along dim 0: a fused ``qkv`` or ``gate_up``), ``rows = [start, stop]`` (a
-  slice along dim 0: unequal parts, e.g. grouped-query heads), ``reshape = true`` (to our shape, same number of
-  entries). The result must have our parameter's shape. One tensor of theirs may feed several of ours. ``ignore``
-  holds ``fnmatch`` patterns of their tensors that have no counterpart (rotary caches, attention masks);
-- ``config``: the model's shape and input interface (a preset with overrides).
-
-Strict by default: every parameter of ours must be mapped, and every tensor of theirs used or ignored; a missing
-or unused name, an unknown rule, or a shape that does not fit is refused in one line naming it.
-
-The input: with a learned config and ``embed.W_E`` mapped, the rows are given to
-:func:`analysis.interop.codeinfer.infer_code`; where they are exactly a code the model is imported as that fixed-code
-interface (announced by a :class:`~analysis.interop.codeinfer.CodeInferredWarning`; not with ``infer=False``). With a
-fixed-code config the code comes from the config; mapped rows (``[vocab, d_model]`` as the model reads them, or the
-bare ``[vocab, n_bits]`` code) must equal its table to their dtype's rounding. A table-free checkpoint, whose codes
-its own code computed from the ids, maps no rows: its config names the code (``gf2_matrix``/``gf2_offset``).
-
-What it does NOT do: change the architecture. The model computes what fixedid computes (RoPE on the two halves of
-each head, as Llama and GPT-NeoX do; exact-erf GELU; the config's norm and epsilon), so a checkpoint trained with
-another convention (interleaved RoPE pairs, tanh GELU, a bias the config lacks) imports with the right shapes and the
-wrong function: check the logits against the original code on a few inputs before studying it.
-"""
+"""Import a checkpoint of another layout: its state dict, a key map, and a :class:`fixedid.config.ModelConfig`."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Activations of chosen hook points over a corpus, with what is known about each token, in memory or on disk.
-
-:func:`~analysis.readouts.activations.collect` runs a model over token windows (:func:`analysis.corpus.corpus_tokens`:
-the checkpoint's own validation data, a text/JSONL file, or token ids) and keeps, for every token, the activation of
-each hook point (default: ``hook_embed``, the residual stream entering every block, and ``ln_final.hook_normalized``)
-and a table ``tokens`` with ``seq``, ``pos``, ``id``, ``prev_id`` (-1 at a window's first position) and ``freq_bucket``
-(the token's frequency in this data, in five quantile buckets from rare, 0, to frequent, 4).
-
-With ``out`` the activations go to float16 or float32 ``.npy`` memmaps in a directory with a JSON index
-(``index.json``) and ``tokens.csv``, written in bounded memory (one batch at a time) and renamed into place when
-complete; :func:`~analysis.readouts.activations.load_activations` opens such a store without reading it into memory.
-Probes (:mod:`analysis.readouts.probes`) and similarity read the result.
-
-On the checkpoint's own validation data (``data=None``, the built-in language) the table also holds each token's
-latent labels (:mod:`analysis.labels`): ``pos_tag``, ``number``, ``entity``, ``depth`` and ``ioi_role``.
-"""
+"""Activations of chosen hook points over a corpus, with what is known about each token, in memory or on disk."""
 
 from __future__ import annotations
 

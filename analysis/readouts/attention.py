@@ -1,18 +1,4 @@
-"""Attention patterns: where every head of every layer looks, for one prompt, as a tidy table.
-
-:func:`~analysis.readouts.attention.attention_patterns` runs one prompt (text, token ids, or a built-in task's clean
-prompt) through the model with its ``blocks.{l}.attn.hook_pattern`` hook points attached (the model then computes
-attention explicitly, ``softmax(q k^T / sqrt(d_head))`` with the causal mask, instead of through SDPA: the same numbers
-to float rounding) and returns one row per ``layer, head, dest, src`` with the attention weight ``value``
-(``src <= dest`` only: the causal mask's zeros are left out), and ``dest_token`` / ``src_token``; ``attrs``:
-``str_tokens``, ``tokens`` and ``layers``. :func:`~analysis.readouts.attention.pattern_array` rebuilds the
-``[layers, heads, dest, src]`` array from the table, which the views read (:mod:`analysis.figures.attention` draws it,
-:mod:`analysis.interop.circuitsvis_view` exports the CircuitsVis view).
-
-What a pattern does NOT establish: where a head looks is not what it moves (its values and output matrix decide
-that; patching and path patching measure the effect), and a head that attends to the first position may be resting
-there (an attention sink) rather than reading it.
-"""
+"""Attention patterns: where every head of every layer looks, for one prompt, as a tidy table."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""The Jacobian lens (Gurnee et al., 2026) through TransformerLens 4.3's ``JacobianLens``.
-
-For each block output ``l`` but the last, the lens is one ``d_model x d_model`` matrix ``J_l``: the model's own
-first-order map from that residual to the last block's output (pre final norm), averaged over source positions and
-contexts, with the effects on every later position summed (TransformerLens's estimator, the reference
-implementation's). Reading it applies the final norm and head to ``J_l h``; the logit lens is ``J_l = I``. Unlike the
-tuned lens it is not fitted to the output distribution, so it can read worse than the logit lens in KL while
-pointing at the directions the later layers actually carry forward.
-
-:func:`fit_jacobian_lens` fits it on this package's token windows through the model's TransformerLens bridge
-(:func:`analysis.interop.bridge.to_transformer_bridge`): ``JacobianLens.fit`` takes prompts as strings through a
-tokenizer, so each window is handed to it by its index and the bridge's ``to_tokens`` returns the window itself.
-Depth ``d`` of :func:`analysis.readouts.lens.lens_hooks` (the residual entering block ``d``) is block ``d - 1``'s
-output, read through ``J_{d-1}``; the input (depth 0) has no Jacobian lens.
-"""
+"""The Jacobian lens (Gurnee et al., 2026) through TransformerLens 4.3's ``JacobianLens``."""
 
 from __future__ import annotations
 

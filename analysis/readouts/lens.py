@@ -1,15 +1,4 @@
-"""The logit lens: what the (still learned) output side reads from each layer's residual stream.
-
-At every depth - the residual stream entering each block, and the last block's output - the model's own final norm
-and unembedding are applied as if the network stopped there (nostalgebraist, 2020). Per depth: next-token accuracy
-(the lens's argmax is the next token), next-token loss, and the KL divergence from the final distribution to the
-lens's, each a mean over the sequences of the data with a Student-t 95% interval over sequences. The last row is the
-model itself (KL 0).
-
-What it does NOT establish: a low lens accuracy at a layer does not mean the information is absent there - the
-final norm and head were trained on the last layer's basis only (the tuned lens, :mod:`analysis.readouts.tuned_lens`,
-fitted per layer, reads more); a high one does not say which components wrote it.
-"""
+"""The logit lens: what the (still learned) output side reads from each layer's residual stream."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The logit lens beside learned lenses, on text the learned lenses were not fitted on.
-
-:func:`lens_comparison` splits a corpus's token windows in two halves, fits each lens of ``kinds`` on the first -
-``tuned`` (:mod:`analysis.readouts.tuned_lens`: an affine translator per depth fitted to the final distribution) and
-``jacobian`` (:mod:`analysis.readouts.jacobian_lens`: the model's averaged Jacobian to its last block) - and reads
-them and the logit lens on the second: one table with a ``kind`` column and the columns of
-:func:`analysis.readouts.lens.logit_lens` (``depth, hook, accuracy, loss, kl`` with 95% intervals over sequences).
-The Jacobian lens has no row at depth 0 (the input).
-"""
+"""The logit lens beside learned lenses, on text the learned lenses were not fitted on."""
 
 from __future__ import annotations
 

@@ -1,29 +1,4 @@
-"""Many L2-regularised logistic regressions on the same inputs, fitted together: the probes' fast path.
-
-Each target is scikit-learn's ``LogisticRegression(C=C)`` problem (its objective times the number of rows): a binary
-target is one logit (``softplus(z) - y z``), a target with K > 2 classes a K-way softmax (multinomial), every weight
-penalised by ``||w||^2 / (2 C)``, the intercepts not. All targets share the inputs ``X`` and differ in labels and in
-which rows they use, so one ``X @ W`` over the columns of every target gives all their logits and one ``X.T @ R`` all
-their gradients.
-
-The solver is L-BFGS run per target inside one batched loop: every inner product of the two-loop recursion, the
-curvature test and the Armijo backtracking are taken per target (segment sums over a target's columns), so the
-targets never share a step length or a curvature pair. The initial inverse Hessian is each target's exact Hessian at
-``W = 0`` (the row Gram ``X^T X`` of its rows times 1/4 for a logit, 1/K for a softmax, plus the penalty; one Gram
-per distinct set of rows and one inverse per distinct (rows, curvature, ``C``), so the many targets that use every
-row - bits, XORs - and the folds x ``C`` grid of a cross-validation share them) - it removes
-the ill-conditioning of correlated residual-stream directions, so the fits take ~100 steps where scikit-learn's takes
-up to ~500 - scaled each step by the usual ``s^T y / y^T H0 y``. Where the inputs are narrow (at most
-``REFRESH_MAX_WIDTH`` features), at step ``REFRESH_STEP`` every column's initial matrix becomes its own block of the
-Hessian at the current iterate (``X^T diag(p (1 - p)) X`` plus the penalty, cross-class terms left out): the fits have
-moved far from zero by then (a nearly separable target's weights keep growing), and on multi-class targets this
-halves the steps left. A target stops when the largest entry of its gradient
-is below ``gtol`` per row (scikit-learn's ``tol`` on its row-averaged objective); once the targets still running hold
-at most half of the columns, the solve restarts on those alone, so a slow target does not keep paying for the fast
-ones. Float32 by default: the probes compare accuracies, which the tests check against scikit-learn to 0.01. A target
-still above ``gtol`` after ``max_iter`` steps in all is reported as not converged (``return_converged``); its last
-iterate is returned.
-"""
+"""Many L2-regularised logistic regressions on the same inputs, fitted together: the probes' fast path."""
 
 from __future__ import annotations
 

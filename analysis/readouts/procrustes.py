@@ -1,22 +1,4 @@
-"""Orthogonal Procrustes similarity of two representations of the same tokens: a second measure beside CKA.
-
-For activations ``X`` ``[n, p]`` and ``Y`` ``[n, q]`` of the same ``n`` tokens, each centred (column means removed)
-and scaled to unit Frobenius norm (``Xn``, ``Yn``):
-
-- ``procrustes_similarity = ||Xn^T Yn||_*`` (the nuclear norm: the sum of the singular values), in ``[0, 1]``;
-- ``procrustes_distance = min_Q ||Xn Q - Yn||_F = sqrt(2 - 2 * similarity)``, in ``[0, sqrt(2)]``, the minimum over
-  orthogonal ``Q`` (the narrower side padded with zero columns when ``p != q``; Schoenemann, 1966), so
-  ``similarity = 1 - distance^2 / 2``. ``arccos(similarity)`` is the angular shape metric of Williams et al. (2021).
-
-Similarity 1 means ``Y`` is a rotation (or reflection) of ``X`` up to a shift and an isotropic scale. Unlike CKA,
-which weighs directions by their variance squared, Procrustes weighs them by their variance, so a few high-variance
-directions dominate it less; like linear CKA it is biased upwards for few tokens and wide layers (two independent
-Gaussian matrices have similarity well above 0), which is why :mod:`analysis.readouts.references` reads it
-against a row-permutation null.
-
-What it does NOT establish: that the two models use these directions the same way downstream, or anything about a
-nonlinear relation between the representations.
-"""
+"""Orthogonal Procrustes similarity of two representations of the same tokens: a second measure beside CKA."""
 
 from __future__ import annotations
 

@@ -1,61 +1,6 @@
 """Similarity with its references: every cross-variant CKA (and Procrustes) value beside the ceiling of two runs of
 one variant, the level of variants that share no initialisation, each model against its initialisation, and a
-null, with a bootstrap interval over windows for every value.
-
-Canonical and gf2 of one seed start from bit-identical backbones and read the same data in the same order, so their
-similarity is inflated by what they share before training. :func:`~analysis.readouts.references.similarity_references`
-takes models keyed by ``(variant, seed)`` (the seed: ``[train] seed``, i.e. the model's ``cfg.seed``) and compares, at
-every hook point (the same hook point on both sides), every pair of them on the same token windows, each pair under one
-kind (column ``reference``, :data:`~analysis.readouts.references.KINDS`; the "interface" of a kind's name is the variant
-name as given, so ``gf2-r1`` or ``canonical-matched`` is one of its own):
-
-- ``same_interface_cross_seed``: one variant, two seeds - the ceiling, how similar two runs of one interface are;
-- ``cross_interface_cross_seed``: two variants, two seeds - the cross-variant level a shared initialisation does not
-  inflate;
-- ``cross_interface_same_seed``: two variants of one seed - what a per-seed comparison reports;
-- ``own_initialisation``: a model against its own untrained initialisation (its seed, freshly drawn);
-- ``permutation_null``: a pair of trained models (any of the kinds above but the last) with the token rows of side
-  ``b`` permuted across all tokens, ``null_draws`` times: where unrelated representations of the same marginal
-  structure sit. ``value`` is the mean over the draws and ``lo``/``hi`` their 2.5% and 97.5% quantiles (not a
-  bootstrap interval). Debiased CKA's null has mean exactly 0; linear CKA's and Procrustes' do not. It is a floor,
-  not the level of two unrelated *functions of the tokens*: any two such functions share the block structure of a
-  repeated token (two untrained learned input tables of different seeds have debiased CKA 0.16 at the input).
-
-Measures (column ``measure``): ``debiased_cka`` (the primary one), ``linear_cka`` (:mod:`analysis.readouts.similarity`)
-and ``procrustes`` (orthogonal Procrustes similarity, :mod:`analysis.readouts.procrustes`).
-
-Position 0 is left out by default (``skip_first=True``): in a trained transformer the first position of a window
-is an attention sink whose residual stream carries a few massive activations (Xiao et al., 2023; Sun et al., 2024);
-CKA is a ratio of squared norms of cross-covariances, so a handful of such rows that both models share can set it,
-whatever the other positions do (a test: two unrelated 64-wide representations of 16 windows of 48 tokens, each
-with an offset of 50 along a direction of its own at position 0, have debiased CKA 0.93 with position 0 and 0.00
-without; Procrustes, which weighs directions by their variance rather than its square, 0.57 and 0.24). At the
-input (``hook_embed``) nothing depends on position, so leaving one token in ``T`` out there changes nothing but the
-count.
-
-The bootstrap (``boot`` draws, seeded by ``seed``) resamples windows with replacement; every comparison uses the
-same draws, so a mean over pairs and a difference of kinds have intervals too
-(:func:`~analysis.readouts.references.read_references`). Debiased CKA is computed on each draw with the copies of one
-token counted once (:mod:`analysis.readouts.resampling`), so its draws centre on the estimate (``boot_bias`` ~ 0).
-Linear CKA and Procrustes are biased upwards by few tokens, and a resample with ties holds fewer distinct tokens (about
-63% of the windows), so their raw draws sit above the estimate by ``boot_bias``; their draws are shifted back by it
-before the percentile interval is read (an interval for the statistic at this sample size, centred on the estimate).
-
-Cost on one core, the ``tiny`` config's shape (72 wide, 4 hook points, 42 windows of 96 tokens), 1,000 draws and
-20 permutations, three variants x three seeds (45 pairs with the initialisations): 37 s for CKA alone
-(``procrustes=False``), 131 s with Procrustes (one ``72 x 72`` SVD per draw).
-
-Columns: ``reference, variant_a, seed_a, variant_b, seed_b, hook, layer, measure, value, lo, hi, boot_bias, draws,
-n_windows, n_tokens`` (``layer``: the hook's depth index, 0 = ``hook_embed``; ``draws``: bootstrap draws, or
-permutations for the null; ``n_tokens``: tokens compared per side, position 0 excluded when skipped). For
-``own_initialisation`` rows, side ``b`` is the initialisation of side ``a``'s model.
-
-What these numbers do NOT establish: a row's interval covers the choice of windows, not of seeds (each seed pair is one
-value; with three seeds a ceiling rests on three pairs) - the reading's ``seed_lo``/``seed_hi`` resample the seeds
-(:func:`~analysis.readouts.references.read_references`); similarity at or near the ceiling says two variants'
-representations are as alike as two runs of one, not that they compute the same function; similarity near the null
-says no linear (CKA) or orthogonal (Procrustes) relation over these tokens, not that no nonlinear one exists.
-"""
+null, with a bootstrap interval over windows for every value."""
 
 from __future__ import annotations
 

@@ -1,38 +1,5 @@
 """Similarity of two representations of the same token windows under resampling: a bootstrap over windows and a
-row-permutation null, each draw computed from per-window sums instead of from the tokens again.
-
-A bootstrap over windows (sequences) redraws the ``n`` windows with replacement; draw ``b`` gives window ``s`` a
-multiplicity ``c[s, b]`` (how often it is in the resample, ``sum_s c[s, b] = n``;
-:func:`~analysis.readouts.resampling.window_counts`). Windows, not tokens, are the unit: the tokens of one window share
-their context and are not independent. For representations ``X`` ``[n, T, p]`` and ``Y`` ``[n, T, q]`` of the windows
-(centred over all tokens), :meth:`Pair.evaluate <analysis.readouts.resampling.Pair.evaluate>` returns for each draw:
-
-- ``cross = ||X~^T C Y~||_F^2``, with ``X~``, ``Y~`` centred by the resample's own mean and ``C`` the tokens'
-  multiplicities: the numerator of linear CKA (with ``Y = X``, its denominators);
-- ``hsic``: the unbiased HSIC of the linear kernels (Song et al., 2012), the numerator of debiased CKA, as the
-  U-statistic it is: the mean over ordered 4-tuples of distinct tokens of
-  ``h = K_ij L_ij + K_ij L_kl - 2 K_ij L_ik``, each tuple weighted by the product of its tokens' multiplicities, with
-  the copies of one token in a resample counting as that one token. Recomputing debiased CKA on the duplicated rows
-  instead pairs each copy with its twin, adds back the ``K_ii L_ii`` terms that debiasing removes, and puts the
-  bootstrap above the estimate by about as much as the debiasing corrects (two independent 64-wide
-  representations of 640 tokens: estimate 0.087, naive bootstrap mean 0.168, this one 0.088);
-- ``nuclear = ||X~^T C Y~||_*``: the numerator of Procrustes similarity (:mod:`analysis.readouts.procrustes`), and
-  ``sq_norm_a``, ``sq_norm_b`` (``||C^(1/2) X~||_F^2``) its denominators.
-
-With ``c = 1`` each is the statistic of the data itself (the tests hold them to the direct formulas, and a
-resample to the same formulas on its duplicated rows). The sums that make a draw cheap: per-window cross products
-``M_s = X_s^T Y_s`` and their Gram matrix ``<M_s, M_t>``, window sums, and the kernels' diagonals; a draw then costs
-``O(n^2 + n T (p + q))`` (plus a ``p x q`` SVD for Procrustes) rather than ``O(n T p q)``. ``M`` takes ``n p q``
-floats; a pair whose ``M`` would pass :data:`~analysis.readouts.resampling.MAX_BYTES` is refused with the way out.
-
-:func:`~analysis.readouts.resampling.permuted` computes the same statistics after a random permutation of one side's
-rows across all tokens (the token correspondence broken): what the measures give for representations with the same
-marginal structure and no relation. The unbiased HSIC has mean exactly zero over permutations; linear CKA and Procrustes
-do not.
-
-What a bootstrap interval does NOT cover: other seeds (another training run) and other corpora; it is the
-uncertainty from which windows were measured, for these two models.
-"""
+row-permutation null, each draw computed from per-window sums instead of from the tokens again."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""Representational similarity across layers and variants: linear CKA and its debiased form.
-
-For activations ``X`` ``[n, p]`` and ``Y`` ``[n, q]`` of the same ``n`` tokens:
-
-- ``linear_cka``: ``||Xc^T Yc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F)`` with column-centred ``Xc``, ``Yc``
-  (Kornblith et al., 2019); 1 for identical representations, invariant to orthogonal transforms and isotropic
-  scaling of either side, but biased upwards when ``n`` is not much larger than the width;
-- ``debiased_cka``: the same ratio of unbiased HSIC estimates (Song et al., 2012; the debiased CKA of Nguyen et al.,
-  2021), computed in feature space in ``O(n p q)`` (no ``n x n`` Gram matrix), so tens of thousands of tokens fit.
-
-:func:`~analysis.readouts.similarity.cka_matrix` compares every hook point of one model with every hook point of another
-on the same tokens (:func:`~analysis.readouts.similarity.layer_activations` collects them), and returns a tidy DataFrame
-``hook_a, hook_b, cka, debiased`` (``skip_first=True`` leaves position 0 out). CKA with its references - the ceiling of
-two seeds of one variant, variants of different seeds, each model against its initialisation, a permutation null,
-bootstrap intervals over windows and Procrustes similarity beside it - is
-:func:`analysis.readouts.references.similarity_references`.
-
-What a CKA value does NOT establish: high similarity says the two representations are linearly related up to
-rotation and scale over these tokens; it does not say the models compute the same function from them, and low
-similarity can come from a few high-variance directions that the downstream layers ignore.
-"""
+"""Representational similarity across layers and variants: linear CKA and its debiased form."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""The tuned lens: the logit lens with a learned affine translator per depth (Belrose et al., 2023).
-
-At each depth the logit lens reads the residual stream through the model's own final norm and head, which were
-trained on the last layer's basis only. The tuned lens first maps the residual ``h`` at depth ``l`` to
-``h + A_l h + b_l`` - one ``d_model x d_model`` matrix and bias per depth, starting at zero (the logit lens) - fitted
-so that the lens's next-token distribution matches the model's final one (the KL divergence from the final
-distribution, summed over depths). The last depth is the model's own output and has no translator.
-
-:func:`fit_tuned_lens` fits it on token windows streamed through the model one batch per step (a forward without
-gradients, then the translators' step): memory holds one batch's residuals, at any scale.
-:func:`analysis.readouts.lens_comparison.lens_comparison` fits it on one half of the sequences of a corpus and reads it
-beside the logit lens on the other half, so the comparison is on text the translators never saw.
-
-What it does NOT establish: a translator is a fitted map, so a low tuned-lens KL at a depth says that the final
-distribution is linearly decodable there - not that the model computes it that way, and not that the logit lens's
-basis is wrong (the gap between the two is how far from the final basis a depth's residual is).
-"""
+"""The tuned lens: the logit lens with a learned affine translator per depth (Belrose et al., 2023)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""A study's claims: sentences declared in a TOML file, each tested on the study's per-seed measurements.
-
-A claims file (the study's default is ``analysis/study/claims.toml``; the confirmatory study froze its own in
-``experiments/claims/confirmatory.toml`` before training) holds ``alpha`` and one ``[[claim]]`` table per claim::
-
-    [[claim]]
-    id = "facts-canonical"            # unique
-    family = "primary"                # primary | control | exploratory (Holm within each)
-    kind = "difference"               # difference | equivalence | interaction | descriptive
-    claim = "The canonical code trails the learned table on the facts task."
-    measure = "behaviours/accuracy/facts"   # analysis/metric/key at the study's final step
-    a = "canonical"                   # difference and equivalence: a - b; interaction: (a - b) - (c - d)
-    b = "learned"
-    direction = "negative"            # difference and interaction: positive | negative | either
-    unit = "accuracy (share of 64 prompts)"
-
-``equivalence`` claims name ``margin`` (in the metric's unit) instead of ``direction``; ``descriptive`` claims name
-``measures`` (a list), ``variants`` and ``threshold``. :func:`claims_table` computes each claim from the per-seed
-values (paired over the seeds every variant it names has), and :mod:`analysis.study.verdicts` gives each its verdict.
-A claim whose variants or measure the study lacks keeps its row, with no numbers, the verdict ``inconclusive`` and a note
-saying what was not measured (it has no p, so it is not counted in its family's Holm adjustment).
-"""
+"""A study's claims: sentences declared in a TOML file, each tested on the study's per-seed measurements."""
 
 from __future__ import annotations
 

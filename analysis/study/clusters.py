@@ -1,19 +1,5 @@
 """Where the study's tasks run: a Dask cluster of worker processes on this machine, an existing Dask scheduler, or
-Slurm jobs started and stopped as the work needs them (``dask-jobqueue``).
-
-- :func:`~analysis.study.clusters.local_cluster`: one worker process per GPU where there are GPUs (each sees only its
-  own, ``CUDA_VISIBLE_DEVICES``, and has one ``GPU`` resource), else one per core (``n_workers`` to choose); each runs
-  one task at a time with an equal share of the cores for torch (``OMP_NUM_THREADS``).
-- an existing cluster: ``Client(address)`` - its workers need this package installed and ``--out`` on a file system
-  they share with this process.
-- :func:`~analysis.study.clusters.slurm_cluster`: each Slurm job is one worker (one task at a time) with the options of
-  :class:`~analysis.study.clusters.SlurmOptions`, scaled between 0 and ``max_jobs`` jobs by what is left to do; its job
-  script is :func:`~analysis.study.clusters.slurm_job_script`.
-
-The clusters started here let a task lose its worker :data:`analysis.study.graph.ALLOWED_FAILURES` times before it is
-reported as failed, keep no memory limit (a training holds what it needs; Dask's spilling is for data, which these
-tasks do not return) and print nothing but errors.
-"""
+Slurm jobs started and stopped as the work needs them (``dask-jobqueue``)."""
 
 from __future__ import annotations
 

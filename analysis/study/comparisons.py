@@ -1,35 +1,5 @@
 """Paired comparisons between a study's variants over seeds: what each difference is and how sure (descriptions; a
-study's findings are its claims, :mod:`analysis.study.claims`).
-
-Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis, metric, key, variant, seed, step,
-value``) and, optionally, per-item values (``... , item, value``: the behaviours' per-prompt scores).
-
-:func:`~analysis.study.comparisons.compare` gives, per (analysis, metric, key, step) and pair of variants ``a - b``:
-
-- ``n``, ``diff``, ``lo``, ``hi``: the mean of the paired per-seed differences and its Student-t 95% interval,
-  i.e. mean +- t x the *standard error* of the per-seed differences (not a spread of seeds);
-- ``p`` (the paired t test), ``p_sign`` (the exact sign-flip permutation p-value: with n seeds it cannot go below
-  2 / 2^n, 0.25 for 3 seeds, 0.0625 for 5), ``identical`` (every seed's difference the same: no variance, so no
-  test; never flagged) and ``excludes_zero`` (the t interval excludes 0; ``exceeds`` is the same column under its
-  former name);
-- ``boot_lo``, ``boot_hi``, ``boot``: a percentile interval from :func:`analysis.stats.crossed_bootstrap` that
-  resamples a second factor beside the seeds: the prompts (``seeds x prompts``) where per-item values were
-  recorded - every seed is measured on the same prompts, so the t interval over seeds leaves the prompts' variance
-  out - and the trained recodings for the pooled gf2 variant (``seeds x recodings x prompts``, or ``seeds x
-  recodings`` without per-item values). With 2-5 seeds a percentile bootstrap understates the seed variance:
-  read it beside the t interval, not instead of it.
-
-Every row is exploratory and unadjusted: the tested statements, with their families and Holm adjustment, are the
-claims (:func:`analysis.study.claims.claims_table`).
-
-``gf2 (pooled)`` is the gf2 variant pooled over every trained GF(2) recoding (``gf2``, ``gf2-r1``, ...): ``diff`` is
-the mean over the seeds with every recoding measured (``n``) and the recodings. The recodings are crossed with the
-seeds (``gf2-r1`` is the same matrix at every seed) and are a random effect: ``lo``, ``hi`` and ``p`` of a pooled
-comparison come from :func:`analysis.stats.crossed_mean` (two-way random-effects ANOVA of the [seeds, recodings]
-differences, Satterthwaite's degrees of freedom), an interval for recodings in general, wide with 2-3 of them, and
-``p_sign`` is NaN (a sign flip over seeds would treat the recodings as fixed). Its bootstrap (``seeds x recodings``)
-resamples both factors too. Each recoding is also compared on its own (``gf2-r1`` rows).
-"""
+study's findings are its claims, :mod:`analysis.study.claims`)."""
 
 from __future__ import annotations
 

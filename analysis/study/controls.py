@@ -1,30 +1,5 @@
 """The study's controls: each difference measured again with a control in one side's place, and what a number of seeds
-can show.
-
-The study compares ``learned`` with ``canonical`` (is a trainable input table needed?) and ``canonical`` with
-``gf2`` (is the model tied to one code?). Each control swaps one side of such a difference for a variant that
-removes one explanation, and the difference is measured again, paired over the same seeds:
-
-- ``canonical-matched``: the fixed variant given the learned table's parameters back inside the backbone (wider
-  MLPs), so "worse" cannot be "smaller";
-- ``permuted``: the canonical code of a randomly permuted id; the tokenizer's ids are frequency ranks, so canonical
-  bits also spell frequency and permuted bits do not (gf2 keeps it: an affine map of the bits of a small id);
-- ``frozen_random``: a frozen table of Gaussian rows with the code rows' norm, fixed but neither binary nor low-rank,
-  so the comparison separates "frozen" from "a binary code";
-- ``learned-randomhead`` / ``canonical-randomhead``: both output heads frozen to seeded random rows, so what a
-  learned head can absorb for a fixed input is taken away from both sides.
-
-:func:`~analysis.study.controls.control_table` gives, per metric and control, the base difference and the controlled one
-(paired mean differences over seeds with Student-t 95% intervals) and each one's *conclusion*: ``a > b`` or ``a < b``
-when the interval (mean +- t x the standard error over seeds) excludes 0, else ``interval includes 0`` (``identical on
-every seed`` when the differences have no variance, which is no evidence either way). These columns describe two
-intervals side by side and are exploratory (unadjusted); :func:`~analysis.study.controls.outcome` names how they relate
-(the same, gone, reversed, appearing only with the control). They are not a test of whether a control changes a
-difference: that is an interaction claim (the difference-in-differences with its own interval and p, Holm-adjusted
-within the control family) in the study's claims (:mod:`analysis.study.claims`), the only place a report draws a
-conclusion.
-:func:`~analysis.study.controls.seeds_statement` says what ``n`` seeds can and cannot show, from the t quantile itself.
-"""
+can show."""
 
 from __future__ import annotations
 

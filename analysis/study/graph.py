@@ -1,24 +1,4 @@
-"""A task graph run on Dask distributed: the study's trainings, measurements, similarity and report as futures.
-
-:func:`~analysis.study.graph.run_graph` takes :class:`~analysis.study.graph.Task` s - each with the names of the tasks
-it needs, a test of whether it is done that reads only its output files, and the function that does it - and a
-``distributed.Client`` (:mod:`analysis.study.clusters` makes one: worker processes on this machine, an existing
-scheduler, or Slurm jobs). Every task that is not done is submitted as a future whose arguments are the futures of
-the tasks it needs, so Dask runs it after them, on any worker; what is done is not submitted again, so a run is
-restartable at any point (each task writes its output to a temp path and renames it, so a task killed mid-write
-leaves nothing that reads as done).
-
-What the engine gives: a task whose worker dies (killed, out of memory, its Slurm job ended) is rerun on another
-worker, up to ``distributed.scheduler.allowed-failures`` times (:data:`~analysis.study.graph.ALLOWED_FAILURES` on the
-clusters this package starts); a task that raises does not stop the others: every task that does not need it
-finishes, and :class:`~analysis.study.graph.TasksFailed` names the failed ones with their tracebacks, which are also
-written to ``failed_tasks.txt`` beside the log. ``device`` tasks ask for the ``GPU`` resource when the workers have
-GPUs, so two trainings never share one.
-
-Every start, end and failure of a task is a line of ``log`` (JSON: task, event, worker, host, pid, time, seconds):
-which worker ran what, and for how long. A task found done when its turn comes logs ``skipped``: Dask recomputes a
-finished task whose result (its name) was held by a worker that died, and the recomputation only reads its files.
-"""
+"""A task graph run on Dask distributed: the study's trainings, measurements, similarity and report as futures."""
 
 from __future__ import annotations
 

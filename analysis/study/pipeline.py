@@ -1,44 +1,4 @@
-"""The study pipeline: train every variant for every seed, measure every checkpoint, report over seeds.
-
-    fixedid-study run tiny --seeds 0-4 --gf2-seeds 0,1,2 --out study/
-
-For each seed (``[train] seed``: initialisation and data order) the three variants and their controls
-(``DEFAULT_VARIANTS``; :mod:`analysis.study.controls` says what each removes) are trained into
-``OUT/runs/seed<S>``, and for each further GF(2) recoding of ``--gf2-seeds`` (``[model] gf2_seed``; the first listed
-is the ``gf2`` variant itself) a ``gf2-r<R>`` variant into ``OUT/runs/seed<S>-gf2r<R>``: several *trained*
-recodings, since "not tied to one binary assignment" is a claim about training. Every checkpoint - the final one and
-the snapshots ``[train] keep`` asks for - is measured (:data:`~analysis.study.analyses.ANALYSES`: behaviours, loss,
-probes and the logit lens at every kept step; lm-eval, IOI patching flow, bit flips and noise, recoding, erasure, head
-geometry and context use at the end), one CSV per (seed, variant, step, analysis) under ``OUT/measurements``, each
-written whole or not at all. A run is restartable at any point: a finished training or measurement is never redone, an
-interrupted training resumes from its last checkpoint. Then :mod:`analysis.study.report` aggregates over seeds
-(Student-t 95% intervals; paired per-seed differences between variants), draws the figures and writes ``OUT/report.md``.
-
-Measurements are long-format rows ``analysis, metric, key, value`` (``key``: a task, a target group at a hook point,
-a layer...); the behaviours' per-prompt scores are kept beside them under ``OUT/items``. The similarity of the
-study's own variants is measured once over every seed, with its references (the ceiling of one interface across
-seeds, cross-interface levels across and within seeds, the initialisation, a null), under ``OUT/similarity``.
-
-The study is a task graph (:func:`~analysis.study.pipeline.study_tasks`: a training per seed and variant, a measurement
-per checkpoint and analysis, the similarity, the report, each with what it needs) that
-:func:`~analysis.study.pipeline.run_study_dask` runs on Dask distributed (:mod:`analysis.study.graph`): worker processes
-on this machine (one per core, or per GPU), an existing Dask cluster, or Slurm jobs (:mod:`analysis.study.clusters`). A
-worker that dies has its task rerun elsewhere; the results are those of one process.
-:func:`~analysis.study.pipeline.run_study` runs the same study in this process, one task after another.
-
-To add an analysis, write one function ``fn(model, reference=None)`` that returns its rows (``_rows(name, items)``
-with ``items`` ``(metric, key, value)`` triples) and register it with its name and when it runs::
-
-    @register("my_analysis", when="final")  # "all": every kept snapshot and the final checkpoint
-    def _my_analysis(model, reference=None) -> pd.DataFrame:
-        ...
-
-That one entry in :data:`~analysis.study.analyses.ANALYSES` (:mod:`analysis.study.analyses`) is all:
-:func:`~analysis.study.analyses.measure` looks it up and :func:`~analysis.study.pipeline.measure_all` runs it and writes
-``OUT/measurements/seed<S>/<variant>/step<N>/my_analysis.csv``. ``register(..., reference=True)`` passes the learned
-variant of another seed (the next one, cyclically) as ``reference``: never the same run, whose variants share an
-initialisation and a data order. Keep heavy imports inside the function.
-"""
+"""The study pipeline: train every variant for every seed, measure every checkpoint, report over seeds."""
 
 from __future__ import annotations
 

@@ -1,22 +1,4 @@
-"""Over seeds: summaries with 95% intervals, paired comparisons between variants, the study's figures and report.
-
-Input: the long measurement table of :mod:`analysis.study.pipeline` (``analysis, metric, key, variant, seed, step, value``).
-
-- :func:`~analysis.study.report.summarise`: per (analysis, metric, key, variant, step) the mean over seeds with a
-  Student-t 95% interval (``lo``/``hi``; NaN with a single seed) and the number of seeds ``n``;
-- :func:`~analysis.study.comparisons.compare` (:mod:`analysis.study.comparisons`): per (analysis, metric, key, step) and
-  pair of variants, the mean of the paired per-seed differences ``a - b`` with its Student-t interval (mean +- t x
-  standard error), the t test's and the exact sign-flip p-values, a bootstrap that also resamples prompts or trained
-  recodings; identical differences are never flagged. All of these are descriptions;
-- :func:`~analysis.study.claims.claims_table` (:mod:`analysis.study.claims`): the declared claims, each tested by the
-  rules of :mod:`analysis.study.verdicts` (``claims.csv``): the report's only conclusions;
-- :func:`~analysis.study.report.draw_figures`: every figure from the tables alone
-  (``fixedid-analyze figures --results DIR`` redraws them from ``measurements.csv`` without touching a model), each with
-  per-seed points beside mean and interval;
-- :func:`~analysis.study.report.write_results`: the CSVs, the figures and ``report.md`` (with
-  :mod:`analysis.study.controls`: each difference measured again with a control, and what the number of seeds can
-  show).
-"""
+"""Over seeds: summaries with 95% intervals, paired comparisons between variants, the study's figures and report."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""The study report's text: its tables, its comparison lines and its sections, written from the tables alone.
-
-- :data:`~analysis.study.sections.SECTIONS`: one section per measurement the report shows (title, analysis, metric,
-  whether a share, what it is); :func:`~analysis.study.sections.table_lines` and
-  :func:`~analysis.study.sections.comparison_lines` write a section's table and its paired differences;
-- :func:`~analysis.study.sections.similarity_lines`: the study's variants against their similarity references (ceiling,
-  null);
-- :data:`~analysis.study.sections.MATCHED` and :func:`~analysis.study.sections.matched_lines`: each comparison issue 20
-  replaced (an unmatched estimand) beside its matched successor, and whether the conclusion changed.
-"""
+"""The study report's text: its tables, its comparison lines and its sections, written from the tables alone."""
 
 from __future__ import annotations
 

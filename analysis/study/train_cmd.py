@@ -1,13 +1,5 @@
 """Each training of the study as a command of its own (``--train-cmd``): a ``torchrun`` job over the GPUs of a node or
-of a Slurm allocation, or a plain process, instead of a training in the study worker's own process.
-
-``--train-cmd`` is the command a study task runs for a training, with ``{python}``, ``{config}`` (the run's
-``run.json``), ``{out}`` (the run directory) and ``{variant}`` filled in, for example
-``--train-cmd "torchrun --standalone --nproc_per_node=8 -m fixedid.train --config {config} --out {out}
---variants {variant} --resume --quiet"``. The command ends with the worker that started it
-(:func:`~analysis.study.train_cmd.run_tied`): a worker that dies takes its training with it, so the worker the task is
-rerun on is the only one training it (it resumes from the last checkpoint).
-"""
+of a Slurm allocation, or a plain process, instead of a training in the study worker's own process."""
 
 from __future__ import annotations
 

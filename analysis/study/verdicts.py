@@ -1,25 +1,4 @@
-"""The rules that turn a claim's numbers into its verdict: one place, so a claims table can be checked by recomputing.
-
-A claims table (:func:`analysis.study.claims.claims_table`) has a row per claim; its ``verdict`` is one of
-``supported``, ``not supported`` and ``inconclusive``, decided here from the row's own numbers and nothing else:
-
-- **Multiplicity**: ``p_adjusted`` is Holm's adjustment of ``p`` within the row's ``family`` (``primary``,
-  ``control``, ``exploratory``), over the rows of that family that have a p-value (:func:`adjust`).
-- **difference** (``a - b``) and **interaction** (``(a - b) - (c - d)``, a difference-in-differences: "X survives
-  control C" or "X needs Y" is this kind): supported only if ``p_adjusted <= alpha`` and the 95% interval
-  ``[ci_low, ci_high]`` excludes 0 on the side ``direction`` names (``positive``, ``negative``; ``either``: any side);
-  not supported when it excludes 0 on the other side with ``p_adjusted <= alpha``; otherwise inconclusive. A
-  non-significant difference is never read as "no difference".
-- **equivalence** (``a - b`` within ``+-margin``, the margin stated in advance in the metric's unit): two one-sided t
-  tests (:func:`analysis.stats.tost`); ``ci_low``/``ci_high`` hold the 90% interval; supported only if it lies
-  inside ``+-margin`` and ``p_adjusted <= alpha``; not supported when it lies wholly outside (a difference larger than
-  the margin); otherwise inconclusive.
-- **descriptive** (every per-seed value at least ``threshold``): ``estimate`` is the smallest value, ``ci_low`` and
-  ``ci_high`` the smallest and largest; supported when ``estimate >= threshold``, else not supported; no test, no p.
-- **exploratory** rows are never findings: their verdict is ``inconclusive`` whatever their numbers (which are printed,
-  for a later confirmatory study to test).
-- A row without its numbers (a variant not trained, every seed identical so no test) is ``inconclusive``.
-"""
+"""The rules that turn a claim's numbers into its verdict: one place, so a claims table can be checked by recomputing."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
 """Text sources: one function, :func:`~fixedid.data.corpus.iter_texts`, that turns a source string into a stream of
-documents.
-
-A *source* is one of
-
-``"synthetic"`` or ``"synthetic:<seed>"``
-    The built-in synthetic language (:class:`fixedid.data.synthetic.SyntheticLanguage`), seeded by ``<seed>``
-    (default 0; :func:`~fixedid.data.corpus.synthetic_seed` reads it). It never needs the network and is an infinite
-    stream unless ``limit_docs`` is given. The ``split`` picks a disjoint stream: ``"train"`` uses document seed
-    ``seed``, any other split a seed derived from ``(split, seed)``, so ``"validation"`` never repeats the training
-    documents' stream.
-a local path
-    * ``*.txt`` - one document per paragraph: paragraphs are separated by one or more blank lines (lines that
-      are empty or only whitespace); the newlines inside a paragraph are kept, the trailing one is not. A file
-      with one document per line and no blank lines is therefore read as a single document: put a blank line
-      between documents.
-    * ``*.jsonl`` - one JSON object per line, the document is its field ``text_field``.
-    * ``*.json`` - either JSON Lines as above, or one JSON array of objects.
-    * ``*.parquet`` - the string column ``text_field``, read in record batches with pyarrow.
-    * a directory - every file above in it and in its sub-directories, in sorted path order.
-
-    ``split``, ``streaming`` and ``seed`` are ignored for local paths: the order is the files' order.
-anything else
-    A Hugging Face hub dataset, ``"name"`` or ``"name:config"``, loaded with
-    ``datasets.load_dataset(name, config, split=split, streaming=streaming)``; the order is the dataset's own.
-
-Records whose text is ``None`` are skipped; any other non-string text is a :class:`~fixedid.errors.DataError`. Empty
-documents are passed on as they are (a tokenizer turns them into nothing but the end-of-text token).
-"""
+documents."""
 
 from __future__ import annotations
 

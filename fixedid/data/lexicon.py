@@ -1,8 +1,4 @@
-"""The built-in language's lexicon: the closed word lists that :mod:`fixedid.data.synthetic` draws from.
-
-Every list is fixed (the same in every world); a world adds only the made-up entity and city names, spelled from
-the syllables at the end of this module.
-"""
+"""The built-in language's lexicon: the closed word lists that :mod:`fixedid.data.synthetic` draws from."""
 
 FEMALE = ("Mary Anna Emma Sarah Laura Julia Alice Grace Emily Rachel Helen Clara Lucy Jane Kate Rose Ruth Amy "
            "Ellen Nora Olivia Sophie Lisa Diana Irene Paula Vera Megan Hannah Karen Susan Linda").split()

@@ -1,21 +1,4 @@
-"""Words written in more than one way: a seeded split of some words into two pieces before a tokenizer encodes them.
-
-A tokenizer segments a word the same way every time; real text does not stay that regular (a word at the start of a
-line, a typo, a rare inflection), and the study's explanation of the fixed-code gap is exactly that a frozen table
-cannot smooth over how text is split. :func:`~fixedid.data.resegment.resegmenting_encoder` wraps a tokenizer's batch
-encoder so that each word (a piece of the tokenizer's own pre-tokenization: a word with its leading space, a run of
-punctuation) is, with probability ``rate``, cut at a uniformly drawn inner position and the two halves encoded apart:
-``" teachers"`` may come out as ``" teach" + "ers"`` instead of ``" teacher" + "s"``. The ids still decode to the same
-text. Unlike the tokenizers library's BPE dropout (whose random draws are not seeded), the cuts come from a numpy
-generator, so the same text, rate and seed give the same ids on every machine.
-
-Two scopes for a draw. ``"occurrence"``: every occurrence of a word is cut or not on its own, as BPE dropout does,
-so a word that comes back in the same document (a retold story, a repeated list) is often written two ways there,
-and copying it from its first occurrence fails. ``"document"``: each document draws once per distinct word (the
-raw piece, leading space included), so every occurrence of a word in one document is written the same way, and
-the same word is written differently in other documents, as a deterministic tokenizer writes a word differently in
-different surroundings (line starts, capitals, inflections) but the same in the same ones.
-"""
+"""Words written in more than one way: a seeded split of some words into two pieces before a tokenizer encodes them."""
 
 from __future__ import annotations
 

@@ -1,39 +1,4 @@
-"""Pretokenised token shards: raw little-endian uint16 files plus a JSON manifest, and a stateless batch sampler.
-
-Layout of a shard directory (several splits may share one, all tokenized with the same tokenizer)::
-
-    out_dir/
-      manifest.json
-      train_00000.bin  train_00001.bin ...   # raw '<u2' token ids, no header
-      validation_00000.bin ...
-
-``manifest.json``::
-
-    {
-      "format": "fixedid-shards/1",
-      "splits": {
-        "train": {
-          "source": "synthetic",             # the source string the text came from
-          "tokenizer_sha256": "ab12...",     # fixedid.data.tokenizer.tokenizer_hash of the tokenizer used
-          "vocab_size": 4096,                # tokenizer.get_vocab_size(with_added_tokens=True)
-          "eot_id": 0,                       # the end-of-text id appended after every document
-          "dtype": "uint16",                 # always little-endian uint16
-          "n_tokens": 1234567,               # sum of the shards' n_tokens
-          "n_docs": 8910,                    # documents tokenized (the last may be cut by max_tokens)
-          "shards": [{"file": "train_00000.bin", "n_tokens": 1048576, "sha256": "..."}, ...]
-        },
-        "validation": {...}
-      }
-    }
-
-The token stream of a split is the documents' ids in order, each followed by ``eot_id``, cut at ``max_tokens``;
-shards are consecutive pieces of it of ``shard_tokens`` tokens (the last may be shorter).
-
-Writes are atomic: every file is written under a temporary name in ``out_dir``, fsynced and ``os.replace``-d,
-shards first and the manifest last, so a reader sees either the old or the new split (a crash between the shard
-renames and the manifest rename leaves files whose sizes no longer match the manifest, which loading detects).
-Building two splits into one directory *concurrently* is not supported (the manifest is read-modified-written).
-"""
+"""Pretokenised token shards: raw little-endian uint16 files plus a JSON manifest, and a stateless batch sampler."""
 
 from __future__ import annotations
 

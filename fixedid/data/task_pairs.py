@@ -1,11 +1,5 @@
 """The built-in language's held-out task prompts: clean/corrupt :class:`~fixedid.data.task_pairs.PromptPair` s for
-patching and behaviour checks (ioi, agreement, facts, induction) and the held-out control ``induction_unlisted``.
-
-:class:`~fixedid.data.task_pairs.TaskPairs` is the part of :class:`fixedid.data.synthetic.SyntheticLanguage` that writes
-them from the language's own sentences (``_ioi``, ``_agreement``, ``_fact``, ``_word_list``) and world (``_attr``,
-``_attr_words``, ``_vocab``); :meth:`SyntheticLanguage.task_pairs <fixedid.data.synthetic.SyntheticLanguage.task_pairs>`
-validates a request and dispatches here.
-"""
+patching and behaviour checks (ioi, agreement, facts, induction) and the held-out control ``induction_unlisted``."""
 
 from __future__ import annotations
 

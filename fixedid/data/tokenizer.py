@@ -1,10 +1,4 @@
-"""Tokenizers: train a byte-level BPE, load one, and the checks a fixed-width token code needs.
-
-Every model in fixedid names a token by a fixed ``n_bits``-bit code, so a tokenizer is usable only if its whole
-vocabulary (added tokens included) fits in ``2**n_bits`` ids: :func:`~fixedid.data.tokenizer.check_vocab_fits`. A
-tokenizer is identified across runs by :func:`~fixedid.data.tokenizer.tokenizer_hash`, the sha256 of its serialised
-JSON, which token shards record so that data tokenized with one tokenizer is never fed to a model built for another.
-"""
+"""Tokenizers: train a byte-level BPE, load one, and the checks a fixed-width token code needs."""
 
 from __future__ import annotations
 

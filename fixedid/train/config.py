@@ -1,12 +1,4 @@
-"""Training configuration: a TOML file with three tables, ``[model]``, ``[data]`` and ``[train]``.
-
-``[model]`` names a preset (``preset = "tiny"``) and may override any :class:`~fixedid.config.ModelConfig` field except
-``interface`` (the trainer sets it per variant) and ``vocab_size`` (taken from the tokenizer). ``[data]`` and
-``[train]`` map onto :class:`~fixedid.train.config.DataConfig` and :class:`~fixedid.train.config.OptimConfig`, whose
-docstrings list every key. Unknown keys are refused by name. The *fingerprint* of a run covers everything that changes
-what is learned; the schedule-only keys (``steps``, ``save_every``, ``eval_every``, ``log_every``, ``compile``,
-``keep``) are left out so a run can be extended or re-logged with ``--resume``.
-"""
+"""Training configuration: a TOML file with three tables, ``[model]``, ``[data]`` and ``[train]``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Distribution for the trainer, by torch's own engines: DDP, or FSDP2 (``fully_shard``) for models that do not fit.
-
-Under ``torchrun`` every rank builds the same model from the same seed, wraps it here, and trains on its slice of
-one global batch. Whatever the wrapping, checkpoints hold full (unsharded) tensors, written by rank 0, with the
-optimizer state keyed by parameter name - so a run can be resumed on any number of ranks, or on none.
-"""
+"""Distribution for the trainer, by torch's own engines: DDP, or FSDP2 (``fully_shard``) for models that do not fit."""
 
 from __future__ import annotations
 

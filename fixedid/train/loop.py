@@ -1,22 +1,4 @@
-"""The training loop: the backbone-matched variants with one recipe, resumable exactly, torchrun-ready.
-
-Every variant is trained with one recipe, one seed and one data order into ``<out>/<variant>/``: a checkpoint
-directory (see :mod:`fixedid.checkpoint`, with the optimizer and resume state as extra files) plus
-``metrics.jsonl``. ``<out>/data/`` holds the tokenizer and shards, shared by the variants; ``<out>/run.json`` the
-training config. Backbone matching holds by construction: per-name seeded init (:class:`fixedid.model.FixedIdLM`) and a
-stateless data order (:func:`fixedid.data.shards.batch_at`), so only the input interface differs.
-
-Exact resume: the learning rate and the batch are pure functions of the step, and a checkpoint carries the model,
-the optimizer state (AdamW's, or Muon's and AdamW's) and the RNG state, so ``--resume`` after a SIGKILL logs the same
-per-step losses as an uninterrupted run. Under torchrun the global batch is sharded by rank (DDP; gloo on CPU, nccl
-on CUDA) and equals the single process batch of the same config.
-
-No host syncs per step: a training step only queues work on the device (batches go to CUDA from pinned memory
-without blocking; the micro-batch losses and the gradient norm stay on the device). Values are read where they are
-used: the logged step's losses and gradient norm every ``log_every`` steps (``metrics.jsonl`` logs that step's mean
-micro-batch loss, read exactly and summed in order as before, so the log is bit for bit what a read per micro-batch
-gave), the validation losses at an evaluation, the state at a checkpoint.
-"""
+"""The training loop: the backbone-matched variants with one recipe, resumable exactly, torchrun-ready."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""Muon on the blocks' weight matrices, AdamW on everything else, as one optimizer (``[train] optimizer = "muon"``).
-
-Muon (Jordan et al. 2024, "Muon: an optimizer for hidden layers in neural networks") replaces a matrix's momentum
-update by the nearest semi-orthogonal matrix, computed by five Newton-Schulz iterations, so every direction of the
-update moves at the same rate; it is meant for the hidden matrices only, so the input table, the output head, the
-biases and the norm gains keep AdamW. Each Muon update is scaled by ``0.2 * sqrt(max(rows, cols))``, which gives it
-the root-mean-square of a typical AdamW update (Liu et al. 2025, "Muon is scalable for LLM training"), so one
-learning rate serves both; ``muon_lr_ratio`` multiplies it for the Muon part. Weight decay is decoupled in both parts
-and shrinks every matrix by ``lr * weight_decay`` a step, the ratio left out, so a larger Muon rate does not also
-decay its matrices faster.
-
-One ``torch.optim.Optimizer`` whose groups say which rule they follow (``muon``), so its state saves and
-restores by parameter name like AdamW's (:mod:`fixedid.train.optim`). It needs whole matrices: under FSDP a rank
-holds a shard, whose orthogonalisation is not the matrix's, so the config refuses ``parallel = "fsdp"`` with it.
-"""
+"""Muon on the blocks' weight matrices, AdamW on everything else, as one optimizer (``[train] optimizer = "muon"``)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 """AdamW with the usual LLM recipe (or Muon on the blocks' matrices, :mod:`fixedid.train.muon`), its learning-rate
-schedule, and an exact, unpickled save/restore of its state.
-
-Parameter groups: weight decay on matrices (``dim >= 2``: projections, the head, a learned input table unless
-``embed_weight_decay`` gives it its own), none on norm gains and biases. The schedule is a pure function of the
-step (linear warmup, an optional constant phase, cosine decay to a floor), so resuming needs no scheduler state. Optimizer state is stored
-keyed by parameter *name* (the layout of ``torch.distributed.checkpoint``'s full optimizer state dict, so DDP,
-FSDP2 and single-process runs write the same thing): tensors go to safetensors as ``"<param name>:<state key>"``,
-group hyper-parameters to JSON. No pickle.
-"""
+schedule, and an exact, unpickled save/restore of its state."""
 
 from __future__ import annotations
 

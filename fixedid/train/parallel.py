@@ -1,13 +1,4 @@
-"""Training a run's variants side by side on the CPU: one process per variant, the cores shared among them.
-
-Each variant is trained exactly as :func:`fixedid.train.loop.train` trains it alone (its init and data order are its
-own, see :func:`~fixedid.train.loop.prepare_run`), and the trained weights do not depend on the number of threads, so a
-run trained side by side is bit for bit the one trained one variant after another (tested). It is meant for models
-too small for the machine's threads. On 2 cores the tiny recipe gains nothing from it: one training runs ~1.5x faster
-at 2 threads than at 1, and ``experiments/benchmarks/side_by_side.py`` measured three variants side by side at 0.98x
-the speed of one after another (the bound, the cores used perfectly at one thread's speed: 1.30x). So it is opt-in
-(``fixedid-train --jobs``). On CUDA, and under torchrun, variants are trained one after another.
-"""
+"""Training a run's variants side by side on the CPU: one process per variant, the cores shared among them."""
 
 from __future__ import annotations
 

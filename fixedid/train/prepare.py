@@ -1,9 +1,4 @@
-"""Prepare a run's data once: tokenizer, pretokenised train/validation shards and a unigram baseline.
-
-Everything lands in one directory (``<out>/data`` for a trainer run) that is built under a temporary name and
-renamed into place, so it exists whole or not at all. ``data.json`` records the ``[data]`` table it was built
-from; a later run with the same table reuses the directory, a different table is refused.
-"""
+"""Prepare a run's data once: tokenizer, pretokenised train/validation shards and a unigram baseline."""
 
 from __future__ import annotations
 

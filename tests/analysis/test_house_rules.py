@@ -1,5 +1,6 @@
 """Rules of the code base that a reviewer would otherwise have to remember: hook and module names of the model are
-spelled in one place (:mod:`analysis.engine.names`), and no function of the packages runs past 60 lines."""
+spelled in one place (:mod:`analysis.engine.names`), no function of the packages runs past 60 lines, and a module's
+docstring is one paragraph."""
 
 import ast
 from pathlib import Path
@@ -38,3 +39,9 @@ def test_no_function_runs_past_60_lines():
             for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > MAX_LINES]
     assert not long, "split these functions:\n" + "\n".join(long)
+
+
+def test_a_module_docstring_is_one_paragraph():
+    """What a module is for, in a paragraph; the long explanations live in docs/methods/."""
+    long = [rel for rel, tree in sources() if (doc := ast.get_docstring(tree)) and "\n\n" in doc.strip()]
+    assert not long, f"module docstrings of more than one paragraph (move the rest to docs/methods/): {long}"

@@ -1,6 +1,6 @@
 """The architecture as a test: every import in ``analysis`` runs down its layer order (imports inside functions
 included), ``fixedid`` never imports ``analysis``, and neither package has an import cycle. The order is the one
-``analysis/__init__.py`` documents; a module imports from its own layer or below, and siblings marked independent
+``docs/methods/analysis.md`` documents; a module imports from its own layer or below, and siblings marked independent
 (readouts | evaluation | features, study | demo) do not import each other."""
 
 import ast
@@ -78,7 +78,7 @@ def place(name: str):
 
 def test_every_analysis_module_has_a_layer():
     loose = [m for m in MODULES if m.startswith("analysis.") and place(m) is None]
-    assert not loose, f"modules outside the layer order (add them to LAYERS and analysis/__init__.py): {loose}"
+    assert not loose, f"modules outside the layer order (add them to LAYERS and docs/methods/analysis.md): {loose}"
 
 
 def test_imports_run_down_the_layers():
