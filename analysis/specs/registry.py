@@ -48,7 +48,7 @@ def plugin_specs() -> dict[str, Spec]:
             warnings.warn(f"{where} could not be loaded and is left out: {type(e).__name__}: {e}", AnalysisWarning)
             continue
         if not isinstance(spec, Spec):
-            warnings.warn(f"{where} is a {type(spec).__name__}, not an analysis.specs.Spec; left out",
+            warnings.warn(f"{where} names a {type(spec).__name__} object, not an analysis.specs.Spec; left out",
                           AnalysisWarning)
         elif spec.name in builtin_specs() or spec.name in found or spec.name in RESERVED:
             warnings.warn(f"{where} takes the name {spec.name!r}, which is already an analysis; left out",

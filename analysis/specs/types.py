@@ -97,15 +97,19 @@ def _items(text) -> list[str]:
     return [v.strip() for v in str(text).split(",") if v.strip()]
 
 
+def _list_of(text, kind, what: str) -> tuple:
+    try:
+        values = tuple(kind(v) for v in _items(text))
+    except ValueError:
+        values = ()
+    if not values:
+        raise ArgumentTypeError(f"must be comma-separated {what}, got {text!r}")
+    return values
+
+
 def int_list(text) -> tuple[int, ...]:
     """Comma-separated integers."""
-    try:
-        values = tuple(int(v) for v in _items(text))
-    except ValueError:
-        raise ArgumentTypeError(f"must be comma-separated integers, got {text!r}") from None
-    if not values:
-        raise ArgumentTypeError(f"must be comma-separated integers, got {text!r}")
-    return values
+    return _list_of(text, int, "integers")
 
 
 def positive_int_list(text) -> tuple[int, ...]:
@@ -118,13 +122,7 @@ def positive_int_list(text) -> tuple[int, ...]:
 
 def float_list(text) -> tuple[float, ...]:
     """Comma-separated numbers."""
-    try:
-        values = tuple(float(v) for v in _items(text))
-    except ValueError:
-        raise ArgumentTypeError(f"must be comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise ArgumentTypeError(f"must be comma-separated numbers, got {text!r}")
-    return values
+    return _list_of(text, float, "numbers")
 
 
 def names(text) -> tuple[str, ...]:
