@@ -77,10 +77,10 @@ def device_value(text: str) -> str:
     return text
 
 
-def add_checkpoints(p: argparse.ArgumentParser, *, one: bool = False) -> None:
+def add_checkpoints(p: argparse.ArgumentParser, *, one: bool = False, required: bool = True) -> None:
     """``--ckpt [NAME=]DIR``, repeatable in every verb (``one``: the verb analyses one checkpoint per run)."""
     more = "; this verb analyses one checkpoint per run" if one else "; repeat it to compare variants"
-    p.add_argument("--ckpt", action="append", required=True, metavar="[NAME=]DIR", type=checkpoint_value,
+    p.add_argument("--ckpt", action="append", required=required, metavar="[NAME=]DIR", type=checkpoint_value,
                    help=CKPT_HELP + more)
 
 
@@ -122,7 +122,7 @@ def add_spec_args(p: argparse.ArgumentParser, spec: Spec) -> None:
     """Every option of ``spec``'s verb: ``--ckpt`` (unless it reads no model), its parameters, ``--out`` and
     ``--overwrite`` (when the driver writes its results), ``--device`` and ``--dtype``."""
     if spec.models != "none":
-        add_checkpoints(p, one=spec.models == "one")
+        add_checkpoints(p, one=spec.models == "one", required=spec.models != "any")
     groups: dict = {}
     for param in spec.params:
         add_param(p, param, groups)

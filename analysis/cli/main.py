@@ -82,7 +82,8 @@ def run(argv=None) -> int:
     args.command = DEPRECATED.get(args.command, args.command)
     spec = specs[args.command]
     params = checked_params(spec, {p.name: getattr(args, p.name) for p in spec.params})
-    named, labels = checkpoints(spec, args.ckpt) if spec.models != "none" else ({}, None)
+    given = spec.models not in ("none", "any") or getattr(args, "ckpt", None)
+    named, labels = checkpoints(spec, args.ckpt) if given else ({}, None)
     if spec.models == "one" and len(named) != 1:
         raise AnalysisError(f"{spec.name} analyses one checkpoint per run; got {len(named)} --ckpt (run it once for "
                             "each)")

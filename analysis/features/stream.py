@@ -45,13 +45,21 @@ def activation_batches(model, windows: torch.Tensor, hooks: list[str], *, batch_
         raise AnalysisError(f"the buffer ({buffer_tokens} tokens) must hold at least two batches of {batch_tokens}")
     gen = torch.Generator().manual_seed(seed)
     order = torch.randperm(windows.shape[0], generator=gen)
+    chunks = (model_activations(model, windows[order[start:start + model_batch]], hooks)
+              for start in range(0, len(order), model_batch))
+    yield from buffered_batches(chunks, batch_tokens=batch_tokens, buffer_tokens=buffer_tokens, generator=gen)
+
+
+def buffered_batches(chunks, *, batch_tokens: int, buffer_tokens: int,
+                     generator: torch.Generator) -> Iterator[list[torch.Tensor]]:
+    """Shuffled batches of the rows of ``chunks`` (each a list of tensors with rows aligned): a buffer of at most
+    ``buffer_tokens`` rows is permuted when full, its first half handed out in batches and its second half kept."""
     buffer: list[torch.Tensor] | None = None
     half = buffer_tokens // 2
-    for start in range(0, len(order), model_batch):
-        acts = model_activations(model, windows[order[start:start + model_batch]], hooks)
+    for acts in chunks:
         buffer = acts if buffer is None else [torch.cat([b, a]) for b, a in zip(buffer, acts)]
         while buffer[0].shape[0] >= buffer_tokens:
-            perm = torch.randperm(buffer[0].shape[0], generator=gen).to(buffer[0].device)
+            perm = torch.randperm(buffer[0].shape[0], generator=generator).to(buffer[0].device)
             buffer = [b[perm] for b in buffer]
             out, buffer = [b[:half] for b in buffer], [b[half:] for b in buffer]
             for i in range(0, half - batch_tokens + 1, batch_tokens):
@@ -60,7 +68,7 @@ def activation_batches(model, windows: torch.Tensor, hooks: list[str], *, batch_
             if rest:
                 buffer = [torch.cat([o[half - rest:], b]) for o, b in zip(out, buffer)]
     if buffer is not None and buffer[0].shape[0]:
-        perm = torch.randperm(buffer[0].shape[0], generator=gen).to(buffer[0].device)
+        perm = torch.randperm(buffer[0].shape[0], generator=generator).to(buffer[0].device)
         buffer = [b[perm] for b in buffer]
         for i in range(0, buffer[0].shape[0], batch_tokens):
             yield [b[i:i + batch_tokens] for b in buffer]

@@ -10,8 +10,9 @@ from typing import Any, Callable
 
 from analysis.errors import AnalysisError
 
-#: What a spec reads: one checkpoint per run, one or more, or no model (it converts, redraws or trains).
-MODELS = ("one", "many", "none")
+#: What a spec reads: one checkpoint per run, one or more, none (it converts, redraws or trains), or any number
+#: (``any``: zero or more, for an analysis that can also read something else, such as activation files).
+MODELS = ("one", "many", "none", "any")
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,8 @@ class Spec:
     def __post_init__(self):
         if self.models not in MODELS:
             raise AnalysisError(f"spec {self.name!r}: models={self.models!r} must be one of {MODELS}")
+        if self.models == "any" and not self.joint:
+            raise AnalysisError(f"spec {self.name!r}: models='any' is for a joint spec (it may get no model at all)")
         names = [p.name for p in self.params]
         if len(set(names)) != len(names):
             raise AnalysisError(f"spec {self.name!r} declares a parameter twice: {names}")

@@ -121,7 +121,7 @@ def run_spec(spec: Spec, checkpoints: dict | None = None, *, device=None, dtype=
     checkpoints = dict(checkpoints or {})
     if spec.models == "none":
         parts = {"": as_result(call(spec.compute, context={"progress": progress}, **values), spec)}
-    elif not checkpoints:
+    elif not checkpoints and spec.models != "any":
         raise AnalysisError(f"{spec.name} needs at least one checkpoint")
     elif spec.models == "one" and len(checkpoints) != 1:
         raise AnalysisError(f"{spec.name} analyses one checkpoint per run; got {len(checkpoints)} (run it once for "

@@ -20,7 +20,7 @@ GROUPS = ("training", "causal methods", "circuits", "readouts", "evaluation", "i
 #: adds two verbs of its own that drive the layers above: ``demo`` and ``figures``, :mod:`analysis.cli.tools`.)
 BUILTIN = ("behaviours", "patching", "interventions", "recoding", "erasure", "context", "dla", "paths",
            "edges", "circuit", "das", "graph", "probes", "similarity", "lens", "unembed", "attention", "sae",
-           "features", "evaluation", "export_hf", "import_hf")
+           "features", "crosscoder", "evaluation", "export_hf", "import_hf")
 
 
 #: Names the command line keeps for its own verbs (:mod:`analysis.cli.tools`).

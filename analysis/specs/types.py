@@ -93,6 +93,14 @@ def directory(text) -> Path:
     return path
 
 
+def named_file(text) -> tuple[str, Path]:
+    """``NAME=FILE``: a name and a file path (the file's existence is checked where it is read)."""
+    name, sep, path = str(text).partition("=")
+    if not sep or not name.strip() or not path.strip():
+        raise ArgumentTypeError(f"{text!r}: give NAME=FILE")
+    return name.strip(), Path(path.strip()).expanduser()
+
+
 def _items(text) -> list[str]:
     return [v.strip() for v in str(text).split(",") if v.strip()]
 
@@ -153,6 +161,7 @@ def subset_of(options) -> Callable[[str], tuple[str, ...]]:
     return convert
 
 
-__all__ = ["directory", "at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float", "unit_interval",
+__all__ = ["directory", "named_file", "at_least", "positive_int", "nonnegative_int", "positive_float",
+           "nonnegative_float", "unit_interval",
            "share", "open_share", "int_list", "positive_int_list", "float_list", "names", "names_or_none",
            "subset_of"]

@@ -108,14 +108,18 @@ def register(name: str, when: str, *, reference: bool = False, controls: bool = 
 SIMILARITY = "similarity"
 
 
+#: Study-wide measurements made only when named (they are heavy): the crosscoders over pairs of variants.
+OPTIONAL = ("crosscoders",)
+
+
 def check_analyses(names) -> list[str] | None:
     """``names`` (a list, or a comma-separated string) as a list of the study's analyses (the names of
-    :data:`ANALYSES` and ``similarity``), or None for all of them; an unknown name raises
-    :class:`~analysis.errors.AnalysisError`."""
+    :data:`ANALYSES`, ``similarity`` and the :data:`OPTIONAL` ones), or None for all but the optional ones; an
+    unknown name raises :class:`~analysis.errors.AnalysisError`."""
     if names is None:
         return None
     names = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
-    known = list(ANALYSES) + [SIMILARITY]
+    known = list(ANALYSES) + [SIMILARITY, *OPTIONAL]
     bad = [n for n in names if n not in known]
     if bad or not names:
         raise AnalysisError(f"--analyses {','.join(names)!r}: {'unknown ' + ', '.join(bad) if bad else 'none given'}; "
@@ -144,5 +148,5 @@ def circuit_overlap_of(models: dict) -> pd.DataFrame:
     return circuit_overlap_of_models(loaded, lambda m: task_pairs(m, "ioi", N_PAIRS), CIRCUIT_K)
 
 
-__all__ = ["ANALYSES", "SIMILARITY", "Analysis", "register", "check_analyses", "measure", "sizes", "TOKENS",
+__all__ = ["ANALYSES", "OPTIONAL", "SIMILARITY", "Analysis", "register", "check_analyses", "measure", "sizes", "TOKENS",
            "N_PAIRS", "EVAL_LIMIT", "BOOT", "PROBE_C", "circuit_overlap_of", "default_measure"]

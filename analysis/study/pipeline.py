@@ -16,6 +16,7 @@ from analysis.errors import AnalysisError
 from analysis.outputs import read_csv
 from analysis.study import analyses
 from analysis.study.analyses import ANALYSES, SIMILARITY, Analysis, check_analyses, measure, register  # noqa: F401
+from analysis.study.crosscoders import CROSSCODERS, crosscoders_done, measure_crosscoders
 from analysis.study.claims import DEFAULT_CLAIMS, load_claims
 
 #: The study's three variants, what the training helpers train by default. Every analysis measures them and the further
@@ -120,6 +121,8 @@ def measure_all(cfg: TrainConfig, out: Path, ckpts: dict, *, analyses_only=None,
         measure_one(m, out, ckpts, loaded)
     if analyses_only is None or SIMILARITY in analyses_only:
         measure_similarity(cfg, out, ckpts, quiet=quiet)
+    if analyses_only is not None and CROSSCODERS in analyses_only:
+        measure_crosscoders(out, cfg.train.steps, _base(ckpts), tokens=analyses.TOKENS, quiet=quiet)
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,11 @@ def measure_one(m: Measurement, out: Path, ckpts: dict, loaded: dict) -> None:
     if "items" in rows.attrs:  # per-item values beside the measurement, written first (the measurement marks done)
         _write(rows.attrs["items"], out / "items" / m.path.relative_to(out / "measurements"))
     _write(rows, m.path)
+
+
+def _base(ckpts: dict) -> dict:
+    """The study's own variants of ``ckpts`` (``{(seed, variant): final checkpoint dir}``)."""
+    return {k: d for k, d in ckpts.items() if _is_base(k[1])}
 
 
 def measure_similarity(cfg: TrainConfig, out: Path, ckpts: dict, *, quiet: bool = False) -> Path | None:
@@ -313,6 +321,10 @@ def study_tasks(cfg: TrainConfig, out: Path, seeds, gf2_seeds, variants=DEFAULT_
     if analyses_only is None or SIMILARITY in analyses_only:
         tasks.append(Task(f"similarity.step{cfg.train.steps}", base, lambda: similarity_done(cfg, out, ckpts),
                           lambda: measure_similarity(cfg, out, ckpts, quiet=True), 2, device=True))
+    if analyses_only is not None and CROSSCODERS in analyses_only:
+        steps, own = cfg.train.steps, _base(ckpts)
+        tasks.append(Task(f"crosscoders.step{steps}", base, lambda: crosscoders_done(out, steps, own),
+                          lambda: measure_crosscoders(out, steps, own, tokens=analyses.TOKENS), 2, device=True))
     for m in measurement_tasks(cfg, out, ckpts, analyses_only):
         needs = (trains[(m.seed, m.variant)],) + ((trains[m.reference],) if m.reference is not None else ())
         tasks.append(Task(f"measure.seed{m.seed}.{m.variant}.step{m.step}.{m.analysis}", tuple(dict.fromkeys(needs)),

@@ -64,7 +64,8 @@ ROWS = [
     ("analyze", "eval --ckpt {trunc}", "does not match its recorded sha256"),
     # sae (sparse dictionaries)
     ("analyze", "sae --ckpt {ckpt} --hook nonsense", "has no hook point 'nonsense'"),
-    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --expansion 0", "argument --expansion: must be a positive integer"),
+    ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --expansion 0",
+     "argument --expansion: must be a positive integer"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --kind transcoder", "a transcoder reads an MLP"),
     ("analyze", "sae --ckpt {ckpt} --hook blocks.0.hook_resid_post --hook-out blocks.0.hook_mlp_out",
      "--hook-out is for transcoders"),
@@ -107,6 +108,21 @@ ROWS = [
     ("analyze", "unembed --ckpt {ckpt} --reference {trunc}", "does not match its recorded sha256"),
     ("analyze", "context --ckpt {ckpt} --ks 0", "argument --ks: must be positive integers"),
     ("analyze", "context --ckpt {ckpt} --data {empty}", "holds 0 tokens"),
+    # crosscoder
+    ("analyze", "crosscoder --ckpt {ckpt} --hook blocks.0.hook_resid_post", "two or more --ckpt"),
+    ("analyze", "crosscoder --activations a={acts}", "two or more activation files"),
+    ("analyze", "crosscoder --activations a={acts} --activations b={acts_short}", "differ in rows or width"),
+    ("analyze", "crosscoder --activations a={acts} --activations b={acts_nan}", "NaN or infinite"),
+    ("analyze", "crosscoder --activations a={acts} --activations b={floats}", "differ in rows or width"),
+    ("analyze", "crosscoder --ckpt {ckpt} --ckpt {other_vocab} --hook blocks.0.hook_resid_post",
+     "vocabularies differ"),
+    ("analyze", "crosscoder --ckpt {ckpt} --ckpt {learned} --hook nonsense", "has no hook point 'nonsense'"),
+    ("analyze", "crosscoder --activations a={acts} --activations b={acts} --eval-tokens 8 --batch-tokens 8 "
+     "--k 100000", "k must be in [1, 64]"),
+    ("analyze", "crosscoder --activations a={acts} --activations b={acts} --out {full}", "already holds results"),
+    ("analyze", "crosscoder --activations a={acts} --ckpt {ckpt}", "(one of them)"),
+    ("analyze", "crosscoder --activations a={acts} --activations b={acts} --eval-tokens 64",
+     "--eval-tokens 64 must be below"),
     # Hugging Face interchange
     ("analyze", "export-hf --ckpt {ckpt} --out {file}", "is a file, not a directory"),
     ("analyze", "export-hf --ckpt {trunc}", "does not match its recorded sha256"),
@@ -177,6 +193,18 @@ def files(tmp_path_factory, tokenizer):
     np.save(root / "floats.npy", np.random.default_rng(0).random((4, 16)).astype(np.float32))
     np.save(root / "oov.npy", np.full((4, 16), 60_000, dtype=np.int64))
     paths.update(floats=root / "floats.npy", oov=root / "oov.npy")
+    rows = np.random.default_rng(1).random((64, 8)).astype(np.float32)  # activation files of a crosscoder
+    for name, array in (("acts", rows), ("acts_short", rows[:40]), ("acts_nan", np.where(rows > 0.99, np.nan, rows))):
+        np.save(root / f"{name}.npy", array)
+        paths[name] = root / f"{name}.npy"
+    (root / "full").mkdir()
+    (root / "full" / "results.csv").write_text("an earlier run's\n")
+    paths["full"] = root / "full"
+    from fixedid.data import SyntheticLanguage
+    from fixedid.data.tokenizer import train_words
+
+    other = train_words(SyntheticLanguage(1).documents(50), 4096)  # another vocabulary
+    paths["other_vocab"] = tiny_checkpoint(tmp_path_factory, other, "canonical").ckpt_dir
     return paths
 
 

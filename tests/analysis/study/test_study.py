@@ -376,3 +376,31 @@ def test_a_table_keeps_keys_that_pandas_would_read_as_missing(tmp_path):
     back = read_csv(tmp_path / "t.csv")
     assert list(back.key) == ["null", "NA", "None", "nan", "x"]
     assert np.isnan(back.value[1]) and back.value.dtype == np.float64
+
+
+def test_crosscoders_are_made_only_when_named_and_become_measurements(study, tmp_path):
+    """``--analyses crosscoders``: every pair of variants per seed and each variant against the next seed, at every
+    depth of the stream, as measurements a claim can name (labels ``<a>+<b>``, ``<v>+<v>``)."""
+    import shutil
+
+    from analysis.study.analyses import check_analyses
+    from analysis.study.crosscoders import crosscoders_done, measure_crosscoders
+    from analysis.study.pipeline import collect_measurements
+
+    out, _, _ = study
+    assert check_analyses(None) is None and check_analyses("crosscoders") == ["crosscoders"]
+    assert not (out / "crosscoders").exists()  # a study makes none unless they are named
+    copy = tmp_path / "study"
+    models = {(s, v): out / "runs" / f"seed{s}" / v for s in (0, 1) for v in ("learned", "canonical")}
+    where = measure_crosscoders(copy, 16, models, tokens=256)
+    pairs = pd.read_csv(where / "pairs.csv")
+    assert set(pairs.label) == {"learned+canonical", "learned+learned", "canonical+canonical"}
+    assert set(pairs.hook) == {"blocks.0.hook_resid_pre", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"}
+    assert len(pairs) == 3 * (2 + 2 * 2)  # per depth: a pair per seed, a reference per variant and seed
+    assert pairs[["shared", "exclusive_a", "exclusive_b"]].sum(1).le(1 + 1e-9).all()
+    assert crosscoders_done(copy, 16, models) and measure_crosscoders(copy, 16, models, tokens=256) == where
+    m = collect_measurements(copy)
+    assert set(m.analysis) == {"crosscoders"} and set(m.seed) == {0, 1}
+    assert {"shared", "exclusive_learned", "exclusive_canonical"} <= set(m[m.variant == "learned+canonical"].metric)
+    assert set(m[m.variant == "canonical+canonical"].metric) == {"shared", "exclusive_canonical"}
+    shutil.rmtree(copy)
