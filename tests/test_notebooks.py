@@ -19,7 +19,8 @@ CELL_TIMEOUT = 240  # seconds per cell on 2 CPU cores
 #: text must appear in exactly one code cell of its notebook, so a notebook edited away from it fails here rather than
 #: running at full size unnoticed. Measured alone: 04 44 s -> 26 s, 08 33 s -> 15 s on 2 cores.
 SMALLER = {"04_probes_similarity": [("acts = collect(m, tokens=4096)", "acts = collect(m, tokens=1024)")],
-           "08_features": [("train_tokens=65_536, eval_tokens=8_192", "train_tokens=16_384, eval_tokens=2_048")]}
+           "08_features": [("train_tokens=65_536, eval_tokens=8_192", "train_tokens=16_384, eval_tokens=2_048")],
+           "09_model_diffing": [("TOKENS, EVAL_TOKENS = 65_536, 8_192", "TOKENS, EVAL_TOKENS = 8_192, 2_048")]}
 MAX_BYTES = 300 * 1024  # a stored notebook, outputs included
 MIME_TYPES = {"text/plain", "image/png"}  # no HTML, SVG, JavaScript or widgets
 
