@@ -23,7 +23,8 @@ ELSEWHERE = 0.5
 
 def classify(shares: np.ndarray, models) -> list[str]:
     """Each latent's class from its shares ``[latents, models]``: ``<model> only`` (share >= EXCLUSIVE), ``shared``
-    (every model holds it: share >= HOLD), else ``shared by <a>+<b>...`` (the models that hold it)."""
+    (every model holds it: share >= HOLD), ``mostly <model>`` (that model alone holds it, short of EXCLUSIVE: three
+    or more models), else ``shared by <a>+<b>...`` (the models that hold it)."""
     out = []
     for row in shares:
         top = int(np.argmax(row))
@@ -32,7 +33,8 @@ def classify(shares: np.ndarray, models) -> list[str]:
         elif (row >= HOLD).all():
             out.append("shared")
         else:
-            out.append("shared by " + "+".join(m for m, s in zip(models, row) if s >= HOLD))
+            held = [m for m, s in zip(models, row) if s >= HOLD]
+            out.append(f"mostly {held[0]}" if len(held) == 1 else "shared by " + "+".join(held))
     return out
 
 

@@ -12,7 +12,7 @@ import torch
 from analysis.errors import AnalysisError
 from analysis.features.crosscoder import Crosscoder, CrosscoderConfig, load_crosscoder, save_crosscoder
 from analysis.features.crosscoder_data import ArraySource, read_arrays
-from analysis.features.crosscoder_read import class_fractions, latent_table, reconstruction_metrics
+from analysis.features.crosscoder_read import class_fractions, classify, latent_table, reconstruction_metrics
 from analysis.features.crosscoder_train import train_crosscoder
 
 D = 48
@@ -87,10 +87,19 @@ def test_planted_features_are_recovered_in_their_class():
     assert fractions.loc["shared", "n"] >= 20 and fractions.loc["a only", "n"] >= 10
 
 
+def test_the_classes_follow_the_stated_thresholds():
+    """Hold at 0.1, exclusive at 0.9 (the docs' numbers): each class from shares written out by hand."""
+    models = ["a", "b", "c"]
+    shares = np.array([[0.34, 0.33, 0.33], [0.92, 0.05, 0.03], [0.85, 0.09, 0.06], [0.5, 0.45, 0.05],
+                       [0.1, 0.1, 0.8]])
+    assert classify(shares, models) == ["shared", "a only", "mostly a", "shared by a+b", "shared"]
+    assert classify(np.array([[0.91, 0.09], [0.5, 0.5], [0.05, 0.95]]), ["a", "b"]) == ["a only", "shared", "b only"]
+
+
 def test_dedicated_latents_write_into_their_model_alone():
     x = planted(20_000)[0]
     cc, _ = train(x, n_latents=64, dedicated=8)
-    norms = cc.decoder_norms()
+    norms = cc.decoder_norms().detach()
     assert cc.cfg.dedicated_ranges == {"a": [0, 8], "b": [8, 16]}
     assert float(norms[1, :8].abs().max()) == 0 and float(norms[0, 8:16].abs().max()) == 0
     assert float(norms[0, :8].min()) > 0 and float(norms[1, 16:].min()) > 0
@@ -180,3 +189,24 @@ def test_a_crosscoder_runs_on_the_models_it_reads(model, learned):
     metrics = reconstruction_metrics(cc, x)
     assert (metrics.fvu < 1).all() and metrics.l0.iloc[0] > 0
     assert isinstance(cc, Crosscoder) and len(latent_table(cc, x)) == cfg.n_latents
+
+
+def test_the_share_figures_key_every_colour_they_draw():
+    """A ternary with a reference drawn under it, and the same three to a row: one legend, a key entry per class colour
+    and one for the reference."""
+    import pandas as pd
+
+    from analysis.figures.crosscoders import ternaries, ternary
+
+    rng = np.random.default_rng(0)
+    shares = rng.dirichlet([20, 20, 20], size=50)
+    shares[0] = [0.95, 0.03, 0.02]
+    models = ["learned", "canonical", "gf2"]
+    table = pd.DataFrame({"live": True, "class": classify(shares, models),
+                          **{f"share_{m}": shares[:, i] for i, m in enumerate(models)}})
+    nulls = {"three seeds": rng.dirichlet([10, 10, 10], size=40)}
+    for fig in (ternary(table, models, nulls), ternaries({"L0 out": table, "L1 out": table}, models,
+                                                          {"L0 out": nulls})):
+        assert len(fig.legends) == 1
+        labels = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert {"shared", "learned only", "canonical only", "gf2 only", "reference: three seeds"} <= set(labels)
