@@ -37,10 +37,10 @@ def _names(models: dict) -> list[str]:
 
 def measure_crosscoders(out: Path, steps: int, models: dict, *, tokens: int, quiet: bool = True) -> Path | None:
     """Train and read the crosscoders of ``models`` (``{(seed, variant): final checkpoint dir}``); write each one's
-    rows as a measurement (``OUT/measurements/seed<S>/<a>+<b>/step<N>/crosscoders.csv``: metrics ``shared`` and
-    ``exclusive_<variant>``, keyed by the hook; the reference's label is ``<v>+<v>``, its ``exclusive_<v>`` the mean
-    of its two sides) and the table of every crosscoder (``OUT/crosscoders/step<N>/pairs.csv``). Returns the
-    directory, or None when no seed has two variants."""
+    rows as a measurement (``OUT/measurements/seed<S>/<a>+<b>/step<N>/crosscoders.csv``: metrics ``shared``,
+    ``lopsided`` and ``exclusive_<variant>``, keyed by the hook; the reference's label is ``<v>+<v>``, its
+    ``exclusive_<v>`` the mean of its two sides) and the table of every crosscoder
+    (``OUT/crosscoders/step<N>/pairs.csv``). Returns the directory, or None when no seed has two variants."""
     from analysis.features.crosscoder_survey import Recipe
     from analysis.features.run import split_windows
     from analysis.features.survey import residual_sites
@@ -94,7 +94,7 @@ def _seed_pairs(recipe, loaded: dict, seeds, hook: str) -> list[dict]:
 
 def _measurements(g: pd.DataFrame) -> pd.DataFrame:
     """One crosscoder set's rows as the study's long-format measurements."""
-    metrics = ["shared"] + [c for c in g.columns if c.startswith("exclusive_") and c not in ("exclusive_a",
+    metrics = ["shared", "lopsided"] + [c for c in g.columns if c.startswith("exclusive_") and c not in ("exclusive_a",
                                                                                              "exclusive_b")]
     items = [(m, r["hook"], r[m]) for r in g.to_dict("records") for m in metrics if pd.notna(r[m])]
     return pd.DataFrame([{"analysis": CROSSCODERS, "metric": m, "key": k, "value": float(v)} for m, k, v in items])

@@ -401,6 +401,7 @@ def test_crosscoders_are_made_only_when_named_and_become_measurements(study, tmp
     assert crosscoders_done(copy, 16, models) and measure_crosscoders(copy, 16, models, tokens=256) == where
     m = collect_measurements(copy)
     assert set(m.analysis) == {"crosscoders"} and set(m.seed) == {0, 1}
-    assert {"shared", "exclusive_learned", "exclusive_canonical"} <= set(m[m.variant == "learned+canonical"].metric)
-    assert set(m[m.variant == "canonical+canonical"].metric) == {"shared", "exclusive_canonical"}
+    assert {"shared", "lopsided", "exclusive_learned", "exclusive_canonical"} <= set(
+        m[m.variant == "learned+canonical"].metric)
+    assert set(m[m.variant == "canonical+canonical"].metric) == {"shared", "lopsided", "exclusive_canonical"}
     shutil.rmtree(copy)
