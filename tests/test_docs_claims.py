@@ -141,3 +141,75 @@ def test_a_stated_result_without_a_claim_is_caught():
     page = "Intro without a result.\n\n- The canonical code trails the learned table on everything.\n"
     assert [s for s in _sentences(page) if FINDING.search(s)] == ["The canonical code trails the learned table on "
                                                                  "everything."]
+
+
+def test_the_model_diffing_survey_numbers_are_the_committed_survey():
+    """The model-diffing page's survey table and the numbers its bullets quote, recomputed from
+    experiments/crosscoders/results (one decimal of a %; two decimals of a share)."""
+    from analysis.figures.style import short_hook
+
+    page = flat((ROOT / "docs" / "howto" / "model-diffing.md").read_text())
+    res = ROOT / "experiments" / "crosscoders" / "results"
+    d = pd.read_csv(res / "pairs.csv")
+    d["site"] = d.hook.map(short_hook)
+    pairs = ["learned vs canonical", "learned vs gf2", "canonical vs gf2"]
+    lopsided = {p: d[d.pair == p].groupby("depth").lopsided for p in pairs}
+    seeds = d[d.kind == "two seeds"].groupby("depth").lopsided
+    for depth, g in d.groupby("depth"):
+        cells = [lopsided[p].mean()[depth] for p in pairs] + [seeds.mean()[depth], seeds.max()[depth]]
+        cells += [g[g.kind == k].lopsided.mean() for k in ("turned copy", "random init")]
+        row = f"| {g.site.iloc[0]} | " + " | ".join(f"{100 * c:.1f}" for c in cells) + " |"
+        assert row in page, row
+    assert f"at least {100 * d.shared.min():.1f}% of its live latents" in page
+    inner = [1, 2, 3]
+    above = [(p, d[d.depth == k].site.iloc[0]) for p in pairs for k in inner
+             if lopsided[p].min()[k] > seeds.max()[k]]
+    assert above == [("learned vs gf2", "L2 out"), ("canonical vs gf2", "L0 out")]
+    assert "only for canonical vs gf2 leaving block 0 and for learned vs gf2 leaving block 2" in page
+    means = {p: 100 * lopsided[p].mean()[inner].mean() for p in pairs}
+    assert (f"canonical vs gf2 averages {means['canonical vs gf2']:.1f}%, learned vs gf2 {means['learned vs gf2']:.1f}% "
+            f"and learned vs canonical {means['learned vs canonical']:.1f}%") in page
+    last = d[(d.depth == d.depth.max()) & (d.kind == "variants")].groupby("pair").lopsided.mean().max()
+    assert f"no pair has more lopsided latents than {100 * last:.1f}%" in page
+    median = d[d.depth == 0].groupby("pair").share_median.mean()
+    seed_median = d[(d.depth == 0) & (d.kind == "two seeds")].share_median.mean()
+    assert (f"{median['learned vs canonical']:.2f} against canonical and {median['learned vs gf2']:.2f} against gf2, "
+            f"where canonical against gf2 has {median['canonical vs gf2']:.2f} and two seeds of one variant "
+            f"{seed_median:.2f}") in page
+    exclusive = d[d.kind == "variants"].groupby(["pair", "depth"])[["exclusive_a", "exclusive_b"]].mean()
+    top = exclusive.stack().sort_values()
+    assert top.index[-1] == ("canonical vs gf2", 1, "exclusive_a") and f"the most, {100 * top.iloc[-1]:.2f}%" in page
+    assert f"has {100 * top.iloc[-2]:.2f}% or none" in page
+    two = d[d.kind == "two seeds"]
+    assert f"reach {100 * two[['exclusive_a', 'exclusive_b']].to_numpy().max():.2f}% at most" in page
+    init = d[d.kind == "random init"].groupby("depth").lopsided.mean()
+    assert init.is_monotonic_increasing and f"to {100 * init.iloc[-1]:.1f}% leaving the last block" in page
+
+
+def test_the_model_diffing_three_model_numbers_are_the_committed_survey():
+    """The page's three-model crosscoder numbers, recomputed from triples.csv, triple_nulls.csv and readings.csv."""
+    page = flat((ROOT / "docs" / "howto" / "model-diffing.md").read_text())
+    res = ROOT / "experiments" / "crosscoders" / "results"
+    triples, nulls, reads = (pd.read_csv(res / f"{n}.csv") for n in ("triples", "triple_nulls", "readings"))
+    shared = triples[triples["class"] == "shared"].groupby("depth").fraction.mean()
+    assert shared[0] == 1 and shared[shared.index.max()] == 1
+    assert (triples[triples.depth.isin([0, triples.depth.max()])]["class"] == "shared").all()
+    ref = nulls[nulls["class"] == "shared"].groupby("depth").fraction.mean()
+    assert f"leaving block 0, {100 * shared[1]:.1f}% on average against {100 * ref[1]:.1f}% for the reference" in page
+    counts = triples.groupby("class").n.sum()
+    leaning = triples[triples["class"].str.contains(" only|mostly ")]
+    assert set(leaning["class"]) == {"canonical only", "mostly canonical"} and set(leaning.depth) == {1}
+    assert (f"{counts['canonical only']} latent is `canonical only` and {counts['mostly canonical']} are "
+            "`mostly canonical`, all leaving block 0") in page
+    lean = reads[reads["class"].isin(["canonical only", "mostly canonical"])]
+    at = reads[(reads["class"] == "shared") & (reads.depth == 1)]
+
+    def span(values, scale=1.0, fmt=".2f"):
+        lo, hi = scale * values.min(), scale * values.max()
+        return f"{lo:{fmt}}" if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}}-{hi:{fmt}}"
+
+    assert (f"one bit of the id is {span(lean.auroc_id)} (the shared latents at that site: {span(at.auroc_id)}), "
+            f"against {span(lean.auroc_perm)} for the bits of a random relabelling") in page
+    assert (f"the most frequent type is {span(lean.top_share, 100, '.0f')}% of their firings; "
+            f"{span(at.top_share, 100, '.0f')}% for the shared latents") in page
+    assert counts["canonical only"] + counts["mostly canonical"] == 10 and "seen in ten latents" in page

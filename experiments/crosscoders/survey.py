@@ -5,13 +5,16 @@ For each seed (0, 1, 2: trained, or reused from the cache as ``fixedid-analyze d
 site (the stream entering block 0 - the input rows - and leaving every block), it trains a crosscoder over each pair
 of variants and one over all three; and the references with the same recipe: each variant against itself at another
 seed (every pair of seeds), and, for seed 0, each variant beside its orthogonally turned copy and beside its
-random-initialisation twin. It writes ``pairs.csv`` (one row per two-model crosscoder: its kind, models, seeds, site,
+random-initialisation twin; and, for the three-model crosscoders, three seeds of one variant in one crosscoder.
+It writes ``pairs.csv`` (one row per two-model crosscoder: its kind, models, seeds, site,
 shared and exclusive fractions of the live latents, the share's spread, each model's FVU), ``triples.csv`` (the
 three-model crosscoders' class fractions), ``readings.csv`` (what the live latents of each class of the three-model
 crosscoders read: mean best AUROC for the id's bits, the relabelled ids' bits, each code's bits, and the token-feature
-share) and the figures ``fractions_by_depth`` and ``ternary`` (PNG and PDF) under ``--out``.
+share), ``triple_nulls.csv`` (the three-seed references' class fractions), ``ternary_shares.csv`` (every live
+latent's decoder-norm shares of the seed-0 three-variant crosscoders and of the references) and the figures ``fractions_by_depth`` and ``ternary`` (PNG and PDF) under ``--out``.
 
-Usage: python experiments/crosscoders/survey.py            (about an hour on 2 CPU cores, the variants cached)
+Usage: python experiments/crosscoders/survey.py            (about 70 minutes on 2 CPU cores, the variants
+                                                         cached; computes only the tables --out lacks)
        python experiments/crosscoders/survey.py --figures-only   (redraw from the committed tables)
 """
 
@@ -29,7 +32,7 @@ from analysis.features.crosscoder_read import latent_table
 from analysis.features.crosscoder_survey import Recipe
 from analysis.features.run import split_windows
 from analysis.features.survey import residual_sites
-from analysis.figures.crosscoders import fractions_by_depth, ternary
+from analysis.figures.crosscoders import fractions_by_depth, ternaries
 from analysis.figures.style import save_figure, short_hook
 from analysis.loading import load, random_init_twin
 from analysis.outputs import write_csv
@@ -77,9 +80,9 @@ def pairs_table(recipe: Recipe, models: dict, seeds, sites) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def triples_tables(recipe: Recipe, models: dict, seeds, sites) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """The three-model crosscoders: class fractions, what each class reads, and seed 0's latent tables."""
-    fractions, readings, first = [], [], {}
+def triples_tables(recipe: Recipe, models: dict, seeds, sites) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The three-model crosscoders: class fractions and what each class reads."""
+    fractions, readings = [], []
     for depth, hook in enumerate(sites):
         for s in seeds:
             named = {v: models[(v, s)] for v in VARIANTS}
@@ -92,18 +95,56 @@ def triples_tables(recipe: Recipe, models: dict, seeds, sites) -> tuple[pd.DataF
                                   "elsewhere": int(g.elsewhere.sum())})
                 readings.append({**tags, "n": len(g), **g[["auroc_id", "auroc_perm", "auroc_code_canonical",
                                                           "auroc_code_gf2", "top_share"]].mean().to_dict()})
-            if s == seeds[0]:
-                first[hook] = table
-    return pd.DataFrame(fractions), pd.DataFrame(readings), first
+    return pd.DataFrame(fractions), pd.DataFrame(readings)
 
 
-def draw(out: Path, pairs: pd.DataFrame, first: dict | None) -> None:
-    """The figures, from the tables (``first``: seed 0's three-model latent tables by site, for the ternary plot)."""
+def shares_rows(table: pd.DataFrame, names, **tags) -> list[dict]:
+    """The live latents of a three-model crosscoder as rows ``share_1..3, class`` (models in ``names``' order)."""
+    live = table[table.live]
+    return [{**tags, "latent": int(r.latent), "class": r["class"],
+             **{f"share_{i + 1}": float(r[f"share_{m}"]) for i, m in enumerate(names)}} for _, r in live.iterrows()]
+
+
+def seed_triples(recipe: Recipe, models: dict, seeds, sites) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The three-model crosscoders' reference, three seeds of one variant, beside the variants at the first seed:
+    class fractions of the references (``triple_nulls.csv``) and every live latent's shares, the variants' and the
+    references' (``ternary_shares.csv``: ``set`` is ``variants`` or ``<variant> seeds``; ``share_1..3`` are the
+    variants in order, or the seeds in order)."""
+    fractions, shares = [], []
+    for depth, hook in enumerate(sites):
+        named = {v: models[(v, seeds[0])] for v in VARIANTS}
+        cc, x = recipe.fit(named, hook)
+        shares += shares_rows(latent_table(cc, x), list(named), set="variants", depth=depth, hook=hook)
+        for v in VARIANTS:
+            named = {f"{v} s{s}": models[(v, s)] for s in seeds}
+            cc, x = recipe.fit(named, hook)
+            table = latent_table(cc, x)
+            shares += shares_rows(table, list(named), set=f"{v} seeds", depth=depth, hook=hook)
+            live = table[table.live]
+            for cls, g in live.groupby("class"):
+                fractions.append({"variant": v, "depth": depth, "hook": hook, "class": cls, "n": len(g),
+                                  "fraction": len(g) / len(live), "n_live": len(live)})
+        print(f"depth {depth}: three seeds done", flush=True)
+    return pd.DataFrame(fractions), pd.DataFrame(shares)
+
+
+def draw(out: Path, pairs: pd.DataFrame, shares: pd.DataFrame | None) -> None:
+    """The figures, from the tables (``shares``: ``ternary_shares.csv``)."""
     save_figure(fractions_by_depth(pairs[pairs.kind.isin(["variants", "two seeds"])]), out, "fractions_by_depth")
-    if first:
-        hook = list(first)[-1]
-        save_figure(ternary(first[hook], list(VARIANTS), title=f"Three variants, seed 0, {short_hook(hook)}"), out,
-                    "ternary")
+    if shares is None:
+        return
+    panels, nulls = {}, {}
+    for (depth, hook), g in shares.groupby(["depth", "hook"]):
+        name = short_hook(hook)
+        own = g[g.set == "variants"]
+        panels[name] = pd.DataFrame({"live": True, "class": own["class"],
+                                     **{f"share_{v}": own[f"share_{i + 1}"] for i, v in enumerate(VARIANTS)}})
+        ref = g[g.set != "variants"]
+        nulls[name] = {"three seeds of one variant": ref[["share_1", "share_2", "share_3"]].to_numpy()}
+    fig = ternaries(panels, list(VARIANTS), nulls, title="Three variants (seed 0) in one crosscoder per site; light "
+                    "blue: three seeds of one variant in one\ncrosscoder (a corner is then one seed), each variant's, "
+                    "drawn together")
+    save_figure(fig, out, "ternary")
 
 
 def main() -> None:
@@ -116,22 +157,26 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="the crosscoders' seed (initialisation and shuffling)")
     p.add_argument("--out", default=str(HERE / "results"))
     p.add_argument("--figures-only", action="store_true", help="redraw the figures from the tables in --out")
+    p.add_argument("--redo", action="store_true", help="recompute every table (otherwise only those --out lacks)")
     args = p.parse_args()
     out = Path(args.out)
     if args.figures_only:
-        return draw(out, pd.read_csv(out / "pairs.csv"), None)
+        return draw(out, pd.read_csv(out / "pairs.csv"), pd.read_csv(out / "ternary_shares.csv"))
     torch.manual_seed(0)
     models = variants_of(args.seeds)
     first = models[(VARIANTS[0], args.seeds[0])]
     windows, held = split_windows(first, train_tokens=args.tokens, eval_tokens=args.eval_tokens)
     recipe = Recipe(windows, held, expansion=args.expansion, k=args.k, seed=args.seed)
     sites = residual_sites(first)
-    triples, readings, tables = triples_tables(recipe, models, args.seeds, sites)
-    pairs = pairs_table(recipe, models, args.seeds, sites)
     out.mkdir(parents=True, exist_ok=True)
-    for name, df in (("pairs", pairs), ("triples", triples), ("readings", readings)):
-        write_csv(df, out / f"{name}.csv")
-    draw(out, pairs, tables)
+    steps = {("triples", "readings"): lambda: triples_tables(recipe, models, args.seeds, sites),
+             ("triple_nulls", "ternary_shares"): lambda: seed_triples(recipe, models, args.seeds, sites),
+             ("pairs",): lambda: (pairs_table(recipe, models, args.seeds, sites),)}
+    for names, step in steps.items():
+        if args.redo or not all((out / f"{n}.csv").exists() for n in names):
+            for name, df in zip(names, step()):
+                write_csv(df, out / f"{name}.csv")
+    draw(out, pd.read_csv(out / "pairs.csv"), pd.read_csv(out / "ternary_shares.csv"))
     print(f"wrote {out}")
 
 
