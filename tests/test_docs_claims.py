@@ -213,3 +213,25 @@ def test_the_model_diffing_three_model_numbers_are_the_committed_survey():
     assert (f"the most frequent type is {span(lean.top_share, 100, '.0f')}% of their firings; "
             f"{span(at.top_share, 100, '.0f')}% for the shared latents") in page
     assert counts["canonical only"] + counts["mostly canonical"] == 10 and "seen in ten latents" in page
+
+
+def test_the_crosscoder_benchmark_numbers_are_the_committed_results():
+    """The benchmarks page's crosscoder table and memory figures, read back from results/crosscoder-cpu.txt."""
+    page = flat((ROOT / "docs" / "benchmarks.md").read_text())
+    text = (ROOT / "experiments" / "benchmarks" / "results" / "crosscoder-cpu.txt").read_text()
+    speed = re.findall(r"(\d+) models, d .*?hook: ([\d,]+) tokens/s\n\s+crosscoder ([\d,]+) tokens/s; \d+ SAEs one "
+                       r"after the other ([\d,]+) tokens/s\ncrosscoder / SAEs \(tokens/s\): ([\d.]+) \(rounds ([^;]+);",
+                       text)
+    assert len(speed) == 2
+    for models, bare, cross, saes, ratio, rounds in speed:
+        r = [float(v) for v in rounds.split(", ")]
+        row = (f"| {models} | {float(ratio):.2f} | {min(r):.2f}-{max(r):.2f} ({len(r)}) | {cross} | {saes} | "
+               f"{bare} |")
+        assert row in page, row
+    memory = re.findall(r"(\S+) \S+, (\d+) models, ([\d,]+) tokens: peak resident ([\d.]+) GiB", text)
+    ratios = re.findall(r"8x the tokens / at 1x: ([\d.]+) .*?against ([\d.]+) GiB", text)
+    assert len(memory) == 2 * len(ratios) and len(ratios) == 3
+    for (shape, models, tokens, peak), (_, _, tokens8, peak8), (ratio, held) in zip(memory[::2], memory[1::2],
+                                                                                     ratios):
+        assert (f"{shape}, {models} models: {peak} GiB at {tokens} tokens and {peak8} at {tokens8} (ratio {ratio}; "
+                f"holding the 8x run's activations at once: {held} GiB)") in page
