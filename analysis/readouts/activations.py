@@ -107,16 +107,20 @@ def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=N
     try:
         for i in tqdm(range(0, n, max_batch), desc="activations", unit="batch", disable=not progress, leave=False):
             chunk = x[i:i + max_batch].to(device)
-            cache = _run(model, chunk, hooks)
-            if not acts:
+            rows = slice(i * T, (i + chunk.shape[0]) * T)
+            if not acts:  # the first batch: its cache sizes the outputs, which it is then copied into
+                cache = _run(model, chunk, hooks)
                 widths = _widths(cache, hooks, tuple(chunk.shape))
                 for j, h in enumerate(hooks):
                     acts[h] = np.empty((n * T, widths[h]), dtype=DTYPES[dtype]) if tmp is None else \
                         np.lib.format.open_memmap(tmp / f"{j:02d}.npy", mode="w+", dtype=DTYPES[dtype],
                                                   shape=(n * T, widths[h]))
-            rows = slice(i * T, (i + chunk.shape[0]) * T)
-            for h in hooks:
-                acts[h][rows] = cache[h].reshape(-1, widths[h]).to(torch.float32).cpu().numpy()
+                outs = {h: torch.from_numpy(acts[h]) for h in hooks}
+                for h in hooks:
+                    outs[h][rows] = cache[h].reshape(-1, widths[h])
+                del cache
+                continue
+            _run_into(model, chunk, hooks, {h: outs[h][rows] for h in hooks})
         if out is None:
             return Activations(acts, table, meta)
         for a in acts.values():
@@ -146,22 +150,39 @@ def _widths(cache, hooks, shape) -> dict[str, int]:
     return {h: int(np.prod(cache[h].shape[2:])) for h in hooks}
 
 
-class _ToFinalNorm:
-    """The model up to its final norm, without the unembedding no hook point needs; hooks fire as in the model."""
+def _hooked_forward(model, chunk, hooks, sink) -> None:
+    """One forward of ``chunk`` that stops where the deepest of ``hooks`` is read (at the final norm rather than the
+    unembedding, which no hook point needs), each hook point's activation handed to ``sink(name, activation)``."""
+    def hook(name):
+        def read(mod, inp, out):  # returns None: the forward goes on with its own activation
+            sink(name, out)
+        return read
 
-    def __init__(self, model):
-        self.model, self.mod_dict = model, model.mod_dict
-
-    def __call__(self, x):
-        return self.model.ln_final(self.model(x, stop_at_layer=self.model.cfg.n_layers))
+    stop = engine.stop_layer(hooks)
+    mods, handles = model.mod_dict, []
+    try:
+        for h in hooks:
+            handles.append(mods[h].register_forward_hook(hook(h)))
+        if stop is None and all(h.startswith(("hook_embed", "blocks.", "ln_final.")) for h in hooks):
+            model.ln_final(model(chunk, stop_at_layer=model.cfg.n_layers))
+        else:
+            model(chunk, stop_at_layer=stop)
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _run(model, chunk, hooks) -> dict:
-    """The cache of ``hooks`` for one batch, from one forward that stops where the deepest hook point is read."""
-    stop = engine.stop_layer(hooks)
-    if stop is None and all(h.startswith(("hook_embed", "blocks.", "ln_final.")) for h in hooks):
-        return engine.cache_run(_ToFinalNorm(model), chunk, hooks)[1]
-    return engine.cache_run(model, chunk, hooks, stop_at_layer=stop)[1]
+    """The cache of ``hooks`` for one batch."""
+    cache = {}
+    _hooked_forward(model, chunk, hooks, lambda h, out: cache.__setitem__(h, out.detach()))
+    return cache
+
+
+def _run_into(model, chunk, hooks, into: dict) -> None:
+    """One batch whose hook points copy their activations straight into ``into[hook]`` (rows of the outputs): no
+    cache, and no copy after the forward."""
+    _hooked_forward(model, chunk, hooks, lambda h, out: into[h].copy_(out.detach().reshape(into[h].shape)))
 
 
 def load_activations(path) -> Activations:

@@ -42,7 +42,10 @@ def test_store_round_trip_and_no_partial_directory(tmp_path_factory, tokenizer, 
     m = make(tmp_path_factory, tokenizer, "canonical")
     x = uniform_ids(m, n=6)
     mem = collect(m, x)
-    disk = collect(m, x, out=tmp_path / "store", dtype="float16")
+    disk = collect(m, x, out=tmp_path / "store", dtype="float16", max_batch=4)
+    batched = collect(m, x, max_batch=4)  # batches after the first: the hooks write straight into the outputs
+    for h in mem.hooks:
+        np.testing.assert_allclose(batched.acts[h], mem.acts[h], rtol=0, atol=1e-6)
     assert disk.hooks == mem.hooks == ["hook_embed", "blocks.1.hook_resid_pre", "ln_final.hook_normalized"]
     for h in mem.hooks:
         assert isinstance(disk.acts[h], np.memmap) and disk.acts[h].dtype == np.float16
