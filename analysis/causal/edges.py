@@ -96,20 +96,35 @@ def _pair_runs(model, clean, corrupt, names, fn, answer, wrong):
 
 
 # ------------------------------------------------------------------------------------------- the gradients
-def _through_norm(norm, x, g):
-    """The derivative by the norm's input of ``<g, norm(x)>``, per copy of ``x`` (``g``: ``[copies, rows, pos, d]``),
-    computed in place in ``g``: each reader's gradient through its own norm, in closed form (fixedid's RMSNorm, or
-    LayerNorm with ``b``): with ``u = g * w / s``, ``s`` the scale and ``xs`` the (centred) input over ``s``,
-    ``u - xs <u, xs> / d``, centred again for LayerNorm (``<u, xs>`` is taken as ``<g, w xs / s>``, before ``g``
-    becomes ``u``)."""
-    x = x.detach()
-    scale, xc = _scale(norm, x)
-    inv = 1 / scale  # [rows, pos, 1]
-    xs = xc * inv  # the normalised input, [rows, pos, d]
-    w_inv = norm.w.detach() * inv  # [rows, pos, d]
-    c = (g * (w_inv * xs / x.shape[-1])).sum(-1, keepdim=True)  # <u, xs> / d, [copies, rows, pos, 1]
+def _norm_factors(norms, inputs) -> list[tuple]:
+    """Per norm of ``norms`` (each read at its input ``inputs[i]``, ``[rows, pos, d]``), what the derivative through
+    it needs: ``(w_inv, xs, v, centred)`` with ``s`` the norm's scale of the (centred) input, ``w_inv = w / s``, ``xs`` the
+    input over ``s``, ``v = w_inv xs / d`` and ``centred`` for LayerNorm; computed for every norm in one stacked pass when they are of one kind
+    with one ``eps`` (fixedid's RMSNorm, or LayerNorm with ``b``), else one by one."""
+    first = norms[0]
+    if all(type(n) is type(first) and n.eps == first.eps for n in norms):
+        groups = [(first, norms, torch.stack([x.detach() for x in inputs]))]
+    else:
+        groups = [(n, [n], x.detach()[None]) for n, x in zip(norms, inputs)]
+    out = []
+    for norm, members, x in groups:
+        scale, xc = _scale(norm, x)
+        inv = 1 / scale  # [norms, rows, pos, 1]
+        xs = xc * inv  # the normalised input
+        w_inv = torch.stack([m.w.detach() for m in members])[:, None, None] * inv
+        v = w_inv * xs / x.shape[-1]
+        out += [(*f, hasattr(norm, "b")) for f in zip(w_inv, xs, v)]
+    return out
+
+
+def _through_norm(factors, g):
+    """The derivative by a norm's input of ``<g, norm(x)>``, per copy (``g``: ``[copies, rows, pos, d]``), in place
+    in ``g``, from the norm's :func:`_norm_factors`: with ``u = g w / s``, ``u - xs <u, xs> / d``, centred again for
+    LayerNorm."""
+    w_inv, xs, v, centred = factors
+    c = (g * v).sum(-1, keepdim=True)  # <u, xs> / d, [copies, rows, pos, 1]
     g.mul_(w_inv).addcmul_(xs, c, value=-1)
-    if hasattr(norm, "b"):
+    if centred:
         g.sub_(g.mean(-1, keepdim=True))
     return g
 
@@ -175,6 +190,8 @@ def _readers_from_stream(model, kept, grads) -> torch.Tensor:
     rows, pos, d = x.shape
     heads = cfg.n_heads + 2 * cfg.kv_heads
     out = torch.empty(cfg.n_layers * (heads + 1) + 1, rows, pos, d, dtype=x.dtype, device=x.device)
+    norms = [n for b in model.blocks for n in (b.ln1, b.ln2)] + [model.ln_final]
+    factors = _norm_factors(norms, [kept[f"{i}.{n}"][0] for i in range(cfg.n_layers) for n in ("ln1", "ln2")] + [x])
     for i, block in enumerate(model.blocks):
         attn, gs, Ws = block.attn, [], []
         for c, n in (("q", cfg.n_heads), ("k", cfg.kv_heads), ("v", cfg.kv_heads)):
@@ -185,11 +202,11 @@ def _readers_from_stream(model, kept, grads) -> torch.Tensor:
         qkv = out[col:col + heads]
         torch.bmm(torch.cat(gs).view(heads, rows * pos, cfg.d_head), torch.cat(Ws),
                   out=qkv.view(heads, rows * pos, d))  # every q/k/v head's projection at once
-        _through_norm(block.ln1, kept[f"{i}.ln1"][0], qkv)
+        _through_norm(factors[2 * i], qkv)
         out[col + heads] = grads[f"{i}.ln2"]
-        _through_norm(block.ln2, kept[f"{i}.ln2"][0], out[col + heads:col + heads + 1])
+        _through_norm(factors[2 * i + 1], out[col + heads:col + heads + 1])
     out[-1] = grads["final"]
-    _through_norm(model.ln_final, x, out[-1:])
+    _through_norm(factors[-1], out[-1:])
     return out
 
 
