@@ -73,7 +73,7 @@ def token_table(ids: torch.Tensor) -> pd.DataFrame:
                          "prev_id": prev, "freq_bucket": bucket})
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=None, dtype: str = "float32",
             max_batch: int = 64, progress: bool = False) -> Activations:
     """Collect ``hooks`` over the data (see the module docstring); ``out``: a directory for an on-disk store."""
