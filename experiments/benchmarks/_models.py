@@ -14,11 +14,13 @@ from fixedid.data.tokenizer import train_words
 from fixedid.train.config import TrainConfig
 
 
-def untrained_tiny(interface: str):
+def untrained_tiny(interface: str, recipe: str = "tiny"):
+    """An untrained model of ``recipe``'s shape (``tiny``, the demo's; ``small``...) reading the built-in language's
+    word tokens."""
     tok = train_words(SyntheticLanguage(0).documents(2000), 4096)
     # one RoPE base for every head: TL's split-qkv attention, which edges.py and paths.py check against, has one
     # table (the recipe's per-head bases change no timing: the same operations on a table as wide as the heads)
-    cfg = TrainConfig.load("tiny").model_config(interface, tok.get_vocab_size(with_added_tokens=True))
+    cfg = TrainConfig.load(recipe).model_config(interface, tok.get_vocab_size(with_added_tokens=True))
     cfg = cfg.replace(rope_head_thetas=None)
     with tempfile.TemporaryDirectory() as d:
         path = save_checkpoint(FixedIdLM(cfg), Path(d) / interface, tokenizer=tok,

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -37,6 +38,9 @@ from analysis.features.train import train_on_activations
 from analysis.model import HookedFixedIdLM
 from fixedid import ModelConfig
 from fixedid.clitools import ArgumentParser
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import machine_line  # noqa: E402
 
 
 class InMemory:
@@ -76,6 +80,7 @@ def timed(fn) -> float:
 
 def speed(args) -> None:
     """Crosscoder against the per-model SAEs, on the same collected activations, ``--rounds`` interleaved."""
+    print(machine_line(), flush=True)
     models = models_of(args)
     w = windows_of(models[0], args.tokens)
     with torch.no_grad():

@@ -23,7 +23,7 @@ from transformer_lens.tools.analysis.interchange import fit_das
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
-from _timing import median_ratio  # noqa: E402
+from _timing import machine_line, median_ratio  # noqa: E402
 
 from analysis.causal.das import Streams, evaluate, fit_subspace, hook_name, interchange  # noqa: E402
 from analysis.causal.das_data import das_data  # noqa: E402
@@ -46,6 +46,7 @@ def main(argv=None) -> None:
     p.add_argument("--rank", type=int, default=4)
     p.add_argument("--variable", default="ioi", choices=["ioi", "agreement"])
     args = p.parse_args(argv)
+    print(machine_line(), flush=True)
     torch.set_grad_enabled(True)
     model = untrained_tiny("canonical").eval()
     data = das_data(model, args.variable, args.pairs, solved_only=False, target="source_output")

@@ -12,12 +12,16 @@ shared by every edge. TransformerLens's per-pair loop does the same work one pai
 largest difference between our scores and TransformerLens's, and Spearman's rank correlation of the EAP scores
 with exact patching of every edge (what EAP estimates; a change of speed must leave it as it is).
 
-Usage: python experiments/benchmarks/edges.py [--rounds 5] [--pairs 16]
+At each of ``--threads`` (default 1 and 2): the machine's bare training-loop speed, EAP's forwards per pair on the
+demo's (tiny) and the small recipe's shapes, and on the tiny shape the anchors above.
+
+Usage: python experiments/benchmarks/edges.py [--rounds 5] [--pairs 16] [--threads 1,2] [--recipes tiny,small]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -26,7 +30,7 @@ from transformer_lens.tools.analysis.attribution_patching import EdgeAttribution
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
-from _timing import median_ratio  # noqa: E402
+from _timing import machine_line, median_ratio, thread_counts, time_once  # noqa: E402
 
 from analysis.causal.edges import edge_attribution, exact_agreement, exact_edge_effects  # noqa: E402
 from analysis.interop.split_bridge import to_split_qkv_bridge  # noqa: E402
@@ -49,14 +53,8 @@ def forward(model, x):
     return model(x)
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--pairs", type=int, default=16)
-    args = p.parse_args(argv)
-    torch.set_grad_enabled(True)
-    model = untrained_tiny("learned").eval()  # TL takes a gradient at hook_embed: a learned table carries one
-    batch = task_pairs(model, "ioi", args.pairs, seed=0)
+def anchors(model, batch, rounds: int) -> None:
+    """The tiny recipe's full comparison: TransformerLens, EAP-IG, exact patching and the forwards per pair."""
     bridge = to_split_qkv_bridge(model).eval()
     ours = edge_attribution(model, batch, per_position=True, metric="logit_diff")
     theirs = tl_scores(bridge, batch)
@@ -65,22 +63,63 @@ def main(argv=None) -> None:
            "mlp_out": lambda n: f"L{n.layer}.mlp", "mlp_in": lambda n: f"L{n.layer}.mlp", "logits": lambda n: "logits"}
     key = lambda n: lab[n.kind](n) if n.kind in lab else f"L{n.layer}H{n.head}.{n.kind[0]}"  # noqa: E731
     diff = max(abs(mine[(key(u), key(v), u.position)] - s) for (u, v), s in theirs.items())
-    print(f"tiny recipe, {args.pairs} IOI pairs of {batch.n_pos} tokens, {ours.attrs['n_edges']} edges "
+    print(f"  tiny recipe, {len(batch)} IOI pairs of {batch.n_pos} tokens, {ours.attrs['n_edges']} edges "
           f"({len(theirs)} position-resolved); max |ours - TransformerLens| = {diff:.1e}")
-    fns = {"ours_eap": lambda: edge_attribution(model, batch, metric="logit_diff"), "tl_eap": lambda: tl_scores(bridge, batch),
+    fns = {"ours_eap": lambda: edge_attribution(model, batch, metric="logit_diff"),
+           "tl_eap": lambda: tl_scores(bridge, batch),
            "ours_ig5": lambda: edge_attribution(model, batch, method="eap-ig", steps=5, metric="logit_diff"),
            "exact": lambda: exact_edge_effects(model, batch, metric="logit_diff"),
            "forward": lambda: forward(model, torch.cat([batch.clean, batch.corrupt]))}
-    r_tl, t = median_ratio(fns, "tl_eap", "ours_eap", rounds=args.rounds)
-    print(f"EAP: ours {r_tl:.1f}x faster than TransformerLens's attribution_patch (edge granularity, same pairs)")
-    print(f"EAP: ours takes {t['ours_eap'] / t['forward']:.1f} forwards per pair (target <= 3.5; bound ~2.5: the "
-          "source's writes half a forward, the base run's forward and backward ~2)")
-    agree = exact_agreement(edge_attribution(model, batch, metric="logit_diff"), exact_edge_effects(model, batch, metric="logit_diff"))
-    print(f"EAP against exact patching of every edge: Spearman {agree['spearman']:.4f} (of magnitudes "
+    r_tl, t = median_ratio(fns, "tl_eap", "ours_eap", rounds=rounds)
+    print(f"  EAP: ours {r_tl:.1f}x faster than TransformerLens's attribution_patch (edge granularity, same pairs)")
+    agree = exact_agreement(edge_attribution(model, batch, metric="logit_diff"),
+                            exact_edge_effects(model, batch, metric="logit_diff"))
+    print(f"  EAP against exact patching of every edge: Spearman {agree['spearman']:.4f} (of magnitudes "
           f"{agree['spearman_abs']:.4f}) over {agree['n_edges']} edges")
-    print(f"EAP-IG, 5 steps: {t['ours_ig5'] / t['ours_eap']:.1f}x EAP's time (work: (1 + 5 x 1.5) / 2.5 = 3.4x)")
-    print(f"exact patching of every edge: {t['exact'] / t['ours_eap']:.1f}x EAP's time "
-          f"({sum(1 for _ in ours.receiver.unique())} readers, each a batched path-patching sweep)")
+    print(f"  EAP-IG, 5 steps: {t['ours_ig5'] / t['ours_eap']:.1f}x EAP's time (work: (1 + 5 x 1.5) / 2.5 = 3.4x)")
+    print(f"  exact patching of every edge: {t['exact'] / t['ours_eap']:.1f}x EAP's time "
+          f"({ours.receiver.nunique()} readers, each a batched path-patching sweep)")
+
+
+def forwards_per_pair(model, batch, rounds: int) -> tuple[float, list[float]]:
+    """EAP's time over one inference forward of the clean and corrupted prompts together, per interleaved round."""
+    both = torch.cat([batch.clean, batch.corrupt])
+    fns = {"eap": lambda: edge_attribution(model, batch, metric="logit_diff"), "forward": lambda: forward(model, both)}
+    for _ in range(3):
+        for fn in fns.values():
+            fn()
+    ratios = []
+    for _ in range(rounds):
+        t = {name: time_once(fn) for name, fn in fns.items()}
+        ratios.append(t["eap"] / t["forward"])
+    return statistics.median(ratios), ratios
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the anchors (default 5)")
+    p.add_argument("--ratio-rounds", type=int, default=41, help="interleaved rounds of EAP against the forward")
+    p.add_argument("--pairs", type=int, default=16)
+    p.add_argument("--threads", type=thread_counts, default=[1, 2], help="torch thread counts (default 1,2)")
+    p.add_argument("--recipes", default="tiny,small", help="the recipes' shapes EAP is timed at (default tiny,small)")
+    p.add_argument("--no-anchors", action="store_true", help="only EAP against the forward")
+    args = p.parse_args(argv)
+    torch.set_grad_enabled(True)
+    models = {r: untrained_tiny("learned", r).eval() for r in args.recipes.split(",")}  # TL takes a gradient at
+    batches = {r: task_pairs(m, "ioi", args.pairs, seed=0) for r, m in models.items()}  # hook_embed: a learned table
+    for n in args.threads:
+        torch.set_num_threads(n)
+        print(machine_line())
+        for r, model in models.items():
+            ratio, rounds = forwards_per_pair(model, batches[r], args.ratio_rounds)
+            c = model.cfg
+            print(f"  EAP on the {r} recipe's shape (d {c.d_model}, {c.n_layers} layers, {c.n_heads} heads; "
+                  f"{args.pairs} IOI pairs of {batches[r].n_pos} tokens): {ratio:.2f} forwards per pair (median of "
+                  f"{len(rounds)} rounds, quartiles {statistics.quantiles(rounds, n=4)[0]:.2f}-"
+                  f"{statistics.quantiles(rounds, n=4)[2]:.2f}; target <= 3.0, bound ~2.5: the source's writes half "
+                  "a forward, the base run's forward and backward ~2)")
+        if not args.no_anchors and "tiny" in models:
+            anchors(models["tiny"], batches["tiny"], args.rounds)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
-from _timing import median_ratio  # noqa: E402
+from _timing import machine_line, median_ratio  # noqa: E402
 
 from analysis.evaluation.lmeval import FixedIdEvalLM, task_docs  # noqa: E402
 from analysis.evaluation.shared_rows import host_rows  # noqa: E402
@@ -60,6 +60,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=32)
     args = p.parse_args(argv)
+    print(machine_line(), flush=True)
     torch.manual_seed(0)
     model = untrained_tiny("canonical")
     lm = FixedIdEvalLM(model=model, batch_size=args.batch_size)

@@ -19,7 +19,7 @@ import torch
 from transformer_lens.hook_points import HookPoint
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import median_ratio  # noqa: E402
+from _timing import machine_line, median_ratio  # noqa: E402
 
 from fixedid import FixedIdLM, ModelConfig  # noqa: E402
 
@@ -41,6 +41,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--rounds", type=int, default=9)
     args = p.parse_args(argv)
+    print(machine_line(), flush=True)
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; ratios are medians of {args.rounds} "
           "interleaved rounds")

@@ -31,7 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
 from _patching_anchor import Flops, early_pairs, patching_vs_loop  # noqa: E402
-from _timing import median_ratio  # noqa: E402
+from _timing import machine_line, median_ratio  # noqa: E402
 
 from analysis.causal.bitmap import bit_layer_map  # noqa: E402
 from analysis.corpus import corpus_tokens  # noqa: E402
@@ -131,6 +131,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--pairs", type=int, default=16, help="prompts per task (default 16)")
     args = p.parse_args(argv)
+    print(machine_line(), flush=True)
     torch.manual_seed(0)
     warnings.simplefilter("ignore")  # an untrained model: the maps warn that flips barely move its output
     model = untrained_tiny("canonical")

@@ -25,7 +25,7 @@ import transformer_lens.patching as tlp
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _patching_anchor import early_pairs, patching_vs_loop  # noqa: E402
-from _timing import median_ratio  # noqa: E402
+from _timing import machine_line, median_ratio  # noqa: E402
 
 from analysis import activation_patching, load, to_tensor  # noqa: E402
 from analysis.engine.metrics import logit_diff  # noqa: E402
@@ -48,6 +48,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--pairs", type=int, default=8, help="pairs per sweep (default 8)")
     args = p.parse_args(argv)
+    print(machine_line(), flush=True)
     with tempfile.TemporaryDirectory() as work:
         model = load(args.ckpt) if args.ckpt else fresh_tiny(Path(work))
         batch = task_pairs(model, "ioi", args.pairs, seed=0)

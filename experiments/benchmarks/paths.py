@@ -36,7 +36,7 @@ import transformer_lens.patching as tlp
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
 from _patching_anchor import Flops  # noqa: E402
-from _timing import median_ratio  # noqa: E402
+from _timing import machine_line, median_ratio  # noqa: E402
 
 from analysis.causal.paths import path_patching  # noqa: E402
 from analysis.engine.metrics import logit_diff  # noqa: E402
@@ -118,6 +118,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--pairs", type=int, default=8, help="pairs per sweep (default 8)")
     args = p.parse_args(argv)
+    print(machine_line(), flush=True)
     model = untrained_tiny("canonical")
     batch = task_pairs(model, "ioi", args.pairs, seed=0)
     L, H = model.cfg.n_layers, model.cfg.n_heads

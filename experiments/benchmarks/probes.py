@@ -18,7 +18,8 @@
 Model: the demo's tiny recipe, untrained, or with ``--ckpt DIR`` a trained checkpoint on its own validation data
 (a trained model's activations take a solver more steps than an untrained one's). Usage:
 python experiments/benchmarks/probes.py [--ckpt fixedid-demo/checkpoints/gf2] [--tokens 16384] [--rounds 3]
-[--cv-rounds 1]
+[--cv-rounds 1] [--threads 1,2] [--only collect]. At each thread count it first prints the machine's bare
+training-loop speed; the collection is measured on the demo's (tiny) and the small recipe's shapes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
-from _timing import median_ratio  # noqa: E402
+from _timing import machine_line, median_ratio, thread_counts  # noqa: E402
 
 from analysis import load  # noqa: E402
 from analysis.specs.probes import DEFAULT_TARGETS, LABELS  # noqa: E402
@@ -82,12 +83,27 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds at fixed C")
     p.add_argument("--cv-rounds", type=int, default=1, help="interleaved rounds with C by cross-validation")
     p.add_argument("--ckpt", help="a trained checkpoint (default: the tiny recipe, untrained, gf2)")
-    p.add_argument("--only", help="run only the target sets whose label contains this text (e.g. multi-class)")
+    p.add_argument("--threads", type=thread_counts, default=[1, 2],
+                   help="thread counts (torch's and the BLAS's scikit-learn uses), each a run (default 1,2)")
+    p.add_argument("--collect-rounds", type=int, default=9, help="interleaved rounds of the collection (default 9)")
+    p.add_argument("--only", help="run only the target sets whose label contains this text (e.g. multi-class), or "
+                                  "'collect': only the collection")
     p.add_argument("--cv-every-set", action="store_true",
                    help="cross-validate on every target set (default: the multi-class set and the CLI's default, "
                         "on the built-in language with --ckpt; "
                         "scikit-learn's LogisticRegressionCV takes ~10 s a binary target here)")
     args = p.parse_args(argv)
+    from threadpoolctl import threadpool_limits
+
+    for n in args.threads:
+        torch.set_num_threads(n)
+        with threadpool_limits(limits=n):
+            print(machine_line())
+            run(args)
+
+
+def run(args) -> None:
+    """Every comparison once, at the current thread count."""
     torch.manual_seed(0)
     model = load(args.ckpt) if args.ckpt else untrained_tiny("gf2")
     x = corpus_tokens(model, tokens=args.tokens)
@@ -107,17 +123,19 @@ def main(argv=None):
                  ("every target family (probe_table's default)", list(TARGET_FAMILIES))]
     cv_sets = {sets[1][0], sets[min(3, len(sets) - 1)][0]}  # multi-class; the CLI's default on the built-in language
     for label, fams in sets:
-        if args.only and args.only not in label:
+        if args.only and (args.only == "collect" or args.only not in label):
             continue
         tg = targets(acts, fams)
         for cv in (False, True):
             if not cv or args.cv_every_set or label in cv_sets:
                 print(f"  {label}, " + compare_fits(a, tg, test, seq, cv, args.cv_rounds if cv else args.rounds))
 
-    if args.only:
+    if args.only and args.only != "collect":
         return
-
-    print("  " + compare_collect(model, x, args.rounds))
+    print("  " + compare_collect(model, x, args.collect_rounds, "the demo's tiny recipe" if not args.ckpt else args.ckpt))
+    small = untrained_tiny("gf2", "small")
+    print("  " + compare_collect(small, corpus_tokens(small, tokens=args.tokens), args.collect_rounds,
+                                 "the small recipe's shape, untrained"))
 
 
 def compare_fits(a, tg, test, seq, cv: bool, rounds: int) -> str:
@@ -147,7 +165,7 @@ def compare_fits(a, tg, test, seq, cv: bool, rounds: int) -> str:
     return line
 
 
-def compare_collect(model, x, rounds: int) -> str:
+def compare_collect(model, x, rounds: int, name: str) -> str:
     """One line: activation collection against plain forwards over the same windows."""
     @torch.no_grad()
     def plain():
@@ -156,8 +174,8 @@ def compare_collect(model, x, rounds: int) -> str:
 
     ratio, t = median_ratio({"collect": lambda: collect(model, x), "plain": plain}, "plain", "collect",
                             rounds=rounds, warmup=1)
-    return (f"collect (hook_embed, every block's input, final norm) {x.numel() / t['collect']:,.0f} tok/s, plain "
-            f"forwards {x.numel() / t['plain']:,.0f} tok/s: {ratio:.2f}x (target: 1.0x, one forward per batch)")
+    return (f"{name}: collect (hook_embed, every block's input, final norm) {x.numel() / t['collect']:,.0f} tok/s, "
+            f"plain forwards {x.numel() / t['plain']:,.0f} tok/s: {ratio:.2f}x (target: 1.0x, one forward per batch)")
 
 
 if __name__ == "__main__":

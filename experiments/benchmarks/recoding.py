@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
-from _timing import median_ratio  # noqa: E402
+from _timing import machine_line, median_ratio  # noqa: E402
 
 from analysis.evaluation.behaviours import TASKS, prepare_pairs  # noqa: E402
 from analysis.corpus import corpus_tokens  # noqa: E402
@@ -34,6 +34,7 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=32_768)
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args(argv)
+    print(machine_line(), flush=True)
     torch.manual_seed(0)
     model = untrained_tiny("gf2")
     x = corpus_tokens(model, tokens=args.tokens)

@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -39,6 +40,9 @@ from analysis.features.train import default_lr, train_dictionary, train_on_activ
 from analysis.model import HookedFixedIdLM
 from fixedid import ModelConfig
 from fixedid.clitools import ArgumentParser
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import machine_line  # noqa: E402
 
 
 def argparse_hidden():
@@ -159,6 +163,8 @@ def main(argv=None) -> None:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA device here")
+    if not args.memory_only:
+        print(machine_line(), flush=True)
     torch.manual_seed(0)
     model = HookedFixedIdLM(ModelConfig.preset(args.shape, interface="canonical")).to(device).eval()
     T = min(model.cfg.context, 512)

@@ -30,6 +30,9 @@ import torch
 from fixedid.train.config import TrainConfig
 from fixedid.train.loop import prepare_run, train
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import machine_line  # noqa: E402
+
 VARIANTS = ["learned", "canonical", "gf2"]
 
 
@@ -49,6 +52,7 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args(argv)
+    print(machine_line(), flush=True)
     n = args.steps
     cfg = TrainConfig.load(args.config).replace_train(steps=n, keep=[], save_every=n, eval_every=n)
     threads, cores = torch.get_num_threads(), os.cpu_count() or 1

@@ -37,6 +37,9 @@ from fixedid.train.distributed import Dist
 from fixedid.train.loop import autocast_ctx, train_variant
 from fixedid.train.config import TrainConfig
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import machine_line  # noqa: E402
+
 
 def trainer_tok_s(cfg, variant, data, workdir, n, loop=False):
     """End-to-end tokens/s of a trainer run of ``n`` steps; with ``loop``, also the training loop's own (the median
@@ -96,6 +99,7 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, help="sequences per step (default: the config's)")
     p.add_argument("--trainer-only", action="store_true", help="only trainer/bare (no fixed/learned, no Muon)")
     args = p.parse_args(argv)
+    print(machine_line(), flush=True)
     if args.threads:
         torch.set_num_threads(args.threads)
     base = TrainConfig.load(args.config)
