@@ -109,16 +109,8 @@ def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=N
             chunk = x[i:i + max_batch].to(device)
             rows = slice(i * T, (i + chunk.shape[0]) * T)
             if not acts:  # the first batch: its cache sizes the outputs, which it is then copied into
-                cache = _run(model, chunk, hooks)
-                widths = _widths(cache, hooks, tuple(chunk.shape))
-                for j, h in enumerate(hooks):
-                    acts[h] = np.empty((n * T, widths[h]), dtype=DTYPES[dtype]) if tmp is None else \
-                        np.lib.format.open_memmap(tmp / f"{j:02d}.npy", mode="w+", dtype=DTYPES[dtype],
-                                                  shape=(n * T, widths[h]))
+                acts = _first_batch(model, chunk, hooks, n * T, DTYPES[dtype], tmp)
                 outs = {h: torch.from_numpy(acts[h]) for h in hooks}
-                for h in hooks:
-                    outs[h][rows] = cache[h].reshape(-1, widths[h])
-                del cache
                 continue
             _run_into(model, chunk, hooks, {h: outs[h][rows] for h in hooks})
         if out is None:
@@ -136,6 +128,19 @@ def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=N
             shutil.rmtree(tmp, ignore_errors=True)
         raise
     return load_activations(out)
+
+
+def _first_batch(model, chunk, hooks, n_rows: int, dtype, tmp) -> dict:
+    """The outputs ``{hook: [n_rows, width]}`` (arrays, or memmaps under ``tmp``), sized by the first batch's cache,
+    which fills their first rows."""
+    cache = _run(model, chunk, hooks)
+    widths = _widths(cache, hooks, tuple(chunk.shape))
+    acts = {}
+    for j, h in enumerate(hooks):
+        acts[h] = np.empty((n_rows, widths[h]), dtype=dtype) if tmp is None else \
+            np.lib.format.open_memmap(tmp / f"{j:02d}.npy", mode="w+", dtype=dtype, shape=(n_rows, widths[h]))
+        torch.from_numpy(acts[h])[:chunk.numel()] = cache[h].reshape(-1, widths[h])
+    return acts
 
 
 def _widths(cache, hooks, shape) -> dict[str, int]:
