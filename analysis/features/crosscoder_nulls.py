@@ -51,17 +51,17 @@ def null_rows(recipe: CrosscoderConfig, sources: dict, *, train, progress: bool 
     rows = []
     for name, (source, held) in sources.items():
         models = tuple(source.models)
-        cfg = CrosscoderConfig(**_settings(recipe, models))
+        cfg = CrosscoderConfig(**settings_for(recipe, models))
         cc, _ = train(cfg, source)
         rows.append({"null": name, "model_a": models[0], "model_b": models[1],
                      **pair_fractions(latent_table(cc, held), models)})
     return pd.DataFrame(rows)
 
 
-def _settings(recipe: CrosscoderConfig, models) -> dict:
+def settings_for(recipe: CrosscoderConfig, models) -> dict:
     """``recipe``'s settings for another pair of models (its fitted scale and threshold left out)."""
     keep = ("d", "n_latents", "activation", "k", "l1_coefficient", "dedicated", "hook", "aux_coefficient")
     return {"models": tuple(models)} | {k: getattr(recipe, k) for k in keep}
 
 
-__all__ = ["LOPSIDED", "NULLS", "null_rows", "pair_fractions", "random_rotation"]
+__all__ = ["LOPSIDED", "NULLS", "null_rows", "pair_fractions", "random_rotation", "settings_for"]

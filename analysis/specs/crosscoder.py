@@ -84,7 +84,9 @@ def _with_models(cc, loaded, hook, source, held, x_eval, latents, metrics, no_ba
 
 def _nulls(cfg, loaded, hook, source, held, null_seed, train):
     """The references of the first checkpoint: its turned copy, its random-init twin, and (``null_seed``) another
-    seed of its variant; ``(table, {null: model A's shares of the live latents})``."""
+    seed of its variant; ``(table, {null: model A's shares of the live latents})``. Over three checkpoints also
+    ``turned copies``: the first beside two turned copies of itself, its live latents' ``[n, 3]`` shares (the
+    ternary's reference; not in the table)."""
     from analysis.features.crosscoder_data import ModelSource
     from analysis.features.crosscoder_nulls import null_rows, random_rotation
     from analysis.features.crosscoder_read import latent_table
@@ -104,6 +106,8 @@ def _nulls(cfg, loaded, hook, source, held, null_seed, train):
                         transform=transform)
         sources[null] = (s, s.activations(held))
     shares = {}
+    if len(loaded) == 3:  # the ternary's reference: the first model beside two copies of itself, each turned
+        shares["turned copies"] = _turned_triple(cfg, name, model, hook, source, held, train)
 
     def keep(cfg2, s):
         cc, curve = train(cfg2, s)
@@ -115,21 +119,41 @@ def _nulls(cfg, loaded, hook, source, held, null_seed, train):
     return null_rows(cfg, sources, train=keep), shares
 
 
-def torch_stack_turned(x, turn):
-    """``[tokens, 2, d]`` activations with the second model's turned by the orthogonal ``turn``."""
+def _turned_triple(cfg, name, model, hook, source, held, train):
+    """The live latents' shares ``[n, 3]`` of a crosscoder with ``cfg``'s settings over ``model`` and two copies of
+    it turned by two random orthogonal matrices: three views of one function, drawn under a three-model ternary."""
+    from analysis.features.crosscoder import CrosscoderConfig
+    from analysis.features.crosscoder_data import ModelSource
+    from analysis.features.crosscoder_nulls import random_rotation, settings_for
+    from analysis.features.crosscoder_read import latent_table
+
+    turns = [random_rotation(cfg.d, seed=s) for s in (0, 1)]
+    names = (name, f"{name} turned", f"{name} turned 2")
+    s = ModelSource(dict.fromkeys(names, model), hook, source.windows, batch_tokens=source.batch_tokens,
+                    seed=source.seed, transform=lambda x: torch_stack_turned(x, *turns))
+    cc, _ = train(CrosscoderConfig(**settings_for(cfg, names)), s)
+    table = latent_table(cc, s.activations(held))
+    return table[table.live][[f"share_{m}" for m in names]].to_numpy()
+
+
+def torch_stack_turned(x, *turns):
+    """``[tokens, models, d]`` activations with each model after the first turned by its orthogonal matrix."""
     import torch
 
-    return torch.stack([x[:, 0], x[:, 1] @ turn.to(x)], 1)
+    return torch.stack([x[:, 0]] + [x[:, i + 1] @ t.to(x) for i, t in enumerate(turns)], 1)
 
 
 def shares_figure(result: Result):
-    """Two models: the share histogram with the references; three: the ternary plot; more: none."""
+    """Two models: the share histogram with the references; three: the ternary plot over the turned copies'
+    latents (with ``--nulls``); more: none."""
     from analysis.figures.crosscoders import share_histogram, ternary
 
     models, latents = result.attrs["models"], result.tables["crosscoder_latents"]
     if len(models) == 2:
         return share_histogram(latents, models, result.attrs["null_shares"])
-    return ternary(latents, models) if len(models) == 3 else None
+    if len(models) != 3:
+        return None
+    return ternary(latents, models, {k: v for k, v in result.attrs["null_shares"].items() if v.ndim == 2})
 
 
 def summarize(result: Result) -> str:
@@ -149,6 +173,12 @@ def summarize(result: Result) -> str:
         for r in result.tables["crosscoder_nulls"].itertuples():
             lines.append(f"  reference {r.null} ({r.model_a} / {r.model_b}): shared {r.shared:.0%}, exclusive "
                          f"{r.exclusive_a:.0%} / {r.exclusive_b:.0%}")
+    turned = result.attrs["null_shares"].get("turned copies")
+    if turned is not None:
+        from analysis.features.crosscoder_read import HOLD
+
+        lines.append(f"  reference turned copies ({result.attrs['models'][0]} in three bases, the ternary's): "
+                     f"{len(turned)} live latents, shared {(turned >= HOLD).all(1).mean():.0%}")
     return "\n".join(lines)
 
 

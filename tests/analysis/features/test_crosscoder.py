@@ -210,3 +210,23 @@ def test_the_share_figures_key_every_colour_they_draw():
         assert len(fig.legends) == 1
         labels = [t.get_text() for t in fig.legends[0].get_texts()]
         assert {"shared", "learned only", "canonical only", "gf2 only", "reference: three seeds"} <= set(labels)
+
+
+def test_three_checkpoints_with_references_draw_three_turned_views(learned, tmp_path_factory, tokenizer):
+    """``crosscoder`` over three checkpoints with ``--nulls``: the ternary's reference is the first model beside two
+    turned copies of itself - one function in three bases, so its latents are shared by all three."""
+    from analysis.features.crosscoder_read import HOLD
+    from analysis.specs import get_spec, run_spec
+    from tests._helpers import tiny_checkpoint
+
+    models = {"learned": learned, **{v: tiny_checkpoint(tmp_path_factory, tokenizer, v, seed=3)
+                                     for v in ("canonical", "gf2")}}
+    result = run_spec(get_spec("crosscoder"), models, hook="blocks.0.hook_resid_post", k=4, tokens=4096,
+                      eval_tokens=1024, nulls=True, no_baseline=True)
+    turned = result.attrs["null_shares"]["turned copies"]
+    assert turned.shape[1] == 3 and len(turned) > 10
+    np.testing.assert_allclose(turned.sum(1), 1, atol=1e-5)
+    assert (turned >= HOLD).all(1).mean() >= 0.95
+    assert set(result.tables["crosscoder_nulls"].null) == {"turned copy", "random init"}
+    labels = [t.get_text() for t in result.figures["crosscoder_shares"].legends[0].get_texts()]
+    assert "reference: turned copies" in labels
