@@ -167,7 +167,8 @@ def test_the_model_diffing_survey_numbers_are_the_committed_survey():
     assert above == [("learned vs gf2", "L2 out"), ("canonical vs gf2", "L0 out")]
     assert "only for canonical vs gf2 leaving block 0 and for learned vs gf2 leaving block 2" in page
     means = {p: 100 * lopsided[p].mean()[inner].mean() for p in pairs}
-    assert (f"canonical vs gf2 averages {means['canonical vs gf2']:.1f}%, learned vs gf2 {means['learned vs gf2']:.1f}% "
+    assert (f"canonical vs gf2 averages {means['canonical vs gf2']:.1f}%, "
+            f"learned vs gf2 {means['learned vs gf2']:.1f}% "
             f"and learned vs canonical {means['learned vs canonical']:.1f}%") in page
     last = d[(d.depth == d.depth.max()) & (d.kind == "variants")].groupby("pair").lopsided.mean().max()
     assert f"no pair has more lopsided latents than {100 * last:.1f}%" in page
@@ -235,3 +236,38 @@ def test_the_crosscoder_benchmark_numbers_are_the_committed_results():
                                                                                      ratios):
         assert (f"{shape}, {models} models: {peak} GiB at {tokens} tokens and {peak8} at {tokens8} (ratio {ratio}; "
                 f"holding the 8x run's activations at once: {held} GiB)") in page
+
+
+def _probe_runs(name: str) -> dict:
+    """``{(target set, torch threads, fixed C or CV): (fast s, scikit-learn s, ratio)}`` from a probes.py output."""
+    text = (ROOT / "experiments" / "benchmarks" / "results" / name).read_text()
+    rows = {}
+    for block in re.split(r"(?m)^(?=machine: )", text)[1:]:
+        threads = re.match(r"machine: .*? \((\d+) threads\)", block).group(1)
+        for m in re.finditer(r"^  (binary|multi-class only)[^\n]*?, (fixed C = 1|C by 3-fold CV): \d+ fitted targets; "
+                             r"fast ([\d.]+) s, scikit-learn ([\d.]+) s: ([\d.]+)x [^;]*; "
+                             r"max score difference ([\d.]+)",
+                             block, flags=re.M):
+            rows[(m.group(1), threads, m.group(2))] = m.group(3, 4, 5, 6)
+    return rows
+
+
+def test_the_probe_anchor_numbers_are_the_committed_results():
+    """The benchmarks page's probe table against scikit-learn at one BLAS thread, and the slowed anchor it corrects,
+    read back from results/probes-cpu.txt and results/probes-cpu-blas2.txt."""
+    page = flat((ROOT / "docs" / "benchmarks.md").read_text())
+    fair, slow = _probe_runs("probes-cpu.txt"), _probe_runs("probes-cpu-blas2.txt")
+    for ts in ("binary", "multi-class only"):
+        for th in ("1", "2"):
+            f, c = fair[(ts, th, "fixed C = 1")], fair[(ts, th, "C by 3-fold CV")]
+            row = f"| {ts} | {th} | {f[0]} s vs {f[1]} s: {f[2]}x | {c[0]} s vs {c[1]} s: {c[2]}x |"
+            assert row in page, row
+    met = [k for k, v in fair.items() if float(v[2]) >= 10]
+    assert met == [("binary", "2", "fixed C = 1")] and "met only by binary probes at a fixed C on two threads" in page
+    assert (f"multi-class at a fixed C {slow[('multi-class only', '2', 'fixed C = 1')][1]} s against "
+            f"{fair[('multi-class only', '2', 'fixed C = 1')][1]} s, "
+            f"binary {slow[('binary', '2', 'fixed C = 1')][1]} s "
+            f"against {fair[('binary', '2', 'fixed C = 1')][1]} s") in page
+    diff = {cv: max(float(v[3]) for k, v in fair.items() if k[2] == cv) for cv in ("fixed C = 1", "C by 3-fold CV")}
+    assert (f"largest difference {diff['fixed C = 1']:.4f} at a fixed C, {diff['C by 3-fold CV']:.4f} with "
+            "cross-validation") in page

@@ -98,9 +98,10 @@ def _pair_runs(model, clean, corrupt, names, fn, answer, wrong):
 # ------------------------------------------------------------------------------------------- the gradients
 def _norm_factors(norms, inputs) -> list[tuple]:
     """Per norm of ``norms`` (each read at its input ``inputs[i]``, ``[rows, pos, d]``), what the derivative through
-    it needs: ``(w_inv, xs, v, centred)`` with ``s`` the norm's scale of the (centred) input, ``w_inv = w / s``, ``xs`` the
-    input over ``s``, ``v = w_inv xs / d`` and ``centred`` for LayerNorm; computed for every norm in one stacked pass when they are of one kind
-    with one ``eps`` (fixedid's RMSNorm, or LayerNorm with ``b``), else one by one."""
+    it needs: ``(w_inv, xs, v, centred)`` with ``s`` the norm's scale of the (centred) input, ``w_inv = w / s``,
+    ``xs`` the input over ``s``, ``v = w_inv xs / d`` and ``centred`` for LayerNorm; computed for every norm in one
+    stacked pass when they are of one kind with one ``eps`` (fixedid's RMSNorm, or LayerNorm with ``b``), else one
+    by one."""
     first = norms[0]
     if all(type(n) is type(first) and n.eps == first.eps for n in norms):
         groups = [(first, norms, torch.stack([x.detach() for x in inputs]))]

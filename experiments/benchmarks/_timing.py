@@ -42,8 +42,8 @@ def median_ratio(fns: dict, num: str, den: str, *, rounds: int = 7, warmup: int 
 
 def machine_speed(steps: int = 12, warmup: int = 3) -> float:
     """How fast this machine is, as tokens/s of a bare training loop of the demo's tiny recipe (random init,
-    canonical code, the built-in language's 380 word tokens, the recipe's batch and context, AdamW, random batches), timed after
-    ``warmup`` steps at the current torch thread count: the number a reader compares machines by."""
+    canonical code, the built-in language's 380 word tokens, the recipe's batch and context, AdamW, random batches),
+    timed after ``warmup`` steps at the current torch thread count: the number a reader compares machines by."""
     import torch
 
     from fixedid import FixedIdLM

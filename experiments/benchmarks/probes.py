@@ -18,8 +18,10 @@
 Model: the demo's tiny recipe, untrained, or with ``--ckpt DIR`` a trained checkpoint on its own validation data
 (a trained model's activations take a solver more steps than an untrained one's). Usage:
 python experiments/benchmarks/probes.py [--ckpt fixedid-demo/checkpoints/gf2] [--tokens 16384] [--rounds 3]
-[--cv-rounds 1] [--threads 1,2] [--only collect]. At each thread count it first prints the machine's bare
-training-loop speed; the collection is measured on the demo's (tiny) and the small recipe's shapes.
+[--cv-rounds 1] [--threads 1,2] [--only collect]. At each thread count (torch's: the fast path's) it first prints
+the machine's bare training-loop speed; scikit-learn runs with one BLAS thread, its fastest setting on this 2-core
+machine (with two, beside torch's threads in one process, its fits took 4-16x as long: an anchor that slow would
+flatter the ratio). The collection is measured on the demo's (tiny) and the small recipe's shapes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
@@ -84,7 +87,7 @@ def main(argv=None):
     p.add_argument("--cv-rounds", type=int, default=1, help="interleaved rounds with C by cross-validation")
     p.add_argument("--ckpt", help="a trained checkpoint (default: the tiny recipe, untrained, gf2)")
     p.add_argument("--threads", type=thread_counts, default=[1, 2],
-                   help="thread counts (torch's and the BLAS's scikit-learn uses), each a run (default 1,2)")
+                   help="torch's thread counts, each a run (default 1,2); scikit-learn always has one BLAS thread")
     p.add_argument("--collect-rounds", type=int, default=9, help="interleaved rounds of the collection (default 9)")
     p.add_argument("--only", help="run only the target sets whose label contains this text (e.g. multi-class), or "
                                   "'collect': only the collection")
@@ -93,13 +96,10 @@ def main(argv=None):
                         "on the built-in language with --ckpt; "
                         "scikit-learn's LogisticRegressionCV takes ~10 s a binary target here)")
     args = p.parse_args(argv)
-    from threadpoolctl import threadpool_limits
-
     for n in args.threads:
         torch.set_num_threads(n)
-        with threadpool_limits(limits=n):
-            print(machine_line())
-            run(args)
+        print(machine_line())
+        run(args)
 
 
 def run(args) -> None:
@@ -132,7 +132,8 @@ def run(args) -> None:
 
     if args.only and args.only != "collect":
         return
-    print("  " + compare_collect(model, x, args.collect_rounds, "the demo's tiny recipe" if not args.ckpt else args.ckpt))
+    name = args.ckpt or "the demo's tiny recipe"
+    print("  " + compare_collect(model, x, args.collect_rounds, name))
     small = untrained_tiny("gf2", "small")
     print("  " + compare_collect(small, corpus_tokens(small, tokens=args.tokens), args.collect_rounds,
                                  "the small recipe's shape, untrained"))
@@ -146,10 +147,11 @@ def compare_fits(a, tg, test, seq, cv: bool, rounds: int) -> str:
         fits = _fit(a, tg, test, C="cv", groups=seq) if cv else _fit(a, tg, test, C=1.0)
         res["fast"], picks["fast"] = {k: v.score for k, v in fits.items()}, {k: v.C for k, v in fits.items()}
 
-    def sklearn():
+    def sklearn():  # at its fastest: one BLAS thread (at two, beside torch's threads, it ran 4-16x slower here)
         picks["sklearn"] = {}
-        res["sklearn"] = sklearn_cv(a, tg, test, seq, picks["sklearn"]) if cv else \
-            {k: v.score for k, v in _fit(a, tg, test, C=1.0, method="sklearn").items()}
+        with threadpool_limits(limits=1, user_api="blas"):
+            res["sklearn"] = sklearn_cv(a, tg, test, seq, picks["sklearn"]) if cv else \
+                {k: v.score for k, v in _fit(a, tg, test, C=1.0, method="sklearn").items()}
 
     ratio, t = median_ratio({"fast": fast, "sklearn": sklearn}, "sklearn", "fast", rounds=rounds,
                             warmup=0 if cv else 1)

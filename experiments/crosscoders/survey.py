@@ -1,17 +1,16 @@
 """Crosscoders over the demo recipe's three variants, three training seeds, at every depth of the residual stream: the
-tables and figures behind the docs' model-diffing page.
-
-For each seed (0, 1, 2: trained, or reused from the cache as ``fixedid-analyze demo`` caches them) and each residual
-site (the stream entering block 0 - the input rows - and leaving every block), it trains a crosscoder over each pair
-of variants and one over all three; and the references with the same recipe: each variant against itself at another
-seed (every pair of seeds), and, for seed 0, each variant beside its orthogonally turned copy and beside its
-random-initialisation twin; and, for the three-model crosscoders, three seeds of one variant in one crosscoder.
-It writes ``pairs.csv`` (one row per two-model crosscoder: its kind, models, seeds, site,
-shared and exclusive fractions of the live latents, the share's spread, each model's FVU), ``triples.csv`` (the
-three-model crosscoders' class fractions), ``readings.csv`` (what the live latents of each class of the three-model
-crosscoders read: mean best AUROC for the id's bits, the relabelled ids' bits, each code's bits, and the token-feature
-share), ``triple_nulls.csv`` (the three-seed references' class fractions), ``ternary_shares.csv`` (every live
-latent's decoder-norm shares of the seed-0 three-variant crosscoders and of the references) and the figures ``fractions_by_depth`` and ``ternary`` (PNG and PDF) under ``--out``.
+tables and figures behind the docs' model-diffing page. For each seed (0, 1, 2: trained, or reused from the cache as
+``fixedid-analyze demo`` caches them) and each residual site (the stream entering block 0 - the input rows - and
+leaving every block), it trains a crosscoder over each pair of variants and one over all three; and the references
+with the same recipe: each variant against itself at another seed (every pair of seeds), and, for seed 0, each
+variant beside its orthogonally turned copy and beside its random-initialisation twin; and, for the three-model
+crosscoders, three seeds of one variant in one crosscoder. It writes ``pairs.csv`` (one row per two-model
+crosscoder: its kind, models, seeds, site, shared and exclusive fractions of the live latents, the share's spread,
+each model's FVU), ``triples.csv`` (the three-model crosscoders' class fractions), ``readings.csv`` (what the live
+latents of each class of the three-model crosscoders read: mean best AUROC for the id's bits, the relabelled ids'
+bits, each code's bits, and the token-feature share), ``triple_nulls.csv`` (the three-seed references' class
+fractions), ``ternary_shares.csv`` (every live latent's decoder-norm shares of the seed-0 three-variant crosscoders
+and of the references) and the figures ``fractions_by_depth`` and ``ternary`` (PNG and PDF) under ``--out``.
 
 Usage: python experiments/crosscoders/survey.py            (about 70 minutes on 2 CPU cores, the variants
                                                          cached; computes only the tables --out lacks)
