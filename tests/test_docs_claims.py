@@ -271,3 +271,36 @@ def test_the_probe_anchor_numbers_are_the_committed_results():
     diff = {cv: max(float(v[3]) for k, v in fair.items() if k[2] == cv) for cv in ("fixed C = 1", "C by 3-fold CV")}
     assert (f"largest difference {diff['fixed C = 1']:.4f} at a fixed C, {diff['C by 3-fold CV']:.4f} with "
             "cross-validation") in page
+
+
+def test_the_eap_speed_numbers_are_the_committed_results():
+    """The benchmarks page's EAP forwards per pair and floors at 1 and 2 threads, from results/edges-cpu.txt."""
+    page = flat((ROOT / "docs" / "benchmarks.md").read_text())
+    text = (ROOT / "experiments" / "benchmarks" / "results" / "edges-cpu.txt").read_text()
+    v = {}
+    for block in re.split(r"(?m)^(?=machine: )", text)[1:]:
+        th = re.match(r"machine: .*? \((\d+) threads\)", block).group(1)
+        for m in re.finditer(r"EAP on the (\w+) recipe's shape .*?: ([\d.]+) forwards per pair .*?timed alone: "
+                             r"([\d.]+)", block):
+            v[(m.group(1), th)] = m.group(2, 3)
+    miss = [100 * (float(v[("tiny", t)][0]) / 3.0 - 1) for t in ("1", "2")]
+    assert (f"tiny {v[('tiny', '1')][0]} and {v[('tiny', '2')][0]} forwards per pair, small {v[('small', '1')][0]} "
+            f"and {v[('small', '2')][0]} (target <= 3.0: missed on the tiny shape by {miss[0]:.0f}% and "
+            f"{miss[1]:.0f}%)") in page
+    assert (f"is {v[('tiny', '1')][1]} and {v[('tiny', '2')][1]} on the tiny shape, {v[('small', '1')][1]} and "
+            f"{v[('small', '2')][1]} on the small one") in page
+
+
+def test_the_collection_speed_numbers_are_the_committed_results():
+    """The benchmarks page's collection ratios at 1 and 2 threads, from results/collect-cpu.txt."""
+    page = flat((ROOT / "docs" / "benchmarks.md").read_text())
+    text = (ROOT / "experiments" / "benchmarks" / "results" / "collect-cpu.txt").read_text()
+    v = {}
+    for block in re.split(r"(?m)^(?=machine: )", text)[1:]:
+        th = re.match(r"machine: .*? \((\d+) threads\)", block).group(1)
+        for m in re.finditer(r"^  the (demo's tiny recipe|small recipe's shape, untrained): .*?: ([\d.]+)x", block,
+                             flags=re.M):
+            v[("tiny" if "tiny" in m.group(1) else "small", th)] = m.group(2)
+    assert (f"on the tiny shape {v[('tiny', '1')]}x and {v[('tiny', '2')]}x at 1 and 2 threads, on the small one "
+            f"{v[('small', '1')]}x and {v[('small', '2')]}x") in page
+    assert min(float(v[("small", t)]) for t in "12") < 1 and "missed there" in page
