@@ -238,12 +238,17 @@ def test_the_crosscoder_benchmark_numbers_are_the_committed_results():
                 f"holding the 8x run's activations at once: {held} GiB)") in page
 
 
+def _by_threads(name: str) -> list[tuple[str, str]]:
+    """A benchmark output under experiments/benchmarks/results as ``(torch threads, its lines)`` per machine line."""
+    text = (ROOT / "experiments" / "benchmarks" / "results" / name).read_text()
+    return [(re.match(r"machine: .*? \((\d+) threads\)", b).group(1), b)
+            for b in re.split(r"(?m)^(?=machine: )", text)[1:]]
+
+
 def _probe_runs(name: str) -> dict:
     """``{(target set, torch threads, fixed C or CV): (fast s, scikit-learn s, ratio)}`` from a probes.py output."""
-    text = (ROOT / "experiments" / "benchmarks" / "results" / name).read_text()
     rows = {}
-    for block in re.split(r"(?m)^(?=machine: )", text)[1:]:
-        threads = re.match(r"machine: .*? \((\d+) threads\)", block).group(1)
+    for threads, block in _by_threads(name):
         for m in re.finditer(r"^  (binary|multi-class only)[^\n]*?, (fixed C = 1|C by 3-fold CV): \d+ fitted targets; "
                              r"fast ([\d.]+) s, scikit-learn ([\d.]+) s: ([\d.]+)x [^;]*; "
                              r"max score difference ([\d.]+)",
@@ -276,10 +281,8 @@ def test_the_probe_anchor_numbers_are_the_committed_results():
 def test_the_eap_speed_numbers_are_the_committed_results():
     """The benchmarks page's EAP forwards per pair and floors at 1 and 2 threads, from results/edges-cpu.txt."""
     page = flat((ROOT / "docs" / "benchmarks.md").read_text())
-    text = (ROOT / "experiments" / "benchmarks" / "results" / "edges-cpu.txt").read_text()
     v = {}
-    for block in re.split(r"(?m)^(?=machine: )", text)[1:]:
-        th = re.match(r"machine: .*? \((\d+) threads\)", block).group(1)
+    for th, block in _by_threads("edges-cpu.txt"):
         for m in re.finditer(r"EAP on the (\w+) recipe's shape .*?: ([\d.]+) forwards per pair .*?timed alone: "
                              r"([\d.]+)", block):
             v[(m.group(1), th)] = m.group(2, 3)
@@ -294,10 +297,8 @@ def test_the_eap_speed_numbers_are_the_committed_results():
 def test_the_collection_speed_numbers_are_the_committed_results():
     """The benchmarks page's collection ratios at 1 and 2 threads, from results/collect-cpu.txt."""
     page = flat((ROOT / "docs" / "benchmarks.md").read_text())
-    text = (ROOT / "experiments" / "benchmarks" / "results" / "collect-cpu.txt").read_text()
     v = {}
-    for block in re.split(r"(?m)^(?=machine: )", text)[1:]:
-        th = re.match(r"machine: .*? \((\d+) threads\)", block).group(1)
+    for th, block in _by_threads("collect-cpu.txt"):
         for m in re.finditer(r"^  the (demo's tiny recipe|small recipe's shape, untrained): .*?: ([\d.]+)x", block,
                              flags=re.M):
             v[("tiny" if "tiny" in m.group(1) else "small", th)] = m.group(2)
