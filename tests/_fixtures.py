@@ -5,17 +5,20 @@ TransformerLens's label of an edge-attribution node."""
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-# ---- the trainer (tests/fixedid/train, the geometry controls, the command line's demo)
-
-#: The trainer's test-sized config: a BPE tokenizer of 512 tokens, 12 steps, evaluated and saved every 6, step 4 kept.
-TRAIN_CONFIG = """
+#: The test-sized model both configs below train: the tiny preset at width 32, 2 layers of 2 heads.
+TINY_MODEL = """
 [model]
 preset = "tiny"
 d_model = 32
 n_layers = 2
 n_heads = 2
 d_ff = 64
-context = 32
+"""
+
+# ---- the trainer (tests/fixedid/train, the geometry controls, the command line's demo)
+
+#: The trainer's test-sized config: a BPE tokenizer of 512 tokens, 12 steps, evaluated and saved every 6, step 4 kept.
+TRAIN_CONFIG = TINY_MODEL + """context = 32
 
 [data]
 source = "synthetic"
@@ -58,14 +61,7 @@ def run_inproc(args, capsys=None):
 
 #: The test-sized config the study's tests and the notebooks' run train: the built-in word-level tokenizer (4096
 #: tokens), context 64, 16 steps, evaluated and saved every 8, step 8 kept.
-STUDY_CONFIG = """
-[model]
-preset = "tiny"
-d_model = 32
-n_layers = 2
-n_heads = 2
-d_ff = 64
-context = 64
+STUDY_CONFIG = TINY_MODEL + """context = 64
 init_std = 0.09
 
 [data]

@@ -97,25 +97,18 @@ def _pair_runs(model, clean, corrupt, names, fn, answer, wrong):
 
 # ------------------------------------------------------------------------------------------- the gradients
 def _norm_factors(norms, inputs) -> list[tuple]:
-    """Per norm of ``norms`` (each read at its input ``inputs[i]``, ``[rows, pos, d]``), what the derivative through
-    it needs: ``(w_inv, xs, v, centred)`` with ``s`` the norm's scale of the (centred) input, ``w_inv = w / s``,
-    ``xs`` the input over ``s``, ``v = w_inv xs / d`` and ``centred`` for LayerNorm; computed for every norm in one
-    stacked pass when they are of one kind with one ``eps`` (fixedid's RMSNorm, or LayerNorm with ``b``), else one
-    by one."""
-    first = norms[0]
-    if all(type(n) is type(first) and n.eps == first.eps for n in norms):
-        groups = [(first, norms, torch.stack([x.detach() for x in inputs]))]
-    else:
-        groups = [(n, [n], x.detach()[None]) for n, x in zip(norms, inputs)]
-    out = []
-    for norm, members, x in groups:
-        scale, xc = _scale(norm, x)
-        inv = 1 / scale  # [norms, rows, pos, 1]
-        xs = xc * inv  # the normalised input
-        w_inv = torch.stack([m.w.detach() for m in members])[:, None, None] * inv
-        v = w_inv * xs / x.shape[-1]
-        out += [(*f, hasattr(norm, "b")) for f in zip(w_inv, xs, v)]
-    return out
+    """Per norm of ``norms`` (each read at its input ``inputs[i]``, ``[rows, pos, d]``; one kind and ``eps``, as
+    every norm of a fixedid model is made by one ``_norm(cfg)``), what the derivative through it needs, computed for
+    all in one stacked pass: ``(w_inv, xs, v, centred)`` with ``s`` the norm's scale of the (centred) input,
+    ``w_inv = w / s``, ``xs`` the input over ``s``, ``v = w_inv xs / d`` and ``centred`` for LayerNorm."""
+    x = torch.stack([x.detach() for x in inputs])
+    scale, xc = _scale(norms[0], x)
+    inv = 1 / scale  # [norms, rows, pos, 1]
+    xs = xc * inv  # the normalised inputs
+    w_inv = torch.stack([n.w.detach() for n in norms])[:, None, None] * inv
+    v = w_inv * xs / x.shape[-1]
+    centred = hasattr(norms[0], "b")
+    return [(*f, centred) for f in zip(w_inv, xs, v)]
 
 
 def _through_norm(factors, g):

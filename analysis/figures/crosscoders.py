@@ -53,8 +53,8 @@ def _simplex(ax, latents: pd.DataFrame, models, nulls: dict | None) -> str:
     ax.plot(*np.vstack([CORNERS, CORNERS[:1]]).T, color="0.3", lw=0.8)
     for m, (cx, cy) in zip(models, CORNERS):
         ax.text(cx, cy + (0.04 if cy else -0.1), f"{m} only", ha="center", fontsize=7.5, color=colours[m])
-    for (name, shares), colour in zip((nulls or {}).items(), NULL_COLOURS):
-        ax.scatter(*(np.asarray(shares) @ CORNERS).T, s=5, c=colour, lw=0, label=f"reference: {name}", zorder=1)
+    for shares, colour in zip((nulls or {}).values(), NULL_COLOURS):
+        ax.scatter(*(np.asarray(shares) @ CORNERS).T, s=5, c=colour, lw=0, zorder=1)
     cls = live["class"].to_numpy()
     point = [colours[c[:-5]] if c.endswith(" only") and c[:-5] in colours else
              CLASS_COLOURS.get(c, "0.0") for c in cls]
@@ -65,8 +65,8 @@ def _simplex(ax, latents: pd.DataFrame, models, nulls: dict | None) -> str:
     return "; ".join(f"{c} {n}" for c, n in live["class"].value_counts().items())
 
 
-def _class_key(fig, models) -> None:
-    """The figure's one legend: the class colours, and the references drawn."""
+def _class_key(fig, models, references=()) -> None:
+    """The figure's one legend: the class colours, and the ``references`` drawn (in :data:`NULL_COLOURS` order)."""
     from matplotlib.lines import Line2D
 
     colours = variant_colours(models)
@@ -74,12 +74,7 @@ def _class_key(fig, models) -> None:
     handles = [Line2D([], [], color=CLASS_COLOURS["shared"], label="shared", **dot),
                Line2D([], [], color="0.0", label="shared by two, or mostly one", **dot)]
     handles += [Line2D([], [], color=colours[m], label=f"{m} only", **dot) for m in models]
-    seen = {h.get_label() for h in handles}
-    for ax in fig.axes:
-        for h in ax.collections:
-            if h.get_label().startswith("reference") and h.get_label() not in seen:
-                seen.add(h.get_label())
-                handles.append(Line2D([], [], color=h.get_facecolor()[0], label=h.get_label(), **dot))
+    handles += [Line2D([], [], color=c, label=f"reference: {name}", **dot) for name, c in zip(references, NULL_COLOURS)]
     fig.legend(handles=handles, fontsize=7, frameon=False, loc="outside lower center", ncols=min(len(handles), 4))
 
 
@@ -92,7 +87,7 @@ def ternary(latents: pd.DataFrame, models, nulls: dict | None = None, *, title: 
     key = _simplex(axes[0, 0], latents, models, nulls)
     axes[0, 0].set_title((title or "Where each latent's decoder norm goes")
                          + f"\n{int(latents.live.sum())} live latents: {key}", fontsize=8)
-    _class_key(fig, models)
+    _class_key(fig, models, list(nulls or {}))
     return fig
 
 
@@ -109,7 +104,7 @@ def ternaries(panels: dict, models, nulls: dict | None = None, *, title: str | N
                      pad=12)
     for ax in axes.flat[len(panels):]:
         ax.axis("off")
-    _class_key(fig, models)
+    _class_key(fig, models, list(dict.fromkeys(n for panel in (nulls or {}).values() for n in panel)))
     fig.suptitle(title or "Where each latent's decoder norm goes", fontsize=9)
     return fig
 

@@ -57,7 +57,7 @@ def diff_models(models, *, hook, activations, expansion, activation, k, l1, dedi
     cc, curve = train(cfg, source)
     latents, metrics = latent_table(cc, x_eval), reconstruction_metrics(cc, x_eval)
     result = Result(tables={}, files={"crosscoder.safetensors": partial(_save, cc)},
-                    attrs={"models": names, "null_shares": {}})
+                    attrs={"models": names, "null_shares": {}, "ternary_nulls": {}})
     if loaded:
         latents, metrics = _with_models(cc, loaded, hook, source, held, x_eval, latents, metrics, no_baseline, seed)
     result.tables |= {"crosscoder_latents": latents, "crosscoder_metrics": metrics,
@@ -67,6 +67,9 @@ def diff_models(models, *, hook, activations, expansion, activation, k, l1, dedi
             raise AnalysisError("--nulls trains references from a checkpoint: give --ckpt, not --activations")
         result.tables["crosscoder_nulls"], result.attrs["null_shares"] = _nulls(
             cfg, loaded, hook, source, held, null_seed, train)
+        if len(loaded) == 3:  # the ternary's reference: the first model beside two turned copies of itself
+            result.attrs["ternary_nulls"]["turned copies"] = _turned_triple(cfg, *next(iter(loaded.items())), hook,
+                                                                            source, held, train)
     return result
 
 
@@ -84,9 +87,7 @@ def _with_models(cc, loaded, hook, source, held, x_eval, latents, metrics, no_ba
 
 def _nulls(cfg, loaded, hook, source, held, null_seed, train):
     """The references of the first checkpoint: its turned copy, its random-init twin, and (``null_seed``) another
-    seed of its variant; ``(table, {null: model A's shares of the live latents})``. Over three checkpoints also
-    ``turned copies``: the first beside two turned copies of itself, its live latents' ``[n, 3]`` shares (the
-    ternary's reference; not in the table)."""
+    seed of its variant; ``(table, {null: model A's shares of the live latents})``."""
     from analysis.features.crosscoder_data import ModelSource
     from analysis.features.crosscoder_nulls import null_rows, random_rotation
     from analysis.features.crosscoder_read import latent_table
@@ -106,8 +107,6 @@ def _nulls(cfg, loaded, hook, source, held, null_seed, train):
                         transform=transform)
         sources[null] = (s, s.activations(held))
     shares = {}
-    if len(loaded) == 3:  # the ternary's reference: the first model beside two copies of itself, each turned
-        shares["turned copies"] = _turned_triple(cfg, name, model, hook, source, held, train)
 
     def keep(cfg2, s):
         cc, curve = train(cfg2, s)
@@ -153,7 +152,7 @@ def shares_figure(result: Result):
         return share_histogram(latents, models, result.attrs["null_shares"])
     if len(models) != 3:
         return None
-    return ternary(latents, models, {k: v for k, v in result.attrs["null_shares"].items() if v.ndim == 2})
+    return ternary(latents, models, result.attrs["ternary_nulls"])
 
 
 def summarize(result: Result) -> str:
@@ -173,7 +172,7 @@ def summarize(result: Result) -> str:
         for r in result.tables["crosscoder_nulls"].itertuples():
             lines.append(f"  reference {r.null} ({r.model_a} / {r.model_b}): shared {r.shared:.0%}, exclusive "
                          f"{r.exclusive_a:.0%} / {r.exclusive_b:.0%}")
-    turned = result.attrs["null_shares"].get("turned copies")
+    turned = result.attrs["ternary_nulls"].get("turned copies")
     if turned is not None:
         from analysis.features.crosscoder_read import HOLD
 

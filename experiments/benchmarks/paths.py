@@ -155,6 +155,13 @@ def main(argv=None):
     report(f"heads of L0-L{last - 1} ({last * H}) -> L{last}H*.q", ratio, bounds(model, batch, last), "ours",
            "naive")
 
+    against_transformerlens(model, batch, max(3, args.rounds // 2))
+
+
+def against_transformerlens(model, batch, rounds: int) -> None:
+    """Every head into each later head's query, one receiver at a time: TransformerLens's direct-path patching on
+    the split-qkv bridge against ours, one line."""
+    L, H, res = model.cfg.n_layers, model.cfg.n_heads, {}
     bridge = to_split_qkv_bridge(model).eval()
     with torch.no_grad():
         _, clean = bridge.run_with_cache(batch.clean)
@@ -173,7 +180,7 @@ def main(argv=None):
         res["ours"] = torch.cat([torch.tensor(path_patching(model, batch, "heads", f"L{layer}H{h}.q", metric="logit_diff")
                                                 .value.to_numpy()) for layer in range(1, L) for h in range(H)])
 
-    ratio, _ = median_ratio({"tl": tl, "ours": ours_each}, "tl", "ours", rounds=max(3, args.rounds // 2), warmup=1)
+    ratio, _ = median_ratio({"tl": tl, "ours": ours_each}, "tl", "ours", rounds=rounds, warmup=1)
     diff = float((res["tl"].double() - res["ours"].double()).abs().max())
     print(f"  every head -> each later head's q, one receiver at a time: TL get_act_patch_direct_path_all_sources "
           f"(split-qkv bridge) / ours {ratio:5.1f}x  max |difference| {diff:.1e}")

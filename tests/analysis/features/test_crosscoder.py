@@ -223,7 +223,7 @@ def test_three_checkpoints_with_references_draw_three_turned_views(learned, tmp_
                                      for v in ("canonical", "gf2")}}
     result = run_spec(get_spec("crosscoder"), models, hook="blocks.0.hook_resid_post", k=4, tokens=4096,
                       eval_tokens=1024, nulls=True, no_baseline=True)
-    turned = result.attrs["null_shares"]["turned copies"]
+    turned = result.attrs["ternary_nulls"]["turned copies"]
     assert turned.shape[1] == 3 and len(turned) > 10
     np.testing.assert_allclose(turned.sum(1), 1, atol=1e-5)
     assert (turned >= HOLD).all(1).mean() >= 0.95
