@@ -224,7 +224,8 @@ def circuit_lines(reading: pd.DataFrame | None) -> list[str]:
             ""] + lines + [""]
 
 
-#: The comparisons issue 20 replaced: (what, the unmatched estimand, the matched one), each (analysis, metric, key).
+#: The comparisons whose unmatched estimand was replaced: (what, the unmatched estimand, the matched one), each
+#: (analysis, metric, key).
 MATCHED = (
     ("recoding: 4 transvections -> at 1 bit moved", ("recoding", "delta_loss", "transvection k=4"),
      ("recoding", "delta_loss_at_hamming", "transvection 1 bits")),
