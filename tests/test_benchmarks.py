@@ -60,7 +60,10 @@ def test_suite_benchmark_sums_durations_per_file():
 
 @pytest.mark.parametrize("name, argv, match", [("suite", ["--budget", "0"], "--budget must be positive"),
                                                ("demo", ["--target", "-1"], "--target must be positive"),
-                                               ("crosscoder", ["--models", "1"], "give --models >= 2")])
+                                               ("crosscoder", ["--models", "1"], "give --models >= 2"),
+                                               ("edges", ["--threads", "0"], "argument --threads: give thread counts"),
+                                               ("edges", ["--recipes", "nosuch"], "argument --recipes: give packaged"),
+                                               ("probes", ["--threads", "1,x"], "argument --threads: give thread")])
 def test_suite_and_demo_benchmarks_refuse_bad_input_in_one_line(name, argv, match, capsys):
     with pytest.raises(SystemExit) as e:
         bench_module(name).main(argv)

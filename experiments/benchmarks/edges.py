@@ -38,6 +38,7 @@ from analysis.causal.edges import edge_attribution, exact_agreement, exact_edge_
 from analysis.engine import names  # noqa: E402
 from analysis.interop.split_bridge import to_split_qkv_bridge  # noqa: E402
 from analysis.tasks import task_pairs  # noqa: E402
+from fixedid.clitools import ArgumentParser  # noqa: E402
 
 
 def tl_scores(bridge, batch):
@@ -119,17 +120,28 @@ def forwards_per_pair(model, batch, rounds: int) -> tuple[float, list[float], fl
     return statistics.median(ratios), ratios, statistics.median(floors)
 
 
+def recipes(text: str) -> list[str]:
+    """``--recipes tiny,small`` as a list of packaged recipe names (an argparse type)."""
+    from fixedid.train.config import packaged_configs
+
+    names, known = text.split(","), packaged_configs()
+    if not all(n in known for n in names):
+        raise argparse.ArgumentTypeError(f"give packaged recipes, comma-separated (one of {known}), not {text!r}")
+    return names
+
+
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the anchors (default 5)")
     p.add_argument("--ratio-rounds", type=int, default=41, help="interleaved rounds of EAP against the forward")
     p.add_argument("--pairs", type=int, default=16)
     p.add_argument("--threads", type=thread_counts, default=[1, 2], help="torch thread counts (default 1,2)")
-    p.add_argument("--recipes", default="tiny,small", help="the recipes' shapes EAP is timed at (default tiny,small)")
+    p.add_argument("--recipes", type=recipes, default="tiny,small",
+                   help="the recipes' shapes EAP is timed at (default tiny,small)")
     p.add_argument("--no-anchors", action="store_true", help="only EAP against the forward")
     args = p.parse_args(argv)
     torch.set_grad_enabled(True)
-    models = {r: untrained_tiny("learned", r).eval() for r in args.recipes.split(",")}  # TL takes a gradient at
+    models = {r: untrained_tiny("learned", r).eval() for r in args.recipes}  # TL takes a gradient at
     batches = {r: task_pairs(m, "ioi", args.pairs, seed=0) for r, m in models.items()}  # hook_embed: a learned table
     for n in args.threads:
         torch.set_num_threads(n)

@@ -26,7 +26,6 @@ flatter the ratio). The collection is measured on the demo's (tiny) and the smal
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from pathlib import Path
@@ -45,6 +44,7 @@ from analysis.corpus import corpus_tokens  # noqa: E402
 from analysis.readouts.activations import collect  # noqa: E402
 from analysis.readouts.probe_fitting import C_GRID, CV_FOLDS, _fit, _folds, _r2, _standardise  # noqa: E402
 from analysis.readouts.probes import TARGET_FAMILIES, split_by_sequence, targets  # noqa: E402
+from fixedid.clitools import ArgumentParser  # noqa: E402
 
 
 def sklearn_cv(x, tgts, test, groups, chosen: dict, seed=0) -> dict[str, float]:
@@ -81,7 +81,7 @@ def sklearn_cv(x, tgts, test, groups, chosen: dict, seed=0) -> dict[str, float]:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tokens", type=int, default=16_384)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds at fixed C")
     p.add_argument("--cv-rounds", type=int, default=1, help="interleaved rounds with C by cross-validation")
