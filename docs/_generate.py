@@ -4,8 +4,11 @@
   defined) and one page per package listing what it exports (its ``__all__``), linked to those definitions;
 - ``notebooks/``: the notebooks of ``notebooks/``, rendered with their stored outputs;
 - ``results/``: the committed studies' reports with their figures: ``confirmatory/`` (seeds 5-9,
-  ``experiments/benchmarks/results/study-tiny-confirmatory``) and ``exploratory/`` (seeds 0-4, ``study-tiny``), and
-  ``claims.md``, the confirmatory study's claims table as the report prints it.
+  ``experiments/benchmarks/results/study-tiny-confirmatory``) and ``exploratory/`` (seeds 0-4, ``study-tiny``).
+
+One page is generated but committed, so that it reads on the code host without a build: ``docs/claims.md``, the
+confirmatory study's claims table as the report prints it (``python docs/_generate.py`` rewrites it; a test holds it
+equal to :func:`claims_page`).
 
 It also holds the two build hooks: :func:`undocumented` (a public name without a docstring is a warning, so an error
 under ``-W``) and :func:`resolve_reexport` (``analysis.load`` resolves to ``analysis.loading.load``).
@@ -167,7 +170,11 @@ def generate(out: Path) -> None:
         write_if_changed(out / "results" / name / "report.md", (study / "report.md").read_text())
         for fig in sorted((study / "figures").glob("*.png")):
             copy_if_changed(fig, out / "results" / name / "figures" / fig.name)
-    write_if_changed(out / "results" / "claims.md", claims_page())
+    (out / "results" / "claims.md").unlink(missing_ok=True)  # generated at build time before it was committed
+
+
+#: The committed claims page (:func:`claims_page`), read on the code host as well as on the site.
+CLAIMS_PAGE = ROOT / "docs" / "claims.md"
 
 
 def claims_page() -> str:
@@ -225,3 +232,7 @@ def resolve_reexport(app, env, node, contnode):
     node = node.deepcopy()
     node["reftarget"] = where
     return domain.resolve_xref(env, node.get("refdoc"), app.builder, node.get("reftype"), where, node, contnode)
+
+
+if __name__ == "__main__":  # rewrite the committed page from the committed claims.csv
+    write_if_changed(CLAIMS_PAGE, claims_page())
