@@ -1,0 +1,51 @@
+"""What a newcomer reads first: the README lists every notebook and links the pages that exist; the glossary defines
+the terms the pages use and the concepts page links them; the demo's stated time is the recipe's arithmetic."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def _links(text: str) -> list[str]:
+    return [t for t in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text) if "://" not in t]
+
+
+def test_the_readme_lists_every_notebook_and_links_pages_that_exist():
+    listed = re.findall(r"\]\((notebooks/\w+\.ipynb)\)", README)
+    assert listed == [f"notebooks/{p.name}" for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]
+    links = _links(README)
+    assert not [t for t in links if not (ROOT / t).exists()], "README links a file that does not exist"
+    for page in ("docs/getting-started.md", "docs/concepts.md", "docs/glossary.md", "docs/results.md",
+                 "docs/claims.md", "CHANGELOG.md"):
+        assert page in links, page
+    howtos = {f"docs/howto/{p.name}" for p in (ROOT / "docs" / "howto").glob("*.md")}
+    assert howtos <= set(links), sorted(howtos - set(links))
+
+
+def test_the_glossary_defines_the_terms_and_concepts_links_them():
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    heads = re.findall(r"^### (.+)$", glossary, re.M)
+    assert heads == sorted(heads, key=str.lower), "the glossary is alphabetical"
+    for term in ("IOI", "Transvection", "GL(n, 2)", "LEACE", "CKA", "DAS", "EAP", "Trained key", "Cell",
+                 "matched decodability"):
+        assert any(term in h for h in heads), term
+    anchors = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in heads}
+    concepts = (ROOT / "docs" / "concepts.md").read_text()
+    used = re.findall(r"\]\(glossary\.md#([\w-]+)\)", concepts)
+    assert len(used) >= 8 and set(used) <= anchors, sorted(set(used) - anchors)
+
+
+def test_the_demos_stated_time_is_the_recipes_arithmetic():
+    from fixedid.train import TrainConfig
+
+    cfg = TrainConfig.load("tiny")
+    tokens = 3 * cfg.train.steps * cfg.train.batch_size * cfg.model_config("canonical", 2).context
+    page = re.sub(r"\s+", " ", (ROOT / "docs" / "getting-started.md").read_text())
+    m = re.search(r"about ([\d.]+)M tokens divided by .*? plus a minute for the measurements: (\d+) minutes at "
+                  r"([\d,]+) tokens per second, (\d+) at ([\d,]+)\.", page)
+    assert m, "getting-started no longer states the demo's time as arithmetic"
+    assert float(m.group(1)) == round(tokens / 1e6, 1)
+    for minutes, rate in ((m.group(2), m.group(3)), (m.group(4), m.group(5))):
+        assert int(minutes) == round((tokens / int(rate.replace(",", "")) + 60) / 60), (minutes, rate)
