@@ -38,36 +38,48 @@ CHECKS = (
 METRICS = (("loss", "val_loss"), ("behaviours", "accuracy"))
 
 
-def conclusion(d: dict, a: str, b: str) -> str:
-    """``"a > b"``, ``"a < b"`` or ``"interval includes 0"`` from a :func:`~analysis.stats.paired_difference` result."""
+#: What one paired interval shows, as :func:`interval` writes it.
+ABOVE, BELOW, INCLUDES, IDENTICAL, TOO_FEW = ("interval > 0", "interval < 0", "interval includes 0",
+                                              "identical on every seed", "too few seeds")
+
+
+def interval(d: dict) -> str:
+    """Where a :func:`~analysis.stats.paired_difference` result's 95% interval lies: ``interval > 0``, ``interval < 0``,
+    ``interval includes 0``, ``identical on every seed`` (no spread, so no interval) or ``too few seeds``."""
     if d["n"] < 2 or not np.isfinite(d["lo"]):
-        return "too few seeds"
+        return TOO_FEW
     if d.get("identical") or d["hi"] - d["lo"] <= 1e-12 * max(1.0, abs(d["diff"])):  # no variance to judge by
-        return "identical on every seed"
+        return IDENTICAL
     if d["lo"] > 0:
-        return f"{a} > {b}"
+        return ABOVE
     if d["hi"] < 0:
-        return f"{a} < {b}"
-    return "interval includes 0"
+        return BELOW
+    return INCLUDES
 
 
-def _signed(c: str) -> bool:
-    """Whether a :func:`~analysis.study.controls.conclusion` names a direction (``a > b`` or ``a < b``)."""
-    return " > " in c or " < " in c
+def _sign(side: str) -> str:
+    return side.removeprefix("interval ")
 
 
 def outcome(base: str, controlled: str) -> str:
-    """What a control did to a difference, from the two :func:`~analysis.study.controls.conclusion` strings:
-    ``survives`` (a difference whose interval excludes 0, and the same with the control), ``gone with the control``,
-    ``reversed``, ``appears with the control`` (no difference before, one after), ``no difference either way``, or
-    ``too few seeds``."""
-    if "too few seeds" in (base, controlled):
-        return "too few seeds"
-    if _signed(base):
-        if controlled == base:
-            return "survives"
-        return "reversed" if _signed(controlled) else "gone with the control"
-    return "appears with the control" if _signed(controlled) else "no difference either way"
+    """How the two intervals of a control check lie, from their :func:`interval` strings, as a description (no
+    verdict: whether a control changes a difference is an interaction claim): ``both intervals exclude 0 (< 0)``,
+    ``both intervals exclude 0, base > 0 and controlled < 0``, ``only the base interval excludes 0 (> 0)``, ``only
+    the controlled interval excludes 0 (< 0)``, ``neither interval excludes 0``, ``base identical on every seed;
+    controlled interval includes 0`` (either side without spread), or ``too few seeds``."""
+    if TOO_FEW in (base, controlled):
+        return TOO_FEW
+    if IDENTICAL in (base, controlled):
+        return f"base {base}; controlled {controlled}"
+    signed = [s in (ABOVE, BELOW) for s in (base, controlled)]
+    if all(signed):
+        return (f"both intervals exclude 0 ({_sign(base)})" if base == controlled else
+                f"both intervals exclude 0, base {_sign(base)} and controlled {_sign(controlled)}")
+    if signed[0]:
+        return f"only the base interval excludes 0 ({_sign(base)})"
+    if signed[1]:
+        return f"only the controlled interval excludes 0 ({_sign(controlled)})"
+    return "neither interval excludes 0"
 
 
 def _paired(g: pd.DataFrame, a: str, b: str) -> dict | None:
@@ -79,7 +91,9 @@ def _paired(g: pd.DataFrame, a: str, b: str) -> dict | None:
 
 def control_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
     """One row per (metric, key, check) whose variants were all measured: the base and the controlled paired
-    difference over seeds (``*_diff``, ``*_lo``, ``*_hi``, ``*_n``), their conclusions and ``survives``."""
+    difference over seeds (``*_diff``, ``*_lo``, ``*_hi``, ``*_n``), where each interval lies (``base_interval``,
+    ``control_interval``: :func:`interval`), ``both_exclude_0_same_sign`` and ``outcome`` (:func:`outcome`): a
+    description of two unadjusted intervals side by side, not a test."""
     step = int(df.step.max()) if step is None else step
     rows = []
     for analysis, metric in METRICS:
@@ -89,21 +103,21 @@ def control_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
                 base, ctrl = _paired(g, *c.base), _paired(g, *c.swapped)
                 if base is None or ctrl is None:
                     continue
-                bc, cc = conclusion(base, *c.base), conclusion(ctrl, *c.base)
-                what = outcome(bc, cc)
+                bi, ci = interval(base), interval(ctrl)
                 rows.append(dict(analysis=analysis, metric=metric, key=key, control=c.control,
                                  base=" - ".join(c.base), controlled=" - ".join(c.swapped),
                                  **{f"base_{k}": base[k] for k in ("n", "diff", "lo", "hi")},
                                  **{f"control_{k}": ctrl[k] for k in ("n", "diff", "lo", "hi")},
-                                 base_conclusion=bc, control_conclusion=cc,
-                                 survives=what == "survives", outcome=what,
+                                 base_interval=bi, control_interval=ci,
+                                 both_exclude_0_same_sign=bi == ci and bi in (ABOVE, BELOW),
+                                 outcome=outcome(bi, ci),
                                  removes=c.removes))
     return pd.DataFrame(rows)
 
 
 def control_lines(table: pd.DataFrame) -> list[str]:
     """The report's section on the controls: per base difference, the difference measured again with each control in
-    place of one side, as numbers only (whether a difference survives a control is an interaction claim, tested in
+    place of one side, as numbers only (whether a control changes a difference is an interaction claim, tested in
     the claims table, never read off two intervals)."""
     if table.empty:
         return []
@@ -151,5 +165,5 @@ def seeds_statement(n: int) -> str:
             "unadjusted interval in twenty excludes 0 by chance.")
 
 
-__all__ = ["CHECKS", "ControlCheck", "METRICS", "conclusion", "control_table", "outcome", "control_lines",
+__all__ = ["CHECKS", "ControlCheck", "METRICS", "interval", "control_table", "outcome", "control_lines",
            "seeds_statement"]
