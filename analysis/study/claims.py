@@ -97,7 +97,7 @@ def load_claims(path=None) -> tuple[list[Claim], float]:
         raise AnalysisError(f"claims file {path} cannot be read ({e.strerror}); give a TOML file of [[claim]] tables")
     except tomllib.TOMLDecodeError as e:
         raise AnalysisError(f"claims file {path} is not TOML ({e})") from None
-    alpha = raw.get("alpha", 0.05)
+    alpha = raw.get("alpha", verdicts.ALPHA)
     if not (isinstance(alpha, float) and 0 < alpha < 1):
         raise AnalysisError(f"claims file {path}: alpha {alpha!r} must be a number between 0 and 1")
     claims = [_claim(c, str(path)) for c in raw.get("claim", [])]
@@ -123,7 +123,7 @@ def _per_seed(df: pd.DataFrame, measure: str, variants: list[str]) -> pd.DataFra
     return wide if len(wide) else f"not measured: no seed has {measure} for every one of {', '.join(variants)}"
 
 
-def _row(c: Claim, df: pd.DataFrame) -> dict:
+def _row(c: Claim, df: pd.DataFrame, alpha: float) -> dict:
     base = dict(id=c.id, claim=c.claim, kind=c.kind, family=c.family, contrast=c.contrast,
                 direction=c.direction if c.kind in ("difference", "interaction") else "", unit=c.unit,
                 margin=c.margin if c.kind == "equivalence" else np.nan,
@@ -147,10 +147,11 @@ def _row(c: Claim, df: pd.DataFrame) -> dict:
     d = wide[c.a] - wide[c.b]
     if c.kind == "interaction":
         d = d - (wide[c.c] - wide[c.d])
+    level = verdicts.interval_level(c.kind, alpha)
     if c.kind == "equivalence":
-        r, level = tost(d.to_numpy(), c.margin), 0.90
+        r = tost(d.to_numpy(), c.margin, alpha)
     else:
-        r, level = paired_difference(d.to_numpy(), np.zeros(len(d))), 0.95
+        r = paired_difference(d.to_numpy(), np.zeros(len(d)), level)
     note = "identical on every seed: no test" if r["identical"] else ""
     return {**base, "measure": c.measure, "estimate": r["diff"], "ci_low": r["lo"], "ci_high": r["hi"],
             "ci_level": level, "p": r["p"], "n_seeds": r["n"], "seeds": ",".join(map(str, wide.index)), "note": note}
@@ -161,40 +162,46 @@ def claims_table(df: pd.DataFrame, claims=None, alpha: float | None = None, step
     (long format: ``analysis, metric, key, variant, seed, step, value``) at ``step`` (default: the last step);
     ``claims``: a list of :class:`Claim` or a claims file's path (default :data:`DEFAULT_CLAIMS`, whose ``alpha`` is
     used unless ``alpha`` is given). ``estimate`` is the mean paired per-seed difference (descriptive: the smallest
-    value); ``ci_low``/``ci_high`` its 95% t interval (equivalence: the 90% interval of the two one-sided tests);
+    value); ``ci_low``/``ci_high`` its t interval at :func:`~analysis.study.verdicts.interval_level` (at alpha 0.05:
+    95%; equivalence: the 90% interval of the two one-sided tests);
     ``p`` the paired t test's two-sided p (equivalence: the larger one-sided p); ``p_adjusted`` and ``verdict`` by
     :mod:`analysis.study.verdicts`."""
     if claims is None or isinstance(claims, (str, Path)):
         claims, file_alpha = load_claims(claims)
         alpha = file_alpha if alpha is None else alpha
-    alpha = 0.05 if alpha is None else alpha
+    alpha = verdicts.ALPHA if alpha is None else alpha
     step = int(df.step.max()) if step is None else step
     at = df[df.step == step]
-    rows = [_row(c, at) for c in claims]
+    rows = [_row(c, at, alpha) for c in claims]
     table = pd.DataFrame(rows, columns=[c for c in verdicts.COLUMNS if c not in ("p_adjusted", "verdict")])
     return verdicts.apply(table, alpha)[verdicts.COLUMNS]
 
+
+def claims_alpha(claims=None) -> float:
+    """The alpha a claims table of ``claims`` is tested at (:func:`claims_table`): a claims file's own (default
+    :data:`DEFAULT_CLAIMS`), else :data:`analysis.study.verdicts.ALPHA`."""
+    return load_claims(claims)[1] if claims is None or isinstance(claims, (str, Path)) else verdicts.ALPHA
 
 
 def _num(x) -> str:
     return f"{x:+.3g}" if np.isfinite(x) else "-"
 
 
-def claim_lines(table: pd.DataFrame, source: str = "the study's claims file", note: str | None = None) -> list[str]:
-    """The report's claims section: what the verdicts mean (and ``note``, a paragraph on where the claims come from),
-    then one Markdown table per family (claim, contrast, estimate with its interval, margin or threshold, p,
-    Holm-adjusted p, seeds, verdict) and how many of each family's claims are supported."""
+def claim_lines(table: pd.DataFrame, source: str = "the study's claims file", note: str | None = None,
+                alpha: float | None = None, measurements: pd.DataFrame | None = None) -> list[str]:
+    """The report's claims section: what the verdicts mean (:func:`analysis.study.verdicts.rules_text` at ``alpha``,
+    default :data:`analysis.study.verdicts.ALPHA`; and ``note``, a paragraph on where the claims come from), then one
+    Markdown table per family (claim, contrast, estimate with its interval, margin or threshold, p, Holm-adjusted p,
+    seeds, verdict), how many of each family's claims are supported and, given the per-seed ``measurements``, the
+    exploratory comparisons printed beside some claims (:func:`analysis.study.companions.companion_lines`)."""
+    from analysis.study.companions import companion_lines
+
     if table.empty:
         return []
     lines = ["## Claims", "",
              f"This report's only conclusions: the claims of {source}, each tested on these seeds (`claims.csv`) by "
-             "the rules of `analysis.study.verdicts`. A difference or interaction (a difference-in-differences) is "
-             "supported only when its Holm-adjusted p (within its family) is <= 0.05 and its 95% interval excludes 0 "
-             "on the side its sentence names; an equivalence only when its 90% interval (two one-sided t tests) lies "
-             "inside the margin stated in advance; a descriptive claim when every per-seed value meets its threshold. "
-             "A non-significant difference is inconclusive, never \"no difference\"; exploratory rows are never "
-             "findings (their verdict is inconclusive whatever the numbers). Every other number in this report is a "
-             "description.", ""] + ([note, ""] if note else [])
+             f"the rules of `analysis.study.verdicts`. {verdicts.rules_text(alpha)} Every other number in this report "
+             "is a description.", ""] + ([note, ""] if note else [])
     for family in verdicts.FAMILIES:
         t = table[table.family == family]
         if t.empty:
@@ -221,7 +228,8 @@ def claim_lines(table: pd.DataFrame, source: str = "the study's claims file", no
             lines.append(f"| {r.claim} | {r.contrast}: {r.measure} ({r.unit}) | {interval}{note} | {bound} | "
                          f"{p(r.p)} | {p(r.p_adjusted)} | {r.n_seeds} | **{r.verdict}** |")
         lines.append("")
+        lines += companion_lines(t, measurements)
     return lines
 
 
-__all__ = ["Claim", "DEFAULT_CLAIMS", "load_claims", "claims_table", "claim_lines"]
+__all__ = ["Claim", "DEFAULT_CLAIMS", "load_claims", "claims_table", "claims_alpha", "claim_lines"]

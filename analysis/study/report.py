@@ -320,9 +320,9 @@ def draw_figures(df: pd.DataFrame, out_dir, comp: pd.DataFrame | None = None, re
 def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.DataFrame, figures: list[str],
                  meta: dict, controls: pd.DataFrame | None = None, reading: pd.DataFrame | None = None,
                  circuits: pd.DataFrame | None = None, claims: pd.DataFrame | None = None) -> Path:
-    """Write ``out/report.md``: the claims (``claims``: :func:`~analysis.study.claims.claims_table`), every analysis
-    with its means and 95% intervals over seeds, the
-    paired comparisons, the controls and the reading. Returns its path."""
+    """Write ``out/report.md``: the claims (``claims``: :func:`~analysis.study.claims.claims_table`, with the rules
+    stated at ``meta["alpha"]``), every analysis with its means and 95% intervals over seeds, the paired comparisons,
+    the controls and the reading. Returns its path."""
     from analysis.study.claims import claim_lines
     from analysis.study.controls import control_lines, seeds_statement
 
@@ -341,7 +341,8 @@ def write_report(out: Path, df: pd.DataFrame, summary: pd.DataFrame, comp: pd.Da
              "interval and p from a two-way random-effects ANOVA of the seeds x recodings table: for recodings in "
              "general, wide with two or three of them); the claims test each recoding on its own. The per-seed values are in measurements.csv and as dots in the figures.", ""]
     lines += claim_lines(pd.DataFrame() if claims is None else claims,
-                         meta.get("claims_source", "the study's claims file"), meta.get("claims_note"))
+                         meta.get("claims_source", "the study's claims file"), meta.get("claims_note"),
+                         meta.get("alpha"), df[~df.variant.str.contains(" vs ")])
     for title, analysis, metric, pct, text in SECTIONS:
         table = table_lines(summary, analysis, metric, final, pct)
         if not table:
@@ -380,7 +381,7 @@ def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.Dat
     (:func:`~analysis.study.report.load_circuits`)."""
     from analysis.outputs import write_csv
 
-    from analysis.study.claims import claims_table
+    from analysis.study.claims import claims_alpha, claims_table
     from analysis.study.controls import control_table
 
     out = Path(out)
@@ -395,7 +396,8 @@ def write_results(df: pd.DataFrame, out, meta: dict | None = None, items: pd.Dat
         write_csv(controls, out / "controls.csv")
     references, reading = similarity
     figures = draw_figures(df, out / "figures", comp, references)
-    return write_report(out, df, summary, comp, figures, meta or {}, controls, reading, circuits, claim_table)
+    meta = {"alpha": claims_alpha(claims), **(meta or {})}
+    return write_report(out, df, summary, comp, figures, meta, controls, reading, circuits, claim_table)
 
 
 def load_similarity(out: Path):

@@ -1,4 +1,5 @@
-"""The rules that turn a claim's numbers into its verdict: one place, so a claims table can be checked by recomputing."""
+"""The rules that turn a claim's numbers into its verdict: one place, so a claims table can be checked by recomputing
+and a report's words about its rules (:func:`rules_text`) are written from the same numbers."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ FAMILIES = ("primary", "control", "exploratory")
 VERDICTS = ("supported", "not supported", "inconclusive")
 #: The directions a difference or interaction claim can name.
 DIRECTIONS = ("positive", "negative", "either")
+#: The level of every test unless a claims file sets its own ``alpha``.
+ALPHA = 0.05
 #: The columns of every claims table, in order.
 COLUMNS = ["id", "claim", "kind", "family", "measure", "contrast", "direction", "estimate", "ci_low", "ci_high",
            "ci_level", "margin", "threshold", "p", "p_adjusted", "n_seeds", "seeds", "unit", "verdict", "note"]
@@ -25,6 +28,39 @@ COLUMNS = ["id", "claim", "kind", "family", "measure", "contrast", "direction", 
 
 def _finite(x) -> bool:
     return x is not None and isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(float(x))
+
+
+def interval_level(kind: str, alpha: float | None = None) -> float:
+    """The confidence level of a ``kind`` claim's interval at ``alpha`` (default :data:`ALPHA`): ``1 - alpha`` for a
+    difference or interaction (the two-sided t interval), ``1 - 2 alpha`` for an equivalence (two one-sided t tests at
+    ``alpha``: equivalence holds at that level exactly when this interval lies inside the margin); NaN for a
+    descriptive claim, which has none."""
+    alpha = ALPHA if alpha is None else alpha
+    return {"difference": 1 - alpha, "interaction": 1 - alpha, "equivalence": 1 - 2 * alpha}.get(kind, math.nan)
+
+
+def rules(alpha: float | None = None) -> dict[str, str]:
+    """Per kind, when :func:`verdict` gives ``supported`` and ``not supported`` at ``alpha`` (default :data:`ALPHA`),
+    in words written from the same numbers (``alpha`` and :func:`interval_level`)."""
+    alpha = ALPHA if alpha is None else alpha
+    p = f"its Holm-adjusted p is <= {alpha:g}"
+    level = {k: f"{100 * interval_level(k, alpha):g}%" for k in ("difference", "equivalence")}
+    return {"difference": f"{p} and its {level['difference']} interval excludes 0 on the side its sentence names "
+                          "(not supported: on the other side)",
+            "interaction": "as a difference",
+            "equivalence": f"{p} and its {level['equivalence']} interval (two one-sided t tests) lies inside the "
+                           "margin stated in advance (not supported: it lies wholly beyond the margin)",
+            "descriptive": "every per-seed value meets its threshold (no test)"}
+
+
+def rules_text(alpha: float | None = None) -> str:
+    """The rules of :func:`verdict` at ``alpha`` as a report states them (:func:`rules`)."""
+    r = rules(alpha)
+    return ("Holm's adjustment runs within each family. A difference or interaction (a difference-in-differences) is "
+            f"supported only when {r['difference']}; an equivalence only when {r['equivalence']}; a descriptive "
+            f"claim when {r['descriptive']}. Anything else is inconclusive: a non-significant difference is never "
+            "\"no difference\", and exploratory rows are never findings (their verdict is inconclusive whatever the "
+            "numbers).")
 
 
 def adjust(table: pd.DataFrame) -> pd.Series:
@@ -44,9 +80,10 @@ def _side(lo: float, hi: float) -> str | None:
     return None
 
 
-def verdict(row, alpha: float = 0.05) -> str:
-    """The verdict of one claims-table row (a mapping: a record of :func:`analysis.study.claims.claims_table`) by
-    the rules in the module docstring."""
+def verdict(row, alpha: float | None = None) -> str:
+    """The verdict of one claims-table row (a mapping: a record of :func:`analysis.study.claims.claims_table`) at
+    ``alpha`` (default :data:`ALPHA`) by the rules :func:`rules` states."""
+    alpha = ALPHA if alpha is None else alpha
     get = row.get
     kind, family = get("kind"), get("family")
     if kind not in KINDS or family not in FAMILIES:
@@ -77,7 +114,7 @@ def verdict(row, alpha: float = 0.05) -> str:
     return "supported" if get("direction") in (side, "either") else "not supported"
 
 
-def apply(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+def apply(table: pd.DataFrame, alpha: float | None = None) -> pd.DataFrame:
     """``table`` with ``p_adjusted`` (Holm within each family) and ``verdict`` (:func:`verdict`) filled in."""
     out = table.copy()
     out["p_adjusted"] = adjust(out) if len(out) else []
@@ -85,7 +122,7 @@ def apply(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     return out
 
 
-def check(table: pd.DataFrame, alpha: float = 0.05) -> list[str]:
+def check(table: pd.DataFrame, alpha: float | None = None) -> list[str]:
     """What is wrong with a claims table as written (each problem a line; empty when it is right): missing columns,
     an equivalence row without a margin, a ``p_adjusted`` that is not Holm's within its family recomputed from ``p``,
     a verdict the rules do not give from the row's numbers."""
@@ -107,4 +144,5 @@ def check(table: pd.DataFrame, alpha: float = 0.05) -> list[str]:
     return problems
 
 
-__all__ = ["KINDS", "FAMILIES", "VERDICTS", "DIRECTIONS", "COLUMNS", "adjust", "verdict", "apply", "check"]
+__all__ = ["KINDS", "FAMILIES", "VERDICTS", "DIRECTIONS", "ALPHA", "COLUMNS", "interval_level", "rules", "rules_text",
+           "adjust", "verdict", "apply", "check"]
