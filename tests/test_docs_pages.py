@@ -26,7 +26,7 @@ def test_the_readme_lists_every_notebook_and_links_pages_that_exist():
 
 def test_the_glossary_defines_the_terms_and_concepts_links_them():
     glossary = (ROOT / "docs" / "glossary.md").read_text()
-    heads = re.findall(r"^### (.+)$", glossary, re.M)
+    heads = re.findall(r"^## (.+)$", glossary, re.M)
     assert heads == sorted(heads, key=str.lower), "the glossary is alphabetical"
     for term in ("IOI", "Transvection", "GL(n, 2)", "LEACE", "CKA", "DAS", "EAP", "Trained key", "Cell",
                  "matched decodability"):
