@@ -179,12 +179,14 @@ CLAIMS_PAGE = ROOT / "docs" / "claims.md"
 
 def claims_page() -> str:
     """The confirmatory study's claims as its report prints them (:func:`analysis.study.claims.claim_lines`), from its
-    ``claims.csv``."""
+    ``claims.csv`` and, for what the report prints beside some claims, its ``measurements.csv``."""
     from analysis.outputs import read_csv
     from analysis.study.claims import claim_lines
+    from analysis.study.report import read_measurements
 
     table = read_csv(RESULTS["confirmatory"] / "claims.csv")
-    lines = claim_lines(table, "`experiments/claims/confirmatory.toml` (frozen before seeds 5-9 were trained)")
+    lines = claim_lines(table, "`experiments/claims/confirmatory.toml` (frozen before seeds 5-9 were trained)",
+                        measurements=read_measurements(RESULTS["confirmatory"]))
     body = [line.replace("### ", "## ", 1) if line.startswith("### ") else line for line in lines[2:]]
     return "\n".join(["# The confirmatory claims", ""] + body) + "\n"
 
