@@ -12,6 +12,13 @@ import torch
 from analysis.causal.attribution_graph import AttributionGraph
 from analysis.engine import names as hooknames
 
+#: The most edges the HTML view (:func:`graph_html`) draws, the strongest by ``|weight|``; the JSON keeps them all. An
+#: unpruned graph can have millions, more than a browser draws as SVG; 20,000 make about 2 MB of page, drawn in a
+#: second or two. The demo's pruned graphs (at most a few thousand edges) are drawn whole.
+MAX_VIEW_EDGES = 20_000
+#: The most nodes the HTML view draws: every input and logit node, then the others by influence, most first.
+MAX_VIEW_NODES = 5_000
+
 
 def _cumulative(influence: np.ndarray) -> np.ndarray:
     """Each node's cumulative share of the total influence when nodes are sorted by influence, largest first."""
@@ -97,21 +104,23 @@ _PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>%(title)s</title>
 <style>body{font:12px sans-serif;margin:12px} #tip{position:fixed;background:#fff;border:1px solid #999;padding:4px;
 display:none;max-width:360px;white-space:pre-wrap} line{stroke-linecap:round}</style></head>
-<body><h3>%(title)s</h3><p>%(subtitle)s</p><svg id="graph"></svg><div id="tip"></div>
+<body><h3>%(title)s</h3><p>%(subtitle)s</p>%(notice)s<svg id="graph"></svg><div id="tip"></div>
 <script id="graph-data" type="application/json">%(data)s</script>
 <script>
 (function () {
   const g = JSON.parse(document.getElementById("graph-data").textContent);
   const svg = document.getElementById("graph"), tip = document.getElementById("tip"), NS = "http://www.w3.org/2000/svg";
   const toks = g.metadata.prompt_tokens, W = 90 * toks.length + 120;
-  const layers = [...new Set(g.nodes.map(n => n.layer))].sort((a, b) => (a === "E" ? -1 : +a) - (b === "E" ? -1 : +b));
+  const layers = Array.from(new Set(g.nodes.map(n => n.layer)))
+    .sort((a, b) => (a === "E" ? -1 : +a) - (b === "E" ? -1 : +b));
   const H = 110 * layers.length + 60; svg.setAttribute("width", W); svg.setAttribute("height", H);
   const cell = {}, pos = {};
   g.nodes.forEach(n => { const k = n.layer + ":" + n.ctx_idx; (cell[k] = cell[k] || []).push(n); });
   Object.values(cell).forEach(list => list.forEach((n, i) => {
     const x = 80 + 90 * n.ctx_idx + (list.length > 1 ? (i / (list.length - 1) - 0.5) * 70 : 0);
     const y = H - 60 - 110 * layers.indexOf(n.layer); pos[n.node_id] = [x, y]; }));
-  const top = Math.max(1e-12, ...g.links.map(l => Math.abs(l.weight)));
+  let top = 1e-12;  // a loop: spreading 100k+ weights into Math.max would overflow the call stack
+  g.links.forEach(l => { top = Math.max(top, Math.abs(l.weight)); });
   g.links.forEach(l => { const a = pos[l.source], b = pos[l.target]; if (!a || !b) return;
     const e = document.createElementNS(NS, "line"); const s = Math.abs(l.weight) / top;
     e.setAttribute("x1", a[0]); e.setAttribute("y1", a[1]); e.setAttribute("x2", b[0]); e.setAttribute("y2", b[1]);
@@ -151,15 +160,54 @@ def _tooltip(node: dict, examples: dict) -> str:
     return "\n".join(lines)
 
 
-def graph_html(data: dict, examples: dict | None = None, *, title: str = "attribution graph") -> str:
+def view_subset(data: dict, *, max_edges: int = MAX_VIEW_EDGES,
+                max_nodes: int = MAX_VIEW_NODES) -> tuple[list[dict], list[dict], int, int]:
+    """``(nodes, links, hidden_nodes, hidden_edges)``: what the HTML view of the graph JSON ``data`` draws, in
+    ``data``'s order, and how many of its nodes and edges it leaves out. Past ``max_nodes``, every input and logit
+    node is drawn, then the others with the smallest cumulative influence (the most influential); edges to a hidden
+    node are hidden; past ``max_edges``, the strongest edges by ``|weight|`` are drawn (ties: the first in ``data``).
+    A graph within both caps comes back whole, the same lists."""
+    nodes, links = data["nodes"], data["links"]
+    if len(nodes) > max_nodes:
+        def rank(i):
+            n = nodes[i]
+            ends = n["feature_type"] in ("embedding", "logit") or n.get("influence") is None
+            return (0, 0.0) if ends else (1, n["influence"])
+
+        keep = sorted(sorted(range(len(nodes)), key=rank)[:max_nodes])
+        nodes = [nodes[i] for i in keep]
+        drawn = {n["node_id"] for n in nodes}
+        links = [l for l in links if l["source"] in drawn and l["target"] in drawn]
+    if len(links) > max_edges:
+        strength = np.abs(np.fromiter((l["weight"] for l in links), dtype=float, count=len(links)))
+        keep = np.sort(np.argsort(-strength, kind="stable")[:max_edges])
+        links = [links[i] for i in keep]
+    return nodes, links, len(data["nodes"]) - len(nodes), len(data["links"]) - len(links)
+
+
+def graph_html(data: dict, examples: dict | None = None, *, title: str = "attribution graph",
+               max_edges: int = MAX_VIEW_EDGES, max_nodes: int = MAX_VIEW_NODES) -> str:
     """A self-contained HTML page (no network) drawing the graph JSON ``data``; ``examples`` maps a feature node's
-    ``node_id`` to its top tokens ``[(token, activation), ...]`` for the hover text."""
+    ``node_id`` to its top tokens ``[(token, activation), ...]`` for the hover text. A graph past ``max_edges`` or
+    ``max_nodes`` is drawn in part (:func:`view_subset`), with a notice on the page (``#hidden-notice``) of how much is
+    hidden, and the page's data holds only what is drawn, plus ``hidden: {"nodes": n, "edges": m}``."""
     examples = examples or {}
-    payload = dict(data, tooltips={n["node_id"]: _tooltip(n, examples) for n in data["nodes"]})
+    nodes, links, hidden_nodes, hidden_edges = view_subset(data, max_edges=max_edges, max_nodes=max_nodes)
+    payload = dict(data, tooltips={n["node_id"]: _tooltip(n, examples) for n in nodes})
+    notice = ""
+    if hidden_nodes or hidden_edges:
+        payload.update(nodes=nodes, links=links, hidden={"nodes": hidden_nodes, "edges": hidden_edges})
+        hid = " and ".join(f"{k:,} {what}" for k, what in ((hidden_edges, "edges"), (hidden_nodes, "nodes")) if k)
+        drawn = f"the {len(links):,} strongest edges by |weight|"
+        if hidden_nodes:
+            drawn = (f"{len(nodes):,} nodes (every input and logit, then the most influential) and the "
+                     f"{len(links):,} strongest of the edges between them by |weight|")
+        notice = (f'<p id="hidden-notice"><b>{hid} hidden</b>: drawn are {drawn}. The graph\'s JSON file and '
+                  f"graph_edges.csv hold every node and edge.</p>")
     text = json.dumps(payload).replace("</", "<\\/")
     subtitle = (f"{len(data['nodes'])} nodes, {len(data['links'])} edges; prompt: "
                 f"{html.escape(data['metadata']['prompt'])}")
-    return _PAGE % {"title": html.escape(title), "subtitle": subtitle, "data": text}
+    return _PAGE % {"title": html.escape(title), "subtitle": subtitle, "notice": notice, "data": text}
 
 
-__all__ = ["graph_json", "feature_examples", "graph_html"]
+__all__ = ["graph_json", "feature_examples", "graph_html", "view_subset", "MAX_VIEW_EDGES", "MAX_VIEW_NODES"]
