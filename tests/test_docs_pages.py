@@ -35,6 +35,10 @@ def test_the_glossary_defines_the_terms_and_concepts_links_them():
     concepts = (ROOT / "docs" / "concepts.md").read_text()
     used = re.findall(r"\]\(glossary\.md#([\w-]+)\)", concepts)
     assert len(used) >= 8 and set(used) <= anchors, sorted(set(used) - anchors)
+    concept_anchors = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-")
+                       for h in re.findall(r"^#+ (.+)$", concepts, re.M)}
+    back = re.findall(r"\]\(concepts\.md#([\w-]+)\)", glossary)
+    assert back and set(back) <= concept_anchors, sorted(set(back) - concept_anchors)
 
 
 def test_the_demos_stated_time_is_the_recipes_arithmetic():
