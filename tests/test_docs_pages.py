@@ -53,3 +53,41 @@ def test_the_demos_stated_time_is_the_recipes_arithmetic():
     assert float(m.group(1)) == round(tokens / 1e6, 1)
     for minutes, rate in ((m.group(2), m.group(3)), (m.group(4), m.group(5))):
         assert int(minutes) == round((tokens / int(rate.replace(",", "")) + 60) / 60), (minutes, rate)
+
+
+def _png_width(path: Path) -> int:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return int.from_bytes(head[16:20], "big")
+
+
+def test_every_howto_shows_its_figure_next_to_the_command_that_drew_it():
+    import json
+
+    sources = json.loads((ROOT / "docs" / "figures" / "sources.json").read_text())
+    pages = sorted(p.stem for p in (ROOT / "docs" / "howto").glob("*.md"))
+    assert sorted(sources) == pages, "one figure per how-to page"
+    for page, src in sources.items():
+        text = (ROOT / "docs" / "howto" / f"{page}.md").read_text()
+        m = re.search(rf"!\[[^\]]+\]\(\.\./figures/{re.escape(page)}\.png\)\n\nDrawn by `([^`]+)`", text)
+        assert m, f"{page}.md does not show ../figures/{page}.png with the command that drew it"
+        assert m.group(1) == src["command"], page
+        assert _png_width(ROOT / "docs" / "figures" / f"{page}.png") >= 700, page
+
+
+def test_committed_figures_in_the_gallery_are_the_committed_results():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gallery", ROOT / "experiments" / "gallery" / "make.py")
+    gallery = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gallery)
+    copied = {page: f for page, (c, f) in gallery.FIGURES.items() if "/" in f}
+    assert copied
+    for page, figure in copied.items():
+        assert (ROOT / "docs" / "figures" / f"{page}.png").read_bytes() == (ROOT / figure).read_bytes(), page
+
+
+def test_the_landing_page_gallery_links_each_figure_to_its_howto():
+    index = (ROOT / "docs" / "index.md").read_text()
+    shown = re.findall(r"\[!\[[^\]]+\]\(figures/([\w-]+)\.png\)\]\(howto/([\w-]+)\.md\)", index)
+    assert len(shown) >= 6 and all(fig == page for fig, page in shown), shown
