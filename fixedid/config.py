@@ -225,7 +225,12 @@ class ModelConfig:
     @classmethod
     def preset(cls, name: str, **overrides) -> "ModelConfig":
         """A named shape (see :data:`~fixedid.config.PRESETS`) with field overrides, e.g.
-        ``preset("tiny", interface="gf2")``."""
+        ``preset("toy", interface="gf2")``. ``"tiny"`` is refused: it names a training recipe
+        (``TrainConfig.load("tiny").model_config(...)``), whose model is not this preset's."""
+        if name in RENAMED_PRESETS:
+            raise ConfigError(f"{name!r} is not a model preset: it names the training recipe (fixedid-train --config "
+                              f"{name}; TrainConfig.load({name!r}).model_config(variant, vocab_size)); the shape that "
+                              f"recipe builds on is the preset {RENAMED_PRESETS[name]!r}")
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
         d = dict(PRESETS[name], name=name)
@@ -363,12 +368,13 @@ def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(ModelConfig)]
 
 
-#: Named shapes. ``tiny`` trains in minutes on 2 CPU cores; ``small`` has ~17M trainable parameters as the learned
+#: Named shapes. ``toy`` (128 wide, a 16-bit code) builds test models in seconds and is the base the ``tiny`` and
+#: ``tiny-bpe`` training recipes override (they are narrower: see ``fixedid/configs/``); ``small`` has ~17M trainable parameters as the learned
 #: variant (~14M fixed-code); ``paper-1.7b`` is the SmolLM2-1.7B shape inferred in docs/paper.md (its parameter
 #: arithmetic matches the paper exactly); ``prior-1024`` is the predecessor paper's model (vocab 65,536, d 1024, 32
 #: layers, GELU).
 PRESETS: dict[str, dict] = {
-    "tiny": dict(vocab_size=2048, d_model=128, n_layers=4, n_heads=4, d_ff=384, context=128),
+    "toy": dict(vocab_size=2048, d_model=128, n_layers=4, n_heads=4, d_ff=384, context=128),
     "small": dict(vocab_size=8192, d_model=384, n_layers=6, n_heads=6, d_ff=1024, context=256),
     "gpt2-small": dict(vocab_size=50257, d_model=768, n_layers=12, n_heads=12, d_ff=3072, context=1024,
                        norm="ln", mlp="gelu", bias=True),
@@ -377,3 +383,6 @@ PRESETS: dict[str, dict] = {
     "prior-1024": dict(vocab_size=65536, d_model=1024, n_layers=32, n_heads=32, d_ff=4096, context=1024,
                        mlp="gelu"),
 }
+#: Preset names that were renamed: {old name: new name}. ``tiny`` named the 128-wide shape while ``--config tiny``
+#: named the (72-wide, 9-bit) recipe built on it; recorded runs and TOML files written before the rename still read.
+RENAMED_PRESETS = {"tiny": "toy"}

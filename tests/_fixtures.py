@@ -5,10 +5,10 @@ TransformerLens's label of an edge-attribution node."""
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-#: The test-sized model both configs below train: the tiny preset at width 32, 2 layers of 2 heads.
+#: The test-sized model both configs below train: the toy preset at width 32, 2 layers of 2 heads.
 TINY_MODEL = """
 [model]
-preset = "tiny"
+preset = "toy"
 d_model = 32
 n_layers = 2
 n_heads = 2

@@ -1,4 +1,4 @@
-"""The GPU benchmark script runs end to end (here on the CPU, on the tiny shape): its training loops, ratios and
+"""The GPU benchmark script runs end to end (here on the CPU, on the toy shape): its training loops, ratios and
 analyses, so that the one command meant for a GPU machine is known to work before it gets one. The suite and demo
 benchmarks' parsing and bad input."""
 
@@ -23,12 +23,12 @@ def bench_module(name):
 def test_gpu_benchmark_smoke_run_on_cpu(tmp_path, capsys):
     gpu = bench_module("gpu")
     out = tmp_path / "gpu.json"
-    gpu.main(["--device", "cpu", "--shapes", "tiny", "--steps", "2", "--warmup", "2", "--log-every", "2",
+    gpu.main(["--device", "cpu", "--shapes", "toy", "--steps", "2", "--warmup", "2", "--log-every", "2",
               "--dtype", "fp32", "--no-compile", "--pairs", "4", "--tokens", "8", "--probe-tokens", "256",
               "--json", str(out)])
     rows = json.loads(out.read_text())
     (train,) = rows["training"]
-    assert train["shape"] == "tiny" and train["batch"] == "16x128" and "mfu_trainer" not in train  # no CPU peak
+    assert train["shape"] == "toy" and train["batch"] == "16x128" and "mfu_trainer" not in train  # no CPU peak
     assert all(math.isfinite(train[k]) and train[k] > 0 for k in ("trainer_tok_s", "bare_tok_s", "trainer_over_bare",
                                                                   "trainer_whole_call_tok_s", "gflop_per_token"))
     assert [r["analysis"] for r in rows["analyses"]] == ["patching", "edges", "probes"]

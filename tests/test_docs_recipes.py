@@ -153,7 +153,7 @@ def tiny_code_claims() -> list[str]:
     from fixedid.config import ModelConfig
 
     c, vocab, m = tiny_model()
-    preset, study = ModelConfig.preset("tiny", vocab_size=vocab), ModelConfig.preset("paper-1.7b")
+    preset, study = ModelConfig.preset("toy", vocab_size=vocab), ModelConfig.preset("paper-1.7b")
     assert all(any(i >> b & 1 for i in range(vocab)) for b in range(m.n_bits))  # every bit varies
     rows = Choices("The tiny recipe")
     rows.value("code", f"`n_bits` {m.n_bits}, `d_model` {m.d_model} ({m.d_model // m.n_bits} repeats)")
@@ -200,7 +200,7 @@ def tiny_training_claims() -> list[str]:
     from fixedid.train.optim import lr_at
 
     c, vocab, m = tiny_model()
-    preset = ModelConfig.preset("tiny", vocab_size=vocab)
+    preset = ModelConfig.preset("toy", vocab_size=vocab)
     rows = Choices("The tiny recipe")
     assert m.bias
     rows.value("biases", "`bias = true`")

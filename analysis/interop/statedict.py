@@ -14,6 +14,7 @@ import torch
 
 from fixedid import FixedIdLM, ModelConfig
 from fixedid.config import PRESETS
+from fixedid.train.config import preset_of
 from fixedid.device import resolve_device
 
 from analysis.errors import AnalysisError
@@ -172,7 +173,9 @@ def read_model_config(spec) -> ModelConfig:
     if not isinstance(d, dict):
         raise AnalysisError(f"model config {path} must hold a table of ModelConfig fields")
     d = dict(d)
-    return ModelConfig.preset(d.pop("preset"), **d) if "preset" in d else ModelConfig.from_dict(d)
+    if "preset" not in d:
+        return ModelConfig.from_dict(d)
+    return ModelConfig.preset(preset_of(d), **{k: v for k, v in d.items() if k != "preset"})
 
 
 # --------------------------------------------------------------------------------------------------------------

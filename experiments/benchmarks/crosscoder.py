@@ -13,7 +13,7 @@
    process of its own, peak resident memory (``ru_maxrss``) compared: flat when the stream's buffer, not the tokens,
    bounds it (target: within 10%). ``--memory-only --shape paper-1.7b`` is the same check at the study's width.
 
-Usage: python experiments/benchmarks/crosscoder.py                  (CPU, the tiny shape, ~2 minutes)
+Usage: python experiments/benchmarks/crosscoder.py                  (CPU, the toy shape, ~2 minutes)
        python experiments/benchmarks/crosscoder.py --memory-only --shape paper-1.7b --models 2 \
            --hook blocks.0.hook_resid_post --tokens 16384 --expansion 4 --batch 256   (CPU, ~15 GB of memory)
 """
@@ -141,7 +141,7 @@ def memory(args, argv) -> None:
 def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = ArgumentParser(prog="crosscoder.py", description=__doc__.splitlines()[0])
-    p.add_argument("--shape", default="tiny", help="a ModelConfig preset (default tiny)")
+    p.add_argument("--shape", default="toy", help="a ModelConfig preset (default toy)")
     p.add_argument("--models", type=int, default=3, help="models the crosscoder reads (default 3)")
     p.add_argument("--hook", default="blocks.0.hook_resid_post", help="the hook read")
     p.add_argument("--tokens", type=int, default=65_536, help="tokens (the memory check runs 1x and 8x)")

@@ -20,7 +20,7 @@ plus fitting the canonical-bit probes, each as a multiple of one plain no-grad f
 (``experiments/benchmarks/scale.py``'s analyses, the device synchronised around every timing).
 
 Usage (on a GPU machine, about 3-6 minutes): python experiments/benchmarks/gpu.py
-      a CPU smoke run:                       python experiments/benchmarks/gpu.py --device cpu --shapes tiny --steps 4
+      a CPU smoke run:                       python experiments/benchmarks/gpu.py --device cpu --shapes toy --steps 4
                                                --warmup 2 --dtype fp32 --no-compile --probe-tokens 512
 """
 

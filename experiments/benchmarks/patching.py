@@ -38,7 +38,7 @@ tlp.tqdm = lambda it, **kw: it  # TL prints a progress bar per sweep otherwise
 
 def fresh_tiny(workdir: Path):
     tok = train_bpe(SyntheticLanguage(0).documents(3000), 2048)
-    model = FixedIdLM(ModelConfig.preset("tiny", vocab_size=tok.get_vocab_size(with_added_tokens=True)))
+    model = FixedIdLM(ModelConfig.preset("toy", vocab_size=tok.get_vocab_size(with_added_tokens=True)))
     return load(save_checkpoint(model, workdir / "tiny", tokenizer=tok))
 
 
@@ -70,7 +70,7 @@ def main(argv=None):
 
         ratio, t = median_ratio({"tl": tl, "ours": ours}, "tl", "ours", rounds=args.rounds, warmup=1)
     diff = (results["tl"] - results["ours"]).abs().max().item()
-    print(f"tiny preset ({model.cfg.n_layers} layers), {len(batch)} IOI pairs of {batch.n_pos} tokens, resid_pre sweep "
+    print(f"toy preset ({model.cfg.n_layers} layers), {len(batch)} IOI pairs of {batch.n_pos} tokens, resid_pre sweep "
           f"[{model.cfg.n_layers} x {batch.n_pos}]")
     print(f"TransformerLens get_act_patch_resid_pre (bridge): {t['tl'] * 1e3:.1f} ms; analysis.causal.patching: "
           f"{t['ours'] * 1e3:.1f} ms")

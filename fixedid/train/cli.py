@@ -12,7 +12,7 @@ from ..clitools import ArgumentParser, run_main
 from ..config import PRESETS, VARIANTS, trainable_params
 from ..errors import ConfigError, DataError
 from ..model import FixedIdLM
-from .config import TrainConfig
+from .config import TrainConfig, preset_of
 from .loop import train
 from .prepare import vocab_size_of
 from ..version import __version__
@@ -101,7 +101,7 @@ def dry_run(cfg: TrainConfig, variants: list[str]) -> None:
     try:
         vocab = vocab_size_of(cfg.data)
     except DataError as e:
-        preset = dict(cfg.model).get("preset", "tiny")
+        preset = preset_of(cfg.model)
         vocab = PRESETS[preset]["vocab_size"]
         print(f"(the tokenizer cannot be loaded here, so the {preset} preset's vocab_size {vocab:,} is used: {e})")
     t = cfg.train

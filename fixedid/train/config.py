@@ -10,7 +10,7 @@ from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import MATCHES, PRESETS, ModelConfig, field_names
+from ..config import MATCHES, PRESETS, RENAMED_PRESETS, ModelConfig, field_names
 from ..errors import ConfigError
 
 DTYPES = ("fp32", "bf16", "auto")
@@ -18,6 +18,17 @@ PARALLEL = ("ddp", "fsdp")
 OPTIMIZERS = ("adamw", "muon")
 # [model] entries keyed whatever their value: the preset itself, and seed, whose absence means [train] seed
 MODEL_ALWAYS_KEYED = ("preset", "seed")
+#: The default ``[model] preset``.
+DEFAULT_PRESET = "toy"
+#: How a preset is spelt in the fingerprint and the trained key: the name it had when runs were first keyed, so
+#: caches and recorded keys stay valid across the rename (:data:`~fixedid.config.RENAMED_PRESETS`).
+KEYED_PRESET_NAMES = {new: old for old, new in RENAMED_PRESETS.items()}
+
+
+def preset_of(model: dict) -> str:
+    """The preset a ``[model]`` table builds on, an old name (a run recorded before a rename) read as the new one."""
+    name = model.get("preset", DEFAULT_PRESET)
+    return RENAMED_PRESETS.get(name, name) if isinstance(name, str) else name
 SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile", "keep")
 
 
@@ -167,7 +178,7 @@ class TrainConfig:
     and ``[train]`` as an :class:`~fixedid.train.config.OptimConfig`. Validated on construction; build one with
     :meth:`~fixedid.train.config.TrainConfig.load` or :meth:`~fixedid.train.config.TrainConfig.from_dict`."""
 
-    model: dict = field(default_factory=lambda: {"preset": "tiny"})
+    model: dict = field(default_factory=lambda: {"preset": DEFAULT_PRESET})
     data: DataConfig = field(default_factory=DataConfig)
     train: OptimConfig = field(default_factory=OptimConfig)
 
@@ -189,7 +200,8 @@ class TrainConfig:
         from ..config import variant_interface
 
         m = dict(self.model)
-        preset = m.pop("preset", "tiny")
+        m.pop("preset", None)
+        preset = preset_of(self.model)
         m.setdefault("seed", self.train.seed)
         interface, overrides = variant_interface(variant)
         match = m.pop("match_params", None)
@@ -233,9 +245,12 @@ class TrainConfig:
         absence means ``[train] seed`` (see :meth:`~fixedid.train.config.TrainConfig.model_config`), not the
         preset's."""
         d = self.to_dict()
-        preset = ModelConfig.preset(self.model.get("preset", "tiny")).to_dict()
+        preset = ModelConfig.preset(preset_of(self.model)).to_dict()
         d["model"] = {k: v for k, v in d["model"].items()
                       if k in MODEL_ALWAYS_KEYED or k not in preset or preset[k] != v}
+        if "preset" in d["model"]:
+            name = preset_of(d["model"])
+            d["model"]["preset"] = KEYED_PRESET_NAMES.get(name, name)
         return d
 
     def differences(self, other: "TrainConfig") -> list[str]:
@@ -260,7 +275,7 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"unknown table(s) {sorted(unknown)} in the training config; use [model], [data], "
                               "[train]")
-        return cls(model=dict(d.get("model", {"preset": "tiny"})), data=_table(DataConfig, d.get("data", {}), "data"),
+        return cls(model=dict(d.get("model", {"preset": DEFAULT_PRESET})), data=_table(DataConfig, d.get("data", {}), "data"),
                    train=_table(OptimConfig, d.get("train", {}), "train"))
 
     @classmethod
@@ -316,7 +331,8 @@ def _check_int(what: str, v, lowest: int) -> None:
 
 def _check_model_table(model: dict) -> None:
     m = dict(model)
-    preset = m.pop("preset", "tiny")
+    m.pop("preset", None)
+    preset = preset_of(model)
     for forbidden in ("interface", "vocab_size", "matched_from"):
         if forbidden in m:
             raise ConfigError(f"[model] {forbidden} is set by the trainer (the variant / the tokenizer / "

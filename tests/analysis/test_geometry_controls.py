@@ -96,7 +96,7 @@ def test_fixed_output_head(tmp_path):
     from fixedid import ModelConfig, save_checkpoint
     from fixedid.codes import code_table
 
-    cfg = ModelConfig.preset("tiny", vocab_size=300, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
+    cfg = ModelConfig.preset("toy", vocab_size=300, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
                              interface="gf2", output="code")
     m = FixedIdLM(cfg)
     W = m.unembed.weight
@@ -110,7 +110,7 @@ def test_fixed_output_head(tmp_path):
     learned_input = FixedIdLM(cfg.replace(interface="learned"))  # no input code: the canonical code of the id
     assert torch.linalg.matrix_rank(learned_input.unembed.weight) == cfg.d_model
     with pytest.raises(Exception, match="output"):
-        ModelConfig.preset("tiny", output="logits")
+        ModelConfig.preset("toy", output="logits")
     x = _step_leaves_head(m)
     path = save_checkpoint(m, tmp_path / "ck")
     back = load(path)
@@ -150,7 +150,7 @@ def test_random_output_head_and_the_head_control_variants(tmp_path):
     from fixedid.config import trainable_params, variant_interface
     from fixedid.train.config import TrainConfig
 
-    cfg = ModelConfig.preset("tiny", vocab_size=300, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
+    cfg = ModelConfig.preset("toy", vocab_size=300, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
                              interface="canonical", output="random")
     m = FixedIdLM(cfg)
     W = m.unembed.weight

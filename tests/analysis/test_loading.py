@@ -12,7 +12,7 @@ from tests._fixtures import word_tokenizer
 @pytest.fixture(scope="module", params=["learned", "canonical", "gf2", "canonical-mixed-rope"])
 def model(request, tmp_path_factory):
     interface, _, rope = request.param.partition("-")
-    cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
+    cfg = ModelConfig.preset("toy", vocab_size=64, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
                              interface=interface, init_std=0.1, n_kv_heads=2 if interface == "gf2" else None,
                              rope_head_thetas=[30.0, 30.0, 10000.0, 10000.0] if rope else None)
     path = tmp_path_factory.mktemp("ck") / request.param

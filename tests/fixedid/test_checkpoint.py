@@ -12,7 +12,7 @@ TINY = dict(vocab_size=300, d_model=32, n_layers=2, n_heads=2, d_ff=64, context=
 
 
 def make(interface="gf2", **kw):
-    return FixedIdLM(ModelConfig.preset("tiny", **TINY, interface=interface, **kw)).eval()
+    return FixedIdLM(ModelConfig.preset("toy", **TINY, interface=interface, **kw)).eval()
 
 
 def tok():

@@ -8,7 +8,7 @@ from fixedid import ConfigError, FixedIdLM, ModelConfig
 from fixedid.codes import GF2Code
 
 
-@pytest.mark.parametrize("name", ["tiny", "small", "gpt2-small", "paper-1.7b", "prior-1024"])
+@pytest.mark.parametrize("name", ["toy", "small", "gpt2-small", "paper-1.7b", "prior-1024"])
 def test_presets_round_trip_through_json(name):
     cfg = ModelConfig.preset(name, interface="gf2")
     again = ModelConfig.from_json(cfg.to_json())
@@ -59,35 +59,35 @@ def test_small_preset_size():
 ])
 def test_config_errors(kwargs, match):
     with pytest.raises(ConfigError, match=match):
-        ModelConfig.preset("tiny", **kwargs)
+        ModelConfig.preset("toy", **kwargs)
 
 
 def test_learned_interface_allows_any_width_and_vocab():
-    cfg = ModelConfig.preset("tiny", interface="learned", d_model=120, n_heads=4, vocab_size=70000)
+    cfg = ModelConfig.preset("toy", interface="learned", d_model=120, n_heads=4, vocab_size=70000)
     assert cfg.d_model == 120
 
 
 def test_unknown_preset_and_fields_from_json():
     with pytest.raises(ConfigError, match="unknown preset"):
         ModelConfig.preset("huge")
-    d = ModelConfig.preset("tiny").to_dict()
+    d = ModelConfig.preset("toy").to_dict()
     d["dropout"] = 0.1
     with pytest.raises(ConfigError, match="dropout"):
         ModelConfig.from_dict(d)
     with pytest.raises(ConfigError, match="not valid JSON"):
         ModelConfig.from_json("{")
-    assert json.loads(ModelConfig.preset("tiny").to_json())["interface"] == "canonical"
+    assert json.loads(ModelConfig.preset("toy").to_json())["interface"] == "canonical"
 
 
 def test_explicit_matrix_is_used():
     code = GF2Code.random(16, 99, affine=True)
     j = code.to_json()
-    cfg = ModelConfig.preset("tiny", interface="gf2", gf2_matrix=j["matrix"], gf2_offset=j["offset"])
+    cfg = ModelConfig.preset("toy", interface="gf2", gf2_matrix=j["matrix"], gf2_offset=j["offset"])
     assert cfg.recoding() == code
-    assert ModelConfig.preset("tiny", interface="gf2", gf2_seed=99, gf2_affine=True).recoding() == code
+    assert ModelConfig.preset("toy", interface="gf2", gf2_seed=99, gf2_affine=True).recoding() == code
 
 
-@pytest.mark.parametrize("name", ["tiny", "small", "gpt2-small", "paper-1.7b", "prior-1024"])
+@pytest.mark.parametrize("name", ["toy", "small", "gpt2-small", "paper-1.7b", "prior-1024"])
 def test_width_matching_lands_within_half_a_percent_of_the_learned_count(name):
     from fixedid.config import MATCH_TOLERANCE, trainable_params
 
@@ -106,7 +106,7 @@ def test_width_matching_lands_within_half_a_percent_of_the_learned_count(name):
     assert counts["input_interface"] == 0 and counts["trainable"] == got
 
 
-@pytest.mark.parametrize("name", ["tiny", "small", "paper-1.7b"])
+@pytest.mark.parametrize("name", ["toy", "small", "paper-1.7b"])
 def test_depth_matching_is_refused_where_no_whole_layer_count_fits(name):
     from fixedid.config import PRESETS
 
@@ -128,16 +128,16 @@ def test_depth_matching_adds_whole_layers_where_they_fit():
     from fixedid.config import trainable_params
 
     # one tiny layer (d 128, d_ff 384) holds 213,248 parameters: a 1,666-token table (213,248) is one layer
-    cfg = ModelConfig.preset("tiny", vocab_size=1666, interface="gf2", match_params="depth")
-    learned = trainable_params(ModelConfig.preset("tiny", vocab_size=1666, interface="learned"))
+    cfg = ModelConfig.preset("toy", vocab_size=1666, interface="gf2", match_params="depth")
+    learned = trainable_params(ModelConfig.preset("toy", vocab_size=1666, interface="learned"))
     assert cfg.n_layers == 5 and cfg.d_ff == 384 and abs(trainable_params(cfg) - learned) <= 0.005 * learned
     with pytest.raises(ConfigError, match="unknown match_params"):
-        ModelConfig.preset("tiny", match_params="height")
+        ModelConfig.preset("toy", match_params="height")
     with pytest.raises(ConfigError, match="do not set it by hand"):
-        ModelConfig.preset("tiny", matched_from={"d_ff": 1})
+        ModelConfig.preset("toy", matched_from={"d_ff": 1})
 
 
-@pytest.mark.parametrize("preset", ["tiny", "small", "gpt2-small", "paper-1.7b", "prior-1024"])
+@pytest.mark.parametrize("preset", ["toy", "small", "gpt2-small", "paper-1.7b", "prior-1024"])
 @pytest.mark.parametrize("changes", [dict(interface="learned"), dict(interface="canonical"),
                                      dict(interface="gf2", output="code"), dict(interface="frozen_random"),
                                      dict(interface="learned", output="random"),
@@ -154,7 +154,25 @@ def test_trainable_params_from_the_shape_equal_the_models_own_count(preset, chan
 
 
 def test_one_rope_base_is_the_base_all_heads_share():
-    assert ModelConfig.preset("tiny").one_rope_base == 10000.0
-    assert ModelConfig.preset("tiny", rope_theta=500.0).one_rope_base == 500.0
-    assert ModelConfig.preset("tiny", rope_head_thetas=[30, 30, 30, 30]).one_rope_base == 30.0
-    assert ModelConfig.preset("tiny", rope_head_thetas=[30.0, 10000.0, 30.0, 30.0]).one_rope_base is None
+    assert ModelConfig.preset("toy").one_rope_base == 10000.0
+    assert ModelConfig.preset("toy", rope_theta=500.0).one_rope_base == 500.0
+    assert ModelConfig.preset("toy", rope_head_thetas=[30, 30, 30, 30]).one_rope_base == 30.0
+    assert ModelConfig.preset("toy", rope_head_thetas=[30.0, 10000.0, 30.0, 30.0]).one_rope_base is None
+
+
+def test_tiny_names_the_recipe_not_a_preset():
+    """``tiny`` is the training recipe (72 wide, 9 bits); the 128-wide shape it builds on is the ``toy`` preset, and a
+    recorded run that still says ``preset = "tiny"`` reads as ``toy`` with its trained key unchanged."""
+    from fixedid.train import TrainConfig
+
+    with pytest.raises(ConfigError, match="not a model preset: it names the training recipe.*'toy'"):
+        ModelConfig.preset("tiny")
+    recipe = TrainConfig.load("tiny")
+    assert recipe.model["preset"] == "toy" and ModelConfig.preset("toy").d_model == 128
+    assert recipe.model_config("canonical", 371).d_model == 72
+    old = TrainConfig.from_dict({**recipe.to_dict(), "model": {**recipe.model, "preset": "tiny"}})
+    assert old.trained_key() == recipe.trained_key() and old.fingerprint() == recipe.fingerprint()
+    assert old.model_config("gf2", 371) == recipe.model_config("gf2", 371)
+    # the key spells the preset by its first name, so caches keyed before the rename stay valid: this is the demo
+    # cache's directory as the code before the rename named it
+    assert recipe._keyed()["model"]["preset"] == "tiny" and recipe.trained_key()[:12] == "436df3230d5a"

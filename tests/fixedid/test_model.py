@@ -9,7 +9,7 @@ TINY = dict(vocab_size=512, d_model=64, n_layers=2, n_heads=4, d_ff=128, context
 
 
 def model(**kw):
-    return FixedIdLM(ModelConfig.preset("tiny", **{**TINY, **kw})).eval()
+    return FixedIdLM(ModelConfig.preset("toy", **{**TINY, **kw})).eval()
 
 
 def tokens(batch=2, pos=12, vocab=512, seed=0):
@@ -87,17 +87,17 @@ def test_explicit_attention_matches_sdpa(kw):
 
 
 def test_backbone_matched_init():
-    states = {i: FixedIdLM(ModelConfig.preset("tiny", **TINY, interface=i, seed=3)).state_dict()
+    states = {i: FixedIdLM(ModelConfig.preset("toy", **TINY, interface=i, seed=3)).state_dict()
               for i in ("learned", "canonical", "gf2")}
     keys = set(states["canonical"])
     assert keys == set(states["gf2"]) == set(states["learned"]) - {"embed.W_E"}
     for k in keys:
         assert torch.equal(states["canonical"][k], states["learned"][k]), k
         assert torch.equal(states["canonical"][k], states["gf2"][k]), k
-    other = FixedIdLM(ModelConfig.preset("tiny", **TINY, seed=4)).state_dict()
+    other = FixedIdLM(ModelConfig.preset("toy", **TINY, seed=4)).state_dict()
     assert not torch.equal(other["blocks.0.attn.q_proj.weight"], states["canonical"]["blocks.0.attn.q_proj.weight"])
     # the learned table's own init scale changes that table only
-    wide = FixedIdLM(ModelConfig.preset("tiny", **TINY, interface="learned", seed=3, embed_init_std=0.3)).state_dict()
+    wide = FixedIdLM(ModelConfig.preset("toy", **TINY, interface="learned", seed=3, embed_init_std=0.3)).state_dict()
     assert all(torch.equal(wide[k], states["learned"][k]) for k in keys)
     assert torch.allclose(wide["embed.W_E"], states["learned"]["embed.W_E"] * 0.3 / 0.02, atol=1e-6)
     assert abs(wide["embed.W_E"].std().item() - 0.3) < 0.02
@@ -160,7 +160,7 @@ def test_past_kv_continues_a_prefix_exactly(kw):
 def test_fixed_tables_on_meta_have_their_shape_and_on_cpu_their_values(changes):
     from fixedid.codes import code_features, frozen_random_table, random_head
 
-    cfg = ModelConfig.preset("tiny", **changes)
+    cfg = ModelConfig.preset("toy", **changes)
     with torch.device("meta"):
         ghost = FixedIdLM(cfg, init=False)
     real = FixedIdLM(cfg, init=False)

@@ -28,7 +28,7 @@ KINDS = {"rms": ("canonical", {}), "ln_bias": ("learned", dict(norm="ln", bias=T
 
 def circuit_model(tmp_path_factory, kind: str):
     interface, changes = KINDS[kind]
-    cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=64, n_layers=3, n_heads=4, d_ff=128, context=32,
+    cfg = ModelConfig.preset("toy", vocab_size=64, d_model=64, n_layers=3, n_heads=4, d_ff=128, context=32,
                              interface=interface, init_std=0.2, seed=1, **changes)
     path = tmp_path_factory.mktemp("ck") / kind
     save_checkpoint(FixedIdLM(cfg), path, tokenizer=word_tokenizer())

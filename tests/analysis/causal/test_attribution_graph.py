@@ -224,7 +224,7 @@ def test_a_hand_built_circuit_is_recovered():
     from analysis.features import DictionaryConfig, SparseDictionary
 
     n, d, J, K, t, a = 8, 32, 2, 5, 7, 0.5
-    cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=d, n_layers=1, n_heads=1, d_ff=32, context=16,
+    cfg = ModelConfig.preset("toy", vocab_size=64, d_model=d, n_layers=1, n_heads=1, d_ff=32, context=16,
                              interface="canonical", n_bits=n, bias=False)
     m = FixedIdLM(cfg).eval()
     cols = {j: [c for c in range(d) if c % n == j] for j in (J, K)}  # tiled code: column c carries code column c % n

@@ -117,7 +117,7 @@ def test_command_line(tmp_path, capsys):
 
     ckpts = []
     for interface in ("canonical", "gf2"):
-        cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=32, n_layers=2, n_heads=2, d_ff=64, context=32,
+        cfg = ModelConfig.preset("toy", vocab_size=64, d_model=32, n_layers=2, n_heads=2, d_ff=64, context=32,
                                  interface=interface, init_std=0.3, seed=3)
         ckpts += ["--ckpt", str(save_checkpoint(FixedIdLM(cfg), tmp_path / interface, tokenizer=word_tokenizer()))]
     pairs = tmp_path / "pairs.jsonl"

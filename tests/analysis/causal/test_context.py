@@ -146,7 +146,7 @@ def test_window_against_transformers_attention_with_a_hand_built_mask(model, tmp
 @pytest.fixture(scope="module")
 def bpe_model(tmp_path_factory):
     tok = train_bpe(SyntheticLanguage(0).documents(800), 600)
-    cfg = ModelConfig.preset("tiny", vocab_size=tok.get_vocab_size(with_added_tokens=True), d_model=32, n_layers=2,
+    cfg = ModelConfig.preset("toy", vocab_size=tok.get_vocab_size(with_added_tokens=True), d_model=32, n_layers=2,
                              n_heads=2, d_ff=64, context=48, init_std=0.2, seed=4)
     path = save_checkpoint(FixedIdLM(cfg), tmp_path_factory.mktemp("bpe") / "canonical", tokenizer=tok)
     return load(path)

@@ -120,7 +120,7 @@ def test_command_line(tmp_path, capsys):
 
     from tests._fixtures import word_tokenizer
 
-    cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=32, n_layers=2, n_heads=2, d_ff=64, context=32,
+    cfg = ModelConfig.preset("toy", vocab_size=64, d_model=32, n_layers=2, n_heads=2, d_ff=64, context=32,
                              interface="canonical", init_std=0.2, seed=3)
     ckpt = tmp_path / "canonical"
     save_checkpoint(FixedIdLM(cfg), ckpt, tokenizer=word_tokenizer())

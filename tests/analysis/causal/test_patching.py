@@ -31,7 +31,7 @@ PAIRS = [
 
 @pytest.fixture(scope="module", params=["canonical", "learned"])
 def model(request, tmp_path_factory):
-    cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=64, n_layers=3, n_heads=4, d_ff=128, context=32,
+    cfg = ModelConfig.preset("toy", vocab_size=64, d_model=64, n_layers=3, n_heads=4, d_ff=128, context=32,
                              interface=request.param, init_std=0.2, seed=1)
     path = tmp_path_factory.mktemp("ck") / request.param
     save_checkpoint(FixedIdLM(cfg), path, tokenizer=word_tokenizer())

@@ -18,7 +18,7 @@ from tests._fixtures import TRAIN_CONFIG
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     tok = train_bpe(SyntheticLanguage(0).documents(1500), 1024)
-    cfg = ModelConfig.preset("tiny", vocab_size=tok.get_vocab_size(with_added_tokens=True), d_model=64, n_layers=2,
+    cfg = ModelConfig.preset("toy", vocab_size=tok.get_vocab_size(with_added_tokens=True), d_model=64, n_layers=2,
                              n_heads=4, d_ff=128, context=64, init_std=0.1)
     return save_checkpoint(FixedIdLM(cfg), tmp_path_factory.mktemp("ck") / "canonical", tokenizer=tok)
 

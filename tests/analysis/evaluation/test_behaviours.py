@@ -50,7 +50,7 @@ def test_ngram_is_a_real_model_of_its_tokens():
 
 def test_pair_scores_match_the_model_and_aggregate_with_intervals(demo_data):
     tok = demo_data.tokenizer
-    cfg = ModelConfig.preset("tiny", vocab_size=tok.get_vocab_size(with_added_tokens=True), d_model=32, n_layers=1,
+    cfg = ModelConfig.preset("toy", vocab_size=tok.get_vocab_size(with_added_tokens=True), d_model=32, n_layers=1,
                              n_heads=2, d_ff=64, init_std=0.5)
     model = FixedIdLM(cfg).eval()
     model.tokenizer = tok

@@ -242,7 +242,7 @@ def test_eval_refuses_a_checkpoint_without_a_tokenizer(tmp_path, capsys):
     from analysis.cli.main import main
     from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 
-    cfg = ModelConfig.preset("tiny", vocab_size=64, d_model=32, n_layers=1, n_heads=2, d_ff=32, context=16)
+    cfg = ModelConfig.preset("toy", vocab_size=64, d_model=32, n_layers=1, n_heads=2, d_ff=32, context=16)
     path = save_checkpoint(FixedIdLM(cfg), tmp_path / "bare")
     with pytest.raises(SystemExit) as e:
         main(["eval", "--ckpt", str(path), "--tasks", "fixedid_ioi", "--out", str(tmp_path / "out")])

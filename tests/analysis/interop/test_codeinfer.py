@@ -18,7 +18,7 @@ CODE_FIELDS = ("interface", "n_bits", "bit_order", "value_map", "code_scale", "r
 
 
 def shape(vocab=333, d=32, **kw):
-    return ModelConfig.preset("tiny", vocab_size=vocab, d_model=d, n_layers=1, n_heads=2, d_ff=32, context=8,
+    return ModelConfig.preset("toy", vocab_size=vocab, d_model=d, n_layers=1, n_heads=2, d_ff=32, context=8,
                               **{"interface": "learned", **kw})
 
 

@@ -113,7 +113,7 @@ def test_export_takes_what_a_user_holds(tmp_path):
     # a FixedIdLM straight from fixedid (no .device, no tokenizer), a checkpoint directory, and nothing else
     from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 
-    raw = FixedIdLM(ModelConfig.preset("tiny", interface="gf2", vocab_size=300, d_model=64, n_layers=1, n_heads=4,
+    raw = FixedIdLM(ModelConfig.preset("toy", interface="gf2", vocab_size=300, d_model=64, n_layers=1, n_heads=4,
                                        d_ff=64, context=16, init_std=0.2)).eval()
     x = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

@@ -36,7 +36,7 @@ CODE = ("interface", "n_bits", "bit_order", "value_map", "code_scale", "repeat",
 
 
 def tiny(**kw):
-    cfg = ModelConfig.preset("tiny", **{"vocab_size": 300, "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 32,
+    cfg = ModelConfig.preset("toy", **{"vocab_size": 300, "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 32,
                                         "context": 16, "init_std": 0.2, "seed": 5, **kw})
     return FixedIdLM(cfg).eval()
 

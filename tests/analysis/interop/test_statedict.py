@@ -127,7 +127,7 @@ def stacked_map(q, kv):
 
 @pytest.fixture(scope="module")
 def coded():
-    cfg = ModelConfig.preset("tiny", vocab_size=300, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48,
+    cfg = ModelConfig.preset("toy", vocab_size=300, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48,
                              context=16, init_std=0.2, interface="gf2", gf2_affine=True, gf2_seed=9)
     return FixedIdLM(cfg).eval()
 
@@ -184,7 +184,7 @@ def test_configs_and_files_are_read_as_documented(tmp_path):
     assert read_model_config("prior-1024") == ModelConfig.preset("prior-1024")
     (tmp_path / "train.toml").write_text('[model]\npreset = "prior-1024"\nd_model = 64\nnorm = "ln"\n')
     assert read_model_config(tmp_path / "train.toml") == ModelConfig.preset("prior-1024", d_model=64, norm="ln")
-    cfg = ModelConfig.preset("tiny", interface="gf2")
+    cfg = ModelConfig.preset("toy", interface="gf2")
     (tmp_path / "cfg.json").write_text(cfg.to_json())
     assert read_model_config(tmp_path / "cfg.json") == cfg
     with pytest.raises(AnalysisError, match="neither a preset"):

@@ -85,7 +85,7 @@ def models(tmp_path_factory):
     vocab = tok.get_vocab_size(with_added_tokens=True)
     out = {}
     for interface in ("canonical", "gf2"):
-        cfg = ModelConfig.preset("tiny", vocab_size=vocab, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
+        cfg = ModelConfig.preset("toy", vocab_size=vocab, d_model=64, n_layers=2, n_heads=4, d_ff=128, context=32,
                                  interface=interface, init_std=0.2, seed=1)
         path = tmp_path_factory.mktemp("ck") / interface
         save_checkpoint(FixedIdLM(cfg), path, tokenizer=tok,
@@ -147,7 +147,7 @@ def test_cli_writes_the_matrices_and_refuses_bad_input(models, tmp_path, tmp_pat
     assert {"similarity.csv", "similarity.png", "similarity.pdf"} <= {p.name for p in out.iterdir()}
     assert "vs its initialisation" in capsys.readouterr().out
     other_tok = train_words(SyntheticLanguage(5).documents(50), 4096)
-    cfg = ModelConfig.preset("tiny", vocab_size=other_tok.get_vocab_size(with_added_tokens=True), d_model=64,
+    cfg = ModelConfig.preset("toy", vocab_size=other_tok.get_vocab_size(with_added_tokens=True), d_model=64,
                              n_layers=2, n_heads=4, d_ff=128, context=32, interface="canonical")
     odd = save_checkpoint(FixedIdLM(cfg), tmp_path / "odd", tokenizer=other_tok)
     for i, args in enumerate([["--ckpt", dirs[0]], ["--ckpt", dirs[0], "--ckpt", str(odd), "--data", str(npy)]]):

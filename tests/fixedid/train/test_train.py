@@ -125,7 +125,7 @@ def test_dry_run_prints_accounting(tmp_path, capsys):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda c: c.replace("[train]", "[train]\nmomentum = 0.9"), "unknown [train] key(s) ['momentum']"),
-    (lambda c: c.replace('preset = "tiny"', 'preset = "tiny"\ninterface = "gf2"'), "set by the trainer"),
+    (lambda c: c.replace('preset = "toy"', 'preset = "toy"\ninterface = "gf2"'), "set by the trainer"),
     (lambda c: c.replace('source = "synthetic"', 'source = "/nonexistent/corpus.jsonl"'), "does not exist"),
     (lambda c: c + "\n[optim]\nlr = 1\n", "unknown table"),
     (lambda c: c.replace('val_split = "validation"', 'val_split = "validation"\nsynthetic_mix = { poetry = 1.0 }'),
@@ -345,7 +345,7 @@ def test_parameter_matched_variant_trains_beside_the_others(tmp_path, capsys):
     # backbone-matched where shapes allow: at initialisation the attention weights are the same draws
     fresh = [FixedIdLM(m.cfg) for m in (learned, matched)]
     assert torch.equal(fresh[0].blocks[0].attn.q_proj.weight, fresh[1].blocks[0].attn.q_proj.weight)
-    bad = write_config(tmp_path, TRAIN_CONFIG.replace('preset = "tiny"', 'preset = "tiny"\nmatch_params = "depth"'),
+    bad = write_config(tmp_path, TRAIN_CONFIG.replace('preset = "toy"', 'preset = "toy"\nmatch_params = "depth"'),
                        name="depth.toml")
     assert run_inproc(["--config", str(bad), "--out", str(tmp_path / "d"), "--quiet", "--variants",
                        "canonical-matched"]) == 2
@@ -377,20 +377,20 @@ def test_the_trained_key_covers_steps_and_snapshots_but_not_logging():
 
 
 def test_a_model_entry_restating_its_presets_value_is_the_same_training():
-    """gf2_seed = 0 written out (the tiny preset's own recoding) trains what leaving it out trains: the same key and
+    """gf2_seed = 0 written out (the toy preset's own recoding) trains what leaving it out trains: the same key and
     fingerprint, no difference listed. Another recoding, or a [model] seed (which overrides [train] seed even at the
     preset's value), is another training."""
     from fixedid.config import ModelConfig
 
     base = TrainConfig.load("tiny")
-    assert "gf2_seed" not in base.model and ModelConfig.preset("tiny").gf2_seed == 0
+    assert "gf2_seed" not in base.model and ModelConfig.preset("toy").gf2_seed == 0
     spelled = TrainConfig(model={**base.model, "gf2_seed": 0}, data=base.data, train=base.train)
     assert spelled.trained_key() == base.trained_key() and spelled.fingerprint() == base.fingerprint()
     assert spelled.differences(base) == []
     other = TrainConfig(model={**base.model, "gf2_seed": 1}, data=base.data, train=base.train)
     assert other.trained_key() != base.trained_key() and other.differences(base) == ["model.gf2_seed"]
     at_seed_1 = base.replace_train(seed=1)
-    pinned = TrainConfig(model={**base.model, "seed": ModelConfig.preset("tiny").seed}, data=base.data,
+    pinned = TrainConfig(model={**base.model, "seed": ModelConfig.preset("toy").seed}, data=base.data,
                          train=at_seed_1.train)
     assert pinned.trained_key() != at_seed_1.trained_key() and pinned.differences(at_seed_1) == ["model.seed"]
 
