@@ -91,3 +91,40 @@ def test_the_landing_page_gallery_links_each_figure_to_its_howto():
     index = (ROOT / "docs" / "index.md").read_text()
     shown = re.findall(r"\[!\[[^\]]+\]\(figures/([\w-]+)\.png\)\]\(howto/([\w-]+)\.md\)", index)
     assert len(shown) >= 6 and all(fig == page for fig, page in shown), shown
+
+
+def _pages() -> list[Path]:
+    """Every page a reader opens: the README and the docs' Markdown (not the build's generated copies)."""
+    docs = [p for p in (ROOT / "docs").rglob("*.md") if not {"generated", "_build"} & set(p.parts)]
+    return [ROOT / "README.md"] + sorted(docs)
+
+
+def _blocks(text: str) -> list[str]:
+    """A page's paragraphs and list items (fenced code and table rows left out)."""
+    text = re.sub(r"```.*?```", "\n\n", text, flags=re.S)
+    out = []
+    for para in re.split(r"\n\s*\n", text):
+        out += [b for b in re.split(r"\n(?=\s*(?:[-*]|\d+\.) )", para) if not b.lstrip().startswith("|")]
+    return out
+
+
+def test_pages_are_reference_not_lab_notebooks():
+    """No paragraph or bullet over 150 words, no issue numbers, and the two long reference pages one screen each."""
+    for page in _pages():
+        text = page.read_text()
+        long = [len(b.split()) for b in _blocks(text) if len(b.split()) > 150]
+        assert not long, f"{page.relative_to(ROOT)}: paragraphs of {long} words"
+        assert not re.search(r"\b[Ii]ssues? #?\d+\b|(?<![\w/&])#\d{2,3}\b", text), page.relative_to(ROOT)
+    assert len((ROOT / "docs" / "recipes.md").read_text().splitlines()) <= 250
+    assert len((ROOT / "docs" / "benchmarks.md").read_text().splitlines()) <= 200
+    assert _blocks("a\n\n" + "word " * 151 + "\n\n- b") and len(_blocks("- " + "w " * 200)[0].split()) > 150
+
+
+def test_every_trained_key_a_page_names_is_a_recipes():
+    from fixedid.train import TrainConfig
+    from fixedid.train.config import packaged_configs
+
+    keys = {TrainConfig.load(name).trained_key()[:12] for name in packaged_configs()}
+    for page in _pages():
+        named = set(re.findall(r"\b[0-9a-f]{12}\b", page.read_text()))
+        assert named <= keys, f"{page.relative_to(ROOT)} names {sorted(named - keys)}, no packaged recipe's key"
