@@ -3,7 +3,8 @@
 Runs ``fixedid-analyze demo`` as a newcomer's first run does (an empty cache: data, three trainings, the analyses,
 the report) into temporary directories and prints:
 
-- the wall time against the target (issue 49: 6 minutes on a 2-core machine);
+- the machine's speed (a bare training loop of the tiny recipe, tokens/s), then the wall time against the target
+  (6 minutes on a 2-core machine);
 - the training's share of it: the recipe's tokens (3 variants x steps x batch x context) over the tokens/s the
   trainer logged (``timing.jsonl``, the median interval of each variant), and what is left (data, analyses, report);
 - the bound at this machine's training speed: the steps per variant that would fit the target once the rest is
@@ -46,6 +47,10 @@ def main(argv=None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     from fixedid.train.config import TrainConfig
 
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _timing import machine_line
+
+    print(machine_line(), flush=True)  # how fast this machine is, before the run
     cfg = TrainConfig.load(args.config)
     cmd = [sys.executable, "-m", "analysis", "demo", "--config", args.config, "--cache", str(root / "cache"),
            "--out", str(root / "demo")]
