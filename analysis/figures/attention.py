@@ -68,12 +68,13 @@ def attention_figure(patterns: dict, *, heads=None, title: str | None = None):
             if j == 0:
                 ax.set_ylabel(f"{n}\ndestination", fontsize=7)
             if label and i == len(names) - 1:
-                ax.set_xticks(range(T), [t.strip() or repr(t) for t in tokens], rotation=90, fontsize=5)
+                ax.set_xticks(range(T), [t.strip() or repr(t) for t in tokens], rotation=90, fontsize=6)
             if label and j == 0:
-                ax.set_yticks(range(T), [t.strip() or repr(t) for t in tokens], fontsize=5)
-    if not label:
-        fig.supxlabel("source position", fontsize=7)
-    fig.colorbar(im, ax=axes, shrink=0.6, label="attention weight")
+                ax.set_yticks(range(T), [t.strip() or repr(t) for t in tokens], fontsize=6)
+    fig.supxlabel("source position (the token attended to)", fontsize=7)
+    bar = fig.colorbar(im, ax=axes, shrink=0.6)
+    bar.set_label("attention weight (each destination's row sums to 1)", fontsize=7)
+    bar.ax.tick_params(labelsize=7)
     fig.suptitle(title or "attention patterns (rows: heads; columns: variants; same prompt)", fontsize=9)
     return fig
 

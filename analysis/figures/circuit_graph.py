@@ -79,9 +79,12 @@ def circuit_figure(circuit: pd.DataFrame, n_layers: int, n_heads: int, *, title:
     ax.set_xticks([])
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
-    ax.plot([], [], color="#c0392b", label="raises the metric")
-    ax.plot([], [], color="#2c6fbb", label="lowers it")
-    ax.legend(fontsize=6, frameon=False, loc="lower right")
+    ax.plot([], [], color="#c0392b", label="edge raising the metric")
+    ax.plot([], [], color="#2c6fbb", label="edge lowering it")
+    for marker, label in (("o", "head"), ("s", "MLP"), ("D", "input code / logits")):
+        ax.scatter([], [], marker=marker, color="#333333", s=25, label=label)
+    ax.scatter([], [], marker="o", color="#cccccc", s=20, label="untouched by the circuit")
+    ax.legend(fontsize=6, frameon=False, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=2)
     ax.set_title(title or f"circuit: {len(circuit)} edges (width: |score|; into a head at its q, k, v)",
                  fontsize=8)
     if n_heads > 6:

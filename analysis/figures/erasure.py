@@ -64,21 +64,19 @@ def _dress_concept(ax, bx, cx, df: pd.DataFrame, concept: str, pos: dict, order:
 
 
 def _rows_explained(fig, axes, df: pd.DataFrame) -> None:
-    """The rows' labels, a legend beside each row and the title."""
+    """The rows' labels, the figure's one legend (the variants' colours, then each row's marks) and the title."""
     axes[0, 0].set_ylabel("LEACE minus placebo\nloss change (nats/token)", fontsize=8)
     axes[1, 0].set_ylabel("edit size: mean\n||x - x_erased||^2", fontsize=8)
     axes[2, 0].set_ylabel("held-out probe\naccuracy", fontsize=8)
-    right = dict(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize=7, title_fontsize=7,
-                 alignment="left")
-    axes[0, -1].legend(**right, title="variant\n(95% t interval over\nheld-out sequences)")
-    axes[1, -1].legend(handles=[Line2D([], [], color="k", marker="o", ms=4, label="LEACE"),
-                                Line2D([], [], color="k", marker="o", ms=4, mfc="none", linestyle="none",
-                                       label="placebo draws"),
-                                Line2D([], [], color="k", linestyle=":", label="placebo mean")], **right)
-    axes[2, -1].legend(handles=[Line2D([], [], color="k", linestyle="--", marker="s", ms=3, label="before"),
-                                Line2D([], [], color="k", marker="o", ms=4, label="after LEACE"),
-                                Line2D([], [], color="k", marker="_", ms=10, mew=1.4, linestyle="none",
-                                       label="majority baseline")], **right)
+    variants, _ = axes[0, -1].get_legend_handles_labels()
+    key = [Line2D([], [], color="k", marker="o", ms=4, label="LEACE (middle row)"),
+           Line2D([], [], color="k", marker="o", ms=4, mfc="none", linestyle="none", label="placebo draws (middle)"),
+           Line2D([], [], color="k", linestyle=":", label="placebo mean (middle)"),
+           Line2D([], [], color="k", linestyle="--", marker="s", ms=3, label="before erasure (bottom row)"),
+           Line2D([], [], color="k", marker="o", ms=4, label="after LEACE (bottom)"),
+           Line2D([], [], color="k", marker="_", ms=10, mew=1.4, linestyle="none", label="majority baseline (bottom)")]
+    fig.legend(handles=variants + key, loc="outside right center", frameon=False, fontsize=7, title_fontsize=7,
+               alignment="left", title="colour: variant\n(top row: 95% t interval\nover held-out sequences)")
     first = df.iloc[0]
     draws = int(df[df.condition == "placebo"].draw.nunique())
     fig.suptitle(f"LEACE erasure by depth; placebo: LEACE of {draws} random type-level concepts with the same label "

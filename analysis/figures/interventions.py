@@ -161,14 +161,19 @@ def noise_decode_plot(summaries: dict, *, measure: str | None = None, title: str
         g = s.groupby("scale")[[measure, "decode_acc"]].mean().reset_index()
         ax.plot(g.decode_acc, g[measure], marker="o", color=colours[v], label=v)
         ax.scatter(s.decode_acc, s[measure], color=colours[v], s=10, alpha=0.5)
+        whole = g[g.decode_acc >= 0.995]  # scales at which every row still decodes: one label, "<= the largest"
         for r in g.itertuples():
-            ax.annotate(f"{r.scale:g}", (r.decode_acc, getattr(r, measure)), textcoords="offset points",
+            if len(whole) > 1 and r.scale in set(whole.scale) and r.scale != whole.scale.max():
+                continue
+            text = f"\u2264{r.scale:g}" if len(whole) > 1 and r.scale == whole.scale.max() else f"{r.scale:g}"
+            ax.annotate(text, (r.decode_acc, getattr(r, measure)), textcoords="offset points",
                         xytext=offsets[i % len(offsets)], fontsize=7, color=colours[v])
     ax.set_xlim(1.07, -0.03)
     ax.set_xlabel("nearest-row decoding accuracy of the noised input rows (share still nearest their own row)")
     ax.set_ylabel(MEASURE_LABELS.get(measure, measure))
     ax.axhline(0, color="0.5", linewidth=0.8)
-    ax.legend(frameon=False, fontsize=9, title="labels: noise s.d. / RMS of the input rows", title_fontsize=8)
+    ax.legend(frameon=False, fontsize=9, title="labels: noise s.d. / RMS of the input rows\n(\u2264s: every scale up "
+              "to s, all rows still decoding)\nsmall points: single draws", title_fontsize=8, alignment="left")
     ax.set_title(title or "Input noise at matched decodability", fontsize=10)
     ax.grid(color="0.92")
     ax.set_axisbelow(True)

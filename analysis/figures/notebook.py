@@ -66,9 +66,9 @@ def _nearest(colours: np.ndarray, palette: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def palette_png(rgb: np.ndarray) -> bytes:
-    """An ``[height, width, 3]`` uint8 image as an 8-bit palette PNG of at most 256 colours (the commonest, then the ones farthest from those), each
-    pixel drawn in the nearest of them: a figure's few flat colours stay exact, gradients and anti-aliased edges
-    move a little."""
+    """An ``[height, width, 3]`` uint8 image as an 8-bit palette PNG of at most 256 colours (the commonest, then the
+    ones farthest from those chosen), each pixel drawn in the nearest of them: a figure's few flat colours stay exact,
+    gradients and anti-aliased edges move a little."""
     h, w, _ = rgb.shape
     flat = rgb.reshape(-1, 3).astype(np.int64)
     colours, inverse, counts = np.unique(flat[:, 0] << 16 | flat[:, 1] << 8 | flat[:, 2], return_inverse=True,

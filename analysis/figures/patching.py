@@ -56,18 +56,23 @@ def _other(attrs) -> float:
 
 
 def _colorbar(fig, im, axes, attrs, **kw):
-    """A colour bar labelled with the metric, with both baselines drawn and named on it."""
+    """A colour bar labelled with the metric, with both baselines drawn on it and named among its tick labels
+    (``clean 1``, ``corrupt 0 (patched run)``), ticks too close to a baseline's label dropped."""
     cb = fig.colorbar(im, ax=axes, extend="both", **kw)
-    cb.set_label(METRIC_LABELS.get(attrs["metric"], attrs["metric"]), fontsize=8)
-    cb.ax.tick_params(labelsize=7)
+    label = METRIC_LABELS.get(attrs["metric"], attrs["metric"])
+    cb.set_label(label.replace(" (", "\n(", 1) if len(label) > 30 else label, fontsize=8)
     lo, hi = cb.ax.get_ylim()
+    named = {}
     for name in ("clean", "corrupt"):
         v = attrs[name]
         if lo <= v <= hi:
             cb.ax.axhline(v, color="k", lw=1)
             patched = (name == "corrupt") == (attrs["mode"] == "denoise")
-            cb.ax.text(-0.15, v, f"{name}{' (patched run)' if patched else ''}", transform=cb.ax.get_yaxis_transform(),
-                       ha="right", va="center", fontsize=6.5)
+            named[v] = f"{name} {v:.3g}" + (" (patched run)" if patched else "")
+    ticks = [t for t in cb.get_ticks() if lo <= t <= hi and all(abs(t - v) > 0.12 * (hi - lo) for v in named)]
+    values = sorted(ticks + list(named))
+    cb.set_ticks(values, labels=[named.get(v, f"{v:g}") for v in values])
+    cb.ax.tick_params(labelsize=7)
     return cb
 
 
@@ -101,15 +106,21 @@ def side_by_side(results: dict[str, pd.DataFrame], *, suptitle: str | None = Non
     centre = float(np.mean([df.attrs["baseline"] for df in results.values()]))
     other = float(np.mean([_other(df.attrs) for df in results.values()]))
     norm = _norm(np.concatenate([g.ravel() for g in grids]), centre, other, first["metric"])
-    n_cols = grids[0].shape[1]
-    fig, axes = plt.subplots(1, len(results), figsize=(len(results) * max(4.5, 0.42 * n_cols + 1.5),
-                                                       max(3.0, 0.45 * grids[0].shape[0] + 2.2)), squeeze=False)
+    n_rows, n_cols = grids[0].shape
+    fig, axes = plt.subplots(1, len(results), figsize=(len(results) * max(2.4, 0.17 * n_cols + 0.6) + 1.4,
+                                                       max(2.8, 0.3 * n_rows + 2.0)), squeeze=False, sharey=True,
+                             layout="constrained")
     im = None
-    for ax, (label, df) in zip(axes[0], results.items()):
+    for i, (ax, (label, df)) in enumerate(zip(axes[0], results.items())):
         im = heatmap(df, ax, title=(titles or {}).get(label, label), norm=norm, colorbar=False)
-    _colorbar(fig, im, list(axes[0]), first, fraction=0.025, pad=0.04)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.label.set_fontsize(8)
+        ax.yaxis.label.set_fontsize(8)
+        if i:
+            ax.set_ylabel("")
+    _colorbar(fig, im, list(axes[0]), first, fraction=0.05, pad=0.02)
     if suptitle:
-        fig.suptitle(suptitle, fontsize=11)
+        fig.suptitle(suptitle, fontsize=10)
     return fig
 
 

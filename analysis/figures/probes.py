@@ -16,6 +16,12 @@ def _depth_axis(ax, hooks, title):
     ax.grid(color="0.9")
 
 
+def _mean_by_depth(rows, column: str = "score"):
+    """(depths, mean of ``column`` at each depth) of some probe rows."""
+    s = rows.groupby("depth")[column].mean()
+    return s.index, s
+
+
 def target_group(name: str) -> str:
     """The family of a probe target (``"xor:3^5"`` -> ``"xor"``), which the figures group targets by."""
     return name.split(":")[0]
@@ -53,7 +59,7 @@ def _group_panels(df, nrows: int = 1):
     df = _prepared(df)
     groups = list(dict.fromkeys(df.group))
     colours = {g: plt.cm.tab10(i % 10) for i, g in enumerate(groups)}
-    fig, axes = plt.subplots(nrows, len(variants), figsize=(4.2 * len(variants) + 1.6, 3.6 * nrows), squeeze=False,
+    fig, axes = plt.subplots(nrows, len(variants), figsize=(2.7 * len(variants) + 1.9, 2.9 * nrows), squeeze=False,
                              sharey="row", layout="constrained")
     return variants, df, groups, colours, fig, axes
 
@@ -115,8 +121,14 @@ def selectivity_figure(df):
                               else "probe - lexical baseline\n(each type's majority label)")
         if level == "context" and "position" in groups:
             axes[r, 0].set_ylabel(axes[r, 0].get_ylabel() + "\n(position: R^2 difference)")
-        axes[r, -1].legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5),
-                           title="type-level targets" if level == "type" else "contextual labels", title_fontsize=7)
+    handles = {}
+    for ax in axes.ravel():  # one legend for both rows: each group's line once
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    title = {("type",): "type-level targets", ("context",): "contextual labels"}.get(
+        tuple(rows), "top row: type-level targets\nbottom row: contextual labels")
+    fig.legend(handles.values(), handles.keys(), frameon=False, fontsize=7, loc="outside right center", title=title,
+               title_fontsize=7)
     fig.suptitle("what a probe earns beyond its reference, across depth (held-out sequences)", fontsize=10)
     return fig
 
@@ -133,7 +145,7 @@ def type_split_figure(df):
     variants = list(dict.fromkeys(d.variant))
     groups = list(dict.fromkeys(d.group))
     colours = {g: plt.cm.tab10(i % 10) for i, g in enumerate(groups)}
-    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants) + 1.6, 3.6), squeeze=False,
+    fig, axes = plt.subplots(1, len(variants), figsize=(2.7 * len(variants) + 1.9, 2.9), squeeze=False,
                              sharey=True, layout="constrained")
     for ax, v in zip(axes[0], variants):
         g_v = d[d.variant == v]
@@ -157,44 +169,45 @@ def xor_figure(df):
     """The XOR panel: held-out accuracy of the probes for XORs of two id bits against depth, one line per GF(2)
     weight in the model's own code (the fewest code bits whose XOR gives the target over the vocabulary: the
     coset minimum), the majority baseline dashed, and where the table has it the held-out-types split dotted;
-    variants side by side on one axis."""
+    variants side by side, one legend under them for every panel."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     d = df[df.target.str.startswith("xor:") & (df.status == "fitted")]
     by_type = d[d.split == "type"] if "split" in d else d.iloc[:0]
     d = d[d.split == "sequence"] if "split" in d else d
     variants = list(dict.fromkeys(d.variant))
-    fig, axes = plt.subplots(1, len(variants), figsize=(3.8 * len(variants) + 1.4, 3.9), squeeze=False,
+    fig, axes = plt.subplots(1, len(variants), figsize=(2.6 * len(variants) + 0.6, 3.6), squeeze=False,
                              sharey=True, layout="constrained")
     weights = sorted({int(w) for w in d.gf2_weight.dropna()})
-    colours = {w: plt.cm.viridis(i / max(1, len(weights) - 1)) for i, w in enumerate(weights)}
+    colours = {w: plt.cm.viridis(0.9 * i / max(1, len(weights) - 1)) for i, w in enumerate(weights)}
+    pairs = {}
     for ax, v in zip(axes[0], variants):
-        g = d[d.variant == v]
-        t = by_type[by_type.variant == v]
-        hooks = list(dict.fromkeys(g.hook))
-        for w in weights:
-            s = g[g.gf2_weight == w].groupby("depth").score.mean()
-            if not s.empty:
-                n = g[(g.gf2_weight == w) & (g.depth == g.depth.min())].shape[0]
-                ax.plot(s.index, s, marker="o", color=colours[w], label=f"weight {w} ({n} pair{'s' * (n != 1)})")
-            s = t[t.gf2_weight == w].groupby("depth").score.mean()
-            if not s.empty:
-                ax.plot(s.index, s, linestyle=":", color=colours[w])
+        g, t = d[d.variant == v], by_type[by_type.variant == v]
+        lines = {w: (g[g.gf2_weight == w], t[t.gf2_weight == w], colours[w]) for w in weights}
         if g.gf2_weight.isna().all():  # the learned variant: no code, so no weight
-            s = g.groupby("depth").score.mean()
-            ax.plot(s.index, s, marker="o", color="tab:gray", label="all pairs (no code)")
-            if not t.empty:
-                s = t.groupby("depth").score.mean()
-                ax.plot(s.index, s, linestyle=":", color="tab:gray")
-        maj = g.groupby("depth").majority.mean()
-        ax.plot(maj.index, maj, linestyle="--", color="k", linewidth=1,
-                label="majority baseline" + (", held-out sequences" if not t.empty else ""))
+            lines = {None: (g, t, "tab:gray")}
+        for w, (gw, tw, colour) in lines.items():
+            if not gw.empty:
+                ax.plot(*_mean_by_depth(gw), marker="o", ms=4, color=colour)
+                pairs.setdefault(w, set()).add(gw[gw.depth == gw.depth.min()].shape[0])
+            if not tw.empty:
+                ax.plot(*_mean_by_depth(tw), linestyle=":", color=colour)
+        ax.plot(*_mean_by_depth(g, "majority"), linestyle="--", color="k", linewidth=1)
         if not t.empty:
-            maj = t.groupby("depth").majority.mean()
-            ax.plot(maj.index, maj, linestyle="--", color="0.6", linewidth=1, label="majority, held-out types")
-            ax.plot([], [], linestyle=":", color="0.3", label="dotted: on held-out token types")
-        _depth_axis(ax, hooks, v)
-        ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2)
+            ax.plot(*_mean_by_depth(t, "majority"), linestyle="--", color="0.6", linewidth=1)
+        _depth_axis(ax, list(dict.fromkeys(g.hook)), v)
+    handles = [Line2D([], [], color=colours.get(w, "tab:gray"), marker="o", ms=4,
+                      label="no code (learned): all pairs" if w is None else
+                      f"weight {w} ({'/'.join(map(str, sorted(n)))} pair{'s' * (max(n) != 1)})")
+               for w, n in sorted(pairs.items(), key=lambda kv: -1 if kv[0] is None else kv[0])]
+    handles.append(Line2D([], [], color="k", linestyle="--", linewidth=1, label="majority baseline"))
+    if not by_type.empty:
+        handles += [Line2D([], [], color="0.3", linestyle=":", label="dotted: on held-out token types"),
+                    Line2D([], [], color="0.6", linestyle="--", linewidth=1, label="majority, held-out types")]
+    fig.legend(handles=handles, frameon=False, fontsize=7, loc="outside lower center", ncols=min(4, len(handles)),
+               title="solid: held-out sequences; colour: GF(2) weight of the XOR in the variant's code",
+               title_fontsize=7)
     axes[0, 0].set_ylabel("held-out accuracy")
     fig.suptitle("probes for XORs of two id bits, by GF(2) weight in the model's own code\n(the fewest code bits "
                  "that XOR to the target over the vocabulary)", fontsize=10)

@@ -16,7 +16,8 @@ from analysis.figures.style import variant_colours
 FAMILY_MARKERS = {"transvection": "o", "uniform": "D", "permutation": "P", "offset": "s", "other-variant": "*",
                   "token-permutation": "^"}
 #: The legend label of each recoding family.
-FAMILY_LABELS = {"transvection": "transvection walk (mean over draws per k)", "uniform": "uniform draw from GL(n, 2)",
+FAMILY_LABELS = {"transvection": "transvection walk: the mean over draws per k\n(faint points: single draws)",
+                 "uniform": "uniform draw from GL(n, 2)",
                  "permutation": "bit permutation", "offset": "one column flipped (hollow: a constant column)",
                  "other-variant": "the other variant's code", "token-permutation": "token rows cycled"}
 
