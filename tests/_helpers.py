@@ -1,5 +1,7 @@
 """Test-sized checkpoints of the built-in language's word-level tokenizer, shared by the analysis tests."""
 
+import re
+
 from analysis import load
 from fixedid import FixedIdLM, ModelConfig, save_checkpoint
 
@@ -16,3 +18,15 @@ def tiny_checkpoint(tmp_path_factory, tokenizer, interface, *, seed=3, context=4
     model = load(path)
     model.ckpt_dir = path
     return model
+
+
+def prose_blocks(markdown: str) -> list[str]:
+    """The prose blocks of a Markdown page, whitespace collapsed: its paragraphs and each bullet on its own (a bullet
+    without its marker); fenced blocks, tables, headings and images left out. What the docs tests count words in."""
+    text = re.sub(r"```.*?```", "\n\n", markdown, flags=re.DOTALL)
+    out = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = [s for s in block.splitlines() if not s.lstrip().startswith(("|", "#", "!["))]
+        out += [" ".join(re.sub(r"^\s*(?:[-*]|\d+\.) ", "", b).split())
+                for b in re.split(r"\n(?=\s*(?:[-*]|\d+\.) )", "\n".join(lines)) if b.strip()]
+    return out

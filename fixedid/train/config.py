@@ -23,13 +23,13 @@ DEFAULT_PRESET = "toy"
 #: How a preset is spelt in the fingerprint and the trained key: the name it had when runs were first keyed, so
 #: caches and recorded keys stay valid across the rename (:data:`~fixedid.config.RENAMED_PRESETS`).
 KEYED_PRESET_NAMES = {new: old for old, new in RENAMED_PRESETS.items()}
+SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile", "keep")
 
 
 def preset_of(model: dict) -> str:
     """The preset a ``[model]`` table builds on, an old name (a run recorded before a rename) read as the new one."""
     name = model.get("preset", DEFAULT_PRESET)
     return RENAMED_PRESETS.get(name, name) if isinstance(name, str) else name
-SCHEDULE_ONLY = ("steps", "save_every", "eval_every", "log_every", "compile", "keep")
 
 
 @dataclass
@@ -275,7 +275,8 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"unknown table(s) {sorted(unknown)} in the training config; use [model], [data], "
                               "[train]")
-        return cls(model=dict(d.get("model", {"preset": DEFAULT_PRESET})), data=_table(DataConfig, d.get("data", {}), "data"),
+        return cls(model=dict(d.get("model", {"preset": DEFAULT_PRESET})),
+                   data=_table(DataConfig, d.get("data", {}), "data"),
                    train=_table(OptimConfig, d.get("train", {}), "train"))
 
     @classmethod
