@@ -113,10 +113,17 @@ def module_page(name: str) -> str:
                 lines.append(f"- {ref}" + (f": {text}" if text else ""))
             lines.append("")
         children = [m for m in modules() if m.rsplit(".", 1)[0] == name and m != name]
-        if children:
-            lines += ["## Modules", "", "```{toctree}", ":maxdepth: 1", ""] + children + ["```", ""]
+        packages = [m for m in children if is_package(m)]
+        if packages:
+            lines += ["## Subpackages", "", "```{toctree}", ":maxdepth: 1", ""] + packages + ["```", ""]
+        if len(children) > len(packages):
+            lines += ["## Modules", ""] + [f"- {{doc}}`{m}`: {summary(importlib.import_module(m))}"
+                                            for m in children if m not in packages] + [""]
     else:
-        lines += ["```{eval-rst}", f".. automodule:: {name}", "```", ""]
+        # a module's page is reached from its package's list, not the site navigation: the navigation lists
+        # packages only, as furo builds it for every page from the whole tree (with ~190 modules in it, the
+        # larger part of the build's time)
+        lines = ["---", "orphan: true", "---", ""] + lines + ["```{eval-rst}", f".. automodule:: {name}", "```", ""]
     return "\n".join(lines)
 
 
