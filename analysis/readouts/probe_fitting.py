@@ -157,9 +157,10 @@ def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=N
         y = np.zeros(len(keep_tr), dtype=np.int64)
         y[keep_tr] = np.searchsorted(classes, t.labels[~test][keep_tr])
         plan.append((t, classes, y, keep_tr, given))
-    chosen = _choose_C(xtr, plan, C, cv, fold, Cs, method, middle)
+    chosen, starts = _choose_C(xtr, plan, C, cv, fold, Cs, method, middle)
+    init = [starts.get(p[0].name, np.zeros((xtr.shape[1] + 1, 1 if len(p[1]) == 2 else len(p[1])))) for p in plan]
     final = _logistic(xtr, [p[2] for p in plan], [p[3] for p in plan], [len(p[1]) for p in plan],
-                      [chosen[p[0].name] for p in plan], method)
+                      [chosen[p[0].name] for p in plan], method, init=init if starts else None)
     for (t, classes, _, _, _), (W, conv) in zip(plan, final):
         keep_te = t.labels[test] >= 0
         pred = classes[_predict(xte[keep_te], W)]
@@ -167,11 +168,12 @@ def _fit(x, tgts, test, *, C="cv", Cs=C_GRID, alpha=1.0, method="fast", groups=N
     return out
 
 
-def _choose_C(xtr, plan, C, cv, fold, Cs, method, middle) -> dict[str, float]:
+def _choose_C(xtr, plan, C, cv, fold, Cs, method, middle) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """The C of each planned class target (``(target, classes, class indices, train mask, given C)``): the given one,
     else ``C`` when not cross-validating, else by :func:`~analysis.readouts.probe_fitting._cv_choose` over the folds
-    (``middle`` without folds, or for a target with no fold to score)."""
-    chosen = {}
+    (``middle`` without folds, or for a target with no fold to score); and, for a target whose C the folds chose,
+    the mean of its folds' solutions at that C (where the fit on every training row starts)."""
+    chosen, starts = {}, {}
     problems = []  # (target name, fit rows, validation rows, class indices, classes, fold)
     for t, classes, y, keep, given in plan:
         if given is not None or not cv:
@@ -184,20 +186,22 @@ def _choose_C(xtr, plan, C, cv, fold, Cs, method, middle) -> dict[str, float]:
                 if val_rows.any() and len(np.unique(y[fit_rows])) >= 2:
                     problems.append((t.name, fit_rows, val_rows, y, len(classes), f))
     if problems:
-        chosen.update(_cv_choose(xtr, problems, Cs, method, [t.name for t, *_ in plan if t.name not in chosen],
-                                 middle))
+        picked, starts = _cv_choose(xtr, problems, Cs, method, [t.name for t, *_ in plan if t.name not in chosen],
+                                    middle)
+        chosen.update(picked)
     for t, *_ in plan:
         chosen.setdefault(t.name, middle)
-    return chosen
+    return chosen, starts
 
 
-def _cv_choose(xtr, problems, Cs, method, names, middle) -> dict[str, float]:
+def _cv_choose(xtr, problems, Cs, method, names, middle) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """The C of each target in ``names`` with the best mean validation accuracy over its folds (ties: the smaller C;
-    a target with no scored fold gets ``middle``). ``problems``: ``(target name, fit rows, validation rows, class
+    a target with no scored fold gets ``middle``), and the mean of its folds' solutions at that C. ``problems``: ``(target name, fit rows, validation rows, class
     indices, classes, fold)`` per target x fold; for each C, ascending, every problem in one batched solve (above
     ``CV_SPLIT_WORK``, one solve per fold on the rows outside it), started from the solution path of the last two C's
     extrapolated one grid step (one step in log C on a geometric grid)."""
     tally: dict[tuple[str, float], list[float]] = {}  # validation accuracy per fold
+    solutions: dict[tuple[str, float], list[np.ndarray]] = {}  # the folds' solutions
     cols = sum(1 if p[4] == 2 else p[4] for p in problems)
     if method == "fast" and len(xtr) * cols > CV_SPLIT_WORK:
         groups = [[i for i, p in enumerate(problems) if p[5] == f] for f in sorted({p[5] for p in problems})]
@@ -221,11 +225,14 @@ def _cv_choose(xtr, problems, Cs, method, names, middle) -> dict[str, float]:
         init, last = (now if last is None else [2 * a - b for a, b in zip(now, last)]), now
         for (name, _, val, y, _, _), W in zip(problems, now):
             tally.setdefault((name, c), []).append(float((_predict(xtr[val], W) == y[val]).mean()))
-    chosen = {}
+            solutions.setdefault((name, c), []).append(W)
+    chosen, starts = {}, {}
     for name in names:
         ranked = [(float(np.mean(acc)), -c) for (n, c), acc in tally.items() if n == name]
         chosen[name] = -max(ranked)[1] if ranked else middle
-    return chosen
+        if ranked and method == "fast":
+            starts[name] = np.mean(solutions[(name, chosen[name])], axis=0)
+    return chosen, starts
 
 
 def _cv_ridge(xtr, ytr, fold, Cs, middle) -> float:

@@ -269,3 +269,73 @@ def test_batched_logistic_matches_scikit_learn_per_target():
         want = ref.predict_proba(x)[:, 1] if k == 2 else ref.predict_proba(x)
         assert W.shape == (7, 1 if k == 2 else k)
         assert np.abs(p - want).max() < 1e-4
+
+
+def _one_batch(rng, n=300, d=5):
+    """A ``_Batch`` of one binary and one 3-class target on different rows, with its inputs (intercept column last)."""
+    import analysis.readouts.logistic as logistic
+
+    X = torch.from_numpy(np.hstack([rng.normal(size=(n, d)), np.ones((n, 1))]))
+    y3 = rng.integers(0, 3, n)
+    Y = torch.zeros(n, 4, dtype=torch.float64)
+    Y[:, 0] = torch.from_numpy((rng.random(n) < 0.4).astype(float))
+    Y[torch.arange(n), 1 + torch.from_numpy(y3)] = 1.0
+    M = torch.from_numpy(np.stack([np.ones(n), rng.random(n) < 0.7], 1).astype(float))
+    return logistic._Batch(X, Y, M, [1, 3], [0.5, 2.0], np.array([0, 1])), X, M
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_refreshed_blocks_are_the_hessian_blocks_or_their_mean_field(exact):
+    """With every row above the curvature threshold, a refresh's block of column c is ``X^T diag(w_c) X`` plus the
+    penalty (w = mask x p (1 - p), computed here from a softmax of our own); with every row below it, the column's
+    mean curvature times the gram of its target's rows."""
+    import analysis.readouts.logistic as logistic
+
+    rng = np.random.default_rng(3)
+    fn, X, M = _one_batch(rng)
+    W = torch.from_numpy(rng.normal(size=(6, 4)))
+    z = (X @ W).numpy()
+    p = np.empty_like(z)
+    p[:, 0] = 1 / (1 + np.exp(-z[:, 0]))
+    e = np.exp(z[:, 1:] - z[:, 1:].max(1, keepdims=True))
+    p[:, 1:] = e / e.sum(1, keepdims=True)
+    m = M.numpy()[:, [0, 1, 1, 1]]
+    w = p * (1 - p) * m
+    x = X.numpy()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logistic, "SPARSE_CURVATURE", -1.0 if exact else 1.0)
+        fn.refresh(W)
+    for c, C in enumerate([0.5, 2.0, 2.0, 2.0]):
+        if exact:
+            H = x.T @ (x * w[:, c:c + 1])
+        else:
+            rows = m[:, c] > 0
+            H = w[:, c].sum() / rows.sum() * (x[rows].T @ x[rows])
+        ridge = np.full(6, 1 / C)
+        ridge[-1] = 1e-6 * (1 + m[:, c].sum() / 4)
+        assert np.allclose(torch.linalg.inv(fn.col_inv[c]).numpy(), H + np.diag(ridge), rtol=1e-8, atol=1e-10)
+
+
+def test_a_warm_start_refreshes_at_once_and_ends_where_a_cold_start_does():
+    """A fit started at a neighbouring C's solution (the cross-validation's path) refreshes its preconditioner at its
+    first step and reaches the cold start's solution."""
+    import analysis.readouts.logistic as logistic
+    from analysis.readouts.logistic import fit_logistic
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(500, 6))
+    labels = [(x[:, 0] + rng.normal(size=500) > 0).astype(int), np.digitize(x[:, 1] + x[:, 2], [-1, 1])]
+    masks, ks = [np.ones(500, bool), rng.random(500) < 0.7], [2, 3]
+    cold = fit_logistic(x, labels, masks, ks, C=10.0, gtol=1e-10, dtype=torch.float64)
+    start = fit_logistic(x, labels, masks, ks, C=1.0, gtol=1e-10, dtype=torch.float64)
+    steps = []
+    refresh = logistic._Batch.refresh
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logistic, "_refresh_due", lambda s, warm: (steps.append((s, warm)), s == 0 and warm)[1])
+        mp.setattr(logistic._Batch, "refresh", lambda self, W: refresh(self, W))
+        warm = fit_logistic(x, labels, masks, ks, C=10.0, gtol=1e-10, dtype=torch.float64, init=start)
+    assert steps[0] == (0, True)
+    for a, b in zip(cold, warm):  # a multinomial intercept is defined up to a constant (it is not penalised)
+        a[-1] -= a[-1].mean() if a.shape[1] > 1 else 0
+        b[-1] -= b[-1].mean() if b.shape[1] > 1 else 0
+        assert np.abs(a - b).max() < 1e-6
