@@ -324,8 +324,11 @@ def test_the_probe_anchor_numbers_are_the_committed_results():
             f, c = fair[(ts, th, "fixed C = 1")], fair[(ts, th, "C by 3-fold CV")]
             row = f"| {ts} | {th} | {f[0]} s vs {f[1]} s: {f[2]}x | {c[0]} s vs {c[1]} s: {c[2]}x |"
             assert row in page, row
-    met = [k for k, v in fair.items() if float(v[2]) >= 10]
-    assert met == [("binary", "2", "fixed C = 1")] and "met only by binary probes at a fixed C on two threads" in page
+    met = sorted((k for k, v in fair.items() if float(v[2]) >= 10),
+                 key=lambda k: (k[0] != "binary", k[1], k[2] != "fixed C = 1"))
+    how = {"fixed C = 1": "at a fixed C", "C by 3-fold CV": "with cross-validation"}
+    named = "; ".join(f"{ts} probes {how[cv]} on {th} thread{'s' if th != '1' else ''}" for ts, th, cv in met)
+    assert f"The 10x target is met by {named or 'no target set'}; the others miss it" in page
     assert "target >= 10x" in (RESULTS / "probes-cpu.txt").read_text()
     assert (f"multi-class at a fixed C {slow[('multi-class only', '2', 'fixed C = 1')][1]} s against "
             f"{fair[('multi-class only', '2', 'fixed C = 1')][1]} s, "
@@ -379,7 +382,7 @@ def test_the_collection_speed_numbers_are_the_committed_results():
         for m in re.finditer(r"^  the (demo's tiny recipe|small recipe's shape, untrained): .*?: ([\d.]+)x", block,
                              flags=re.M):
             v[("tiny" if "tiny" in m.group(1) else "small", th)] = m.group(2)
-    assert (f"on the tiny shape {v[('tiny', '1')]}x and {v[('tiny', '2')]}x at 1 and 2 threads, on the small one "
+    assert (f"tiny shape {v[('tiny', '1')]}x and {v[('tiny', '2')]}x at 1 and 2 threads, small "
             f"{v[('small', '1')]}x and {v[('small', '2')]}x") in page
     assert min(float(v[("small", t)]) for t in "12") < 1 and "missed there" in page
 
