@@ -84,7 +84,7 @@ class _Batch:
         """Each column's probability ``[N, columns]`` at ``W`` (sigmoid, or the softmax over its target's classes)."""
         Z = self.logits(W)[:, :self.cols]
         P = torch.empty_like(Z)
-        P[:, :self.B] = torch.sigmoid(Z[:, :self.B])
+        P[:, :self.B] = torch.sigmoid(Z[:, :self.B].contiguous())
         N = Z.shape[0]
         for t, n, k in self.runs:
             a, b = self.off[t], self.off[t + n]
@@ -142,7 +142,8 @@ class _Batch:
         if grad:
             Rp[:, self.cols:] = 0.0
         if B:
-            z, m, y = Z[:, :B], self.M[:, :B], self.Y[:, :B]
+            # contiguous: softplus and sigmoid ran 13x and 7x slower on the strided slice of the padded product
+            z, m, y = Z[:, :B].contiguous(), self.M[:, :B], self.Y[:, :B]
             f[:B] = (m * (torch.nn.functional.softplus(z) - y * z)).sum(0)
             if grad:
                 R[:, :B] = m * (torch.sigmoid(z) - y)
