@@ -26,7 +26,9 @@ class _Batch:
     """The joint objective of targets laid out as column blocks of ``W`` (binary targets first, one column each;
     multinomial targets after them, those of equal K side by side), each with its own ``C``."""
 
-    def __init__(self, X, Y, M, ks, C, mask_id):
+    def __init__(self, X, Y, M, ks, C, mask_id, known_grams: dict | None = None):
+        """``known_grams``: the rows' grams of masks already formed on this ``X`` (by mask id; a restart's are its
+        first batch's), filled in with those this batch forms."""
         self.X, self.Y, self.M, self.ks = X, Y, M, list(ks)
         dtype = X.dtype
         self.T = len(ks)
@@ -57,10 +59,12 @@ class _Batch:
         curv = [0.25 if k == 1 else 1.0 / k for k in ks]
         keys = [(int(mask_id[t]), curv[t], float(C[t])) for t in range(self.T)]
         distinct = list(dict.fromkeys(keys))
-        grams = {}
+        grams, known = {}, {} if known_grams is None else known_grams
         for m in dict.fromkeys(k[0] for k in distinct):
-            t = next(i for i, k in enumerate(keys) if k[0] == m)
-            grams[m] = X.T @ (X * M[:, t:t + 1])
+            if m not in known:
+                t = next(i for i, k in enumerate(keys) if k[0] == m)
+                known[m] = X.T @ (X * M[:, t:t + 1])
+            grams[m] = known[m]
         H0 = []
         for m, cv, c in distinct:
             rows = float(self.rows[keys.index((m, cv, c))])
@@ -227,6 +231,22 @@ def _lbfgs(fn: _Batch, W, max_iter: int, memory: int, gtol: float, shrink: float
     return W, ~(fn.grad_max(G) > gtol * fn.rows), steps
 
 
+def _layout(N: int, masks: list, labels: list, ks: list[int], off: np.ndarray, dtype):
+    """The targets' labels ``Y`` ``[N, columns]`` (a binary target's 0/1 in its column, a multinomial one's one-hot
+    in its ``K``), their row masks ``M`` ``[N, targets]`` and a mask id per target (targets on the same rows share
+    one), all targets at once."""
+    Mn = np.stack([np.asarray(m, bool) for m in masks], 1)
+    r, c = np.nonzero(Mn)
+    lab = np.stack([np.asarray(y) for y in labels], 1)[r, c].astype(np.int64)
+    binary = np.asarray(ks)[c] == 1
+    Y = np.zeros((N, int(off[-1])), dtype=np.float64)
+    Y[r, off[c] + np.where(binary, 0, lab)] = np.where(binary, lab, 1)
+    packed = np.packbits(Mn, axis=0)
+    ids: dict[bytes, int] = {}
+    mask_id = np.array([ids.setdefault(packed[:, j].tobytes(), len(ids)) for j in range(Mn.shape[1])], dtype=int)
+    return torch.from_numpy(Y).to(dtype), torch.from_numpy(Mn).to(dtype), mask_id
+
+
 def fit_logistic(x: np.ndarray, labels: list[np.ndarray], masks: list[np.ndarray], n_classes: list[int],
                  C: float | list[float], *, gtol: float = 1e-4, max_iter: int = 1000, memory: int = 10,
                  dtype: torch.dtype = torch.float32, return_converged: bool = False, init: list | None = None):
@@ -246,29 +266,17 @@ def fit_logistic(x: np.ndarray, labels: list[np.ndarray], masks: list[np.ndarray
     X = torch.from_numpy(np.ascontiguousarray(x)).to(dtype)
     X = torch.cat([X, torch.ones(len(X), 1, dtype=dtype)], 1)
     off = np.concatenate([[0], np.cumsum(ks)]).astype(int)
-    Y = torch.zeros(len(X), int(off[-1]), dtype=dtype)
-    M = torch.zeros(len(X), len(ks), dtype=dtype)
-    mask_ids: dict[bytes, int] = {}
-    mask_id = np.zeros(len(ks), dtype=int)
-    for j, t in enumerate(order):
-        m = np.asarray(masks[t], bool)
-        mask_id[j] = mask_ids.setdefault(np.packbits(m).tobytes(), len(mask_ids))  # targets on the same rows share
-        rows = torch.from_numpy(np.flatnonzero(m))
-        y = torch.from_numpy(np.asarray(labels[t])[m].astype(np.int64))
-        if ks[j] == 1:
-            Y[rows, off[j]] = y.to(dtype)
-        else:
-            Y[rows, off[j] + y] = 1.0
-        M[:, j] = torch.from_numpy(m).to(dtype)
+    Y, M, mask_id = _layout(len(X), [masks[t] for t in order], [labels[t] for t in order], ks, off, dtype)
     C_sorted = [Cs[t] for t in order]
     W = torch.zeros(X.shape[1], int(off[-1]), dtype=dtype)
     if init is not None:
         for j, t in enumerate(order):
             W[:, off[j]:off[j + 1]] = torch.from_numpy(np.asarray(init[t])).to(dtype)
-    todo, used = list(range(len(ks))), 0
+    todo, used, grams = list(range(len(ks))), 0, {}
     while todo and used < max_iter:
         cols = np.concatenate([np.arange(off[j], off[j + 1]) for j in todo])
-        fn = _Batch(X, Y[:, cols], M[:, todo], [ks[j] for j in todo], [C_sorted[j] for j in todo], mask_id[todo])
+        fn = _Batch(X, Y[:, cols], M[:, todo], [ks[j] for j in todo], [C_sorted[j] for j in todo], mask_id[todo],
+                    grams)
         W[:, cols], done, steps = _lbfgs(fn, W[:, cols].clone(), max_iter - used, memory, gtol)
         used += steps + 1
         todo = [j for j, d in zip(todo, done.tolist()) if not d]
