@@ -369,10 +369,10 @@ def field_names() -> list[str]:
 
 
 #: Named shapes. ``toy`` (128 wide, a 16-bit code) builds test models in seconds and is the base the ``tiny`` and
-#: ``tiny-bpe`` training recipes override (they are narrower: see ``fixedid/configs/``); ``small`` has ~17M trainable parameters as the learned
-#: variant (~14M fixed-code); ``paper-1.7b`` is the SmolLM2-1.7B shape inferred in docs/paper.md (its parameter
-#: arithmetic matches the paper exactly); ``prior-1024`` is the predecessor paper's model (vocab 65,536, d 1024, 32
-#: layers, GELU).
+#: ``tiny-bpe`` training recipes override (they are narrower: see ``fixedid/configs/``); ``small`` has ~17M trainable
+#: parameters as the learned variant (~14M fixed-code); ``paper-1.7b`` is the SmolLM2-1.7B shape inferred in
+#: docs/paper.md (its parameter arithmetic matches the paper exactly); ``prior-1024`` is the predecessor paper's
+#: model (vocab 65,536, d 1024, 32 layers, GELU).
 PRESETS: dict[str, dict] = {
     "toy": dict(vocab_size=2048, d_model=128, n_layers=4, n_heads=4, d_ff=384, context=128),
     "small": dict(vocab_size=8192, d_model=384, n_layers=6, n_heads=6, d_ff=1024, context=256),

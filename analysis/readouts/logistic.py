@@ -53,8 +53,8 @@ class _Batch:
         self.cols, self.padded = cols, -(-cols // PAD) * PAD
         self.labels = [Y[:, self.off[t]:self.off[t + n]].reshape(N, n, k).argmax(2, keepdim=True)
                        for t, n, k in self.runs]
-        self.picked = [torch.arange(N)[:, None] * self.padded + int(self.off[t]) + torch.arange(n)[None] * k + lab[..., 0]
-                       for (t, n, k), lab in zip(self.runs, self.labels)]
+        self.picked = [torch.arange(N)[:, None] * self.padded + int(self.off[t]) + torch.arange(n)[None] * k
+                       + lab[..., 0] for (t, n, k), lab in zip(self.runs, self.labels)]
         # each target's exact Hessian at W = 0, one inverse per distinct (rows used, curvature, C)
         curv = [0.25 if k == 1 else 1.0 / k for k in ks]
         keys = [(int(mask_id[t]), curv[t], float(C[t])) for t in range(self.T)]
@@ -105,7 +105,7 @@ class _Batch:
         w = w.sub_(w * w).mul_(self.M[:, self.col2t])
         big = w > SPARSE_CURVATURE
         small = torch.where(big, 0.0, w).sum(0)
-        H = self.grams[self.col_gram] * (small / self.rows[self.col2t])[:, None, None]
+        H = self.grams[self.col_gram] * (small / self.rows[self.col2t].clamp(min=1))[:, None, None]
         bigT, wT = big.T.contiguous(), w.T.contiguous()
         for c in torch.nonzero(big.any(0))[:, 0].tolist():
             rows = torch.nonzero(bigT[c])[:, 0]

@@ -197,11 +197,12 @@ def _choose_C(xtr, plan, C, cv, fold, Cs, method, middle) -> tuple[dict[str, flo
 
 
 def _cv_choose(xtr, problems, Cs, method, names, middle) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """The C of each target in ``names`` with the best mean validation accuracy over its folds (ties: the smaller C;
-    a target with no scored fold gets ``middle``), and the mean of its folds' solutions at that C. ``problems``: ``(target name, fit rows, validation rows, class
-    indices, classes, fold)`` per target x fold; for each C, ascending, every problem in one batched solve (above
-    ``CV_SPLIT_WORK``, one solve per fold on the rows outside it), started from the solution path of the last two C's
-    extrapolated one grid step (one step in log C on a geometric grid)."""
+    """The C of each target in ``names`` with the best mean validation accuracy over its folds (ties: the smaller C; a
+    target with no scored fold gets ``middle``), and the mean of its folds' solutions at that C. ``problems``:
+    ``(target name, fit rows, validation rows, class indices, classes, fold)`` per target x fold; for each C,
+    ascending, every problem in one batched solve (above ``CV_SPLIT_WORK``, one solve per fold on the rows outside
+    it), started from the solution path of the last two C's extrapolated one grid step (one step in log C on a
+    geometric grid)."""
     tally: dict[tuple[str, float], list[float]] = {}  # validation accuracy per fold
     solutions: dict[tuple[str, float], list[np.ndarray]] = {}  # the folds' solutions
     cols = sum(1 if p[4] == 2 else p[4] for p in problems)
@@ -227,7 +228,8 @@ def _cv_choose(xtr, problems, Cs, method, names, middle) -> tuple[dict[str, floa
         init, last = (now if last is None else [2 * a - b for a, b in zip(now, last)]), now
         for (name, _, val, y, _, _), W in zip(problems, now):
             tally.setdefault((name, c), []).append(float((_predict(xtr[val], W) == y[val]).mean()))
-            solutions.setdefault((name, c), []).append(W)
+            if method == "fast":  # where the final fit starts
+                solutions.setdefault((name, c), []).append(W)
     chosen, starts = {}, {}
     for name in names:
         ranked = [(float(np.mean(acc)), -c) for (n, c), acc in tally.items() if n == name]
