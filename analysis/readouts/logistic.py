@@ -20,6 +20,12 @@ REFRESH_ROWS = 2048
 #: The products with ``X`` run on ``W`` padded with zero columns to a multiple of this (MKL's single-precision product
 #: of a tall ``X`` took twice as long for 213 columns as for 224 on this project's 2-core machines).
 PAD = 16
+#: Targets fitted on at most this share of the rows are evaluated on a copy of their own rows (a part of the joint
+#: objective: no products or softmax on the rows their mask leaves out); those on more share the full inputs.
+PART_SHARE = 0.9
+#: The most rows the copies of all parts may hold together, in multiples of the inputs' rows (the smallest masks
+#: get theirs first; the others share the full inputs).
+PART_ROWS = 2.0
 
 
 class _Batch:
@@ -78,7 +84,9 @@ class _Batch:
         self.col_gram = torch.tensor([gram_ids.index(int(mask_id[t])) for t in range(self.T)])[self.col2t]
         which = torch.tensor([distinct.index(k) for k in keys])[self.col2t]
         self.groups = [(u, torch.nonzero(which == u)[:, 0]) for u in range(len(distinct))]
-        self.col_inv = None  # per-column inverse Hessian blocks, once ``refresh`` has run
+        # per-column Hessian blocks, once ``refresh`` has run: their Cholesky factors (their inverses where a block
+        # is not numerically positive definite)
+        self.col_chol = self.col_inv = None
 
     def logits(self, W):
         """``X W`` ``[N, columns]``: a view of the product with the columns padded to a multiple of ``PAD``."""
@@ -116,9 +124,12 @@ class _Batch:
         ridge = self.reg.T.clone()  # [cols, D]
         ridge[:, -1] += 1e-6 * (1 + self.rows[self.col2t] / 4)
         H += torch.diag_embed(ridge)
-        self.col_inv = torch.linalg.inv(H)
+        L, info = torch.linalg.cholesky_ex(H)  # a factor solves in half the time an inverse multiplies here
+        self.col_chol, self.col_inv = (L, None) if not info.any() else (None, torch.linalg.inv(H))
 
     def precondition(self, G):
+        if self.col_chol is not None:
+            return torch.cholesky_solve(G.T[:, :, None], self.col_chol)[..., 0].T
         if self.col_inv is not None:
             return torch.einsum("cde,ec->dc", self.col_inv, G)
         out = torch.empty_like(G)
@@ -127,12 +138,10 @@ class _Batch:
         return out
 
     def dot(self, A, Bm):
-        """Per-target inner products ``[T]``."""
-        return torch.zeros(self.T, dtype=A.dtype).index_add_(0, self.col2t, (A * Bm).sum(0))
+        return _dot(self.col2t, self.T, A, Bm)
 
     def grad_max(self, G):
-        return torch.zeros(self.T, dtype=G.dtype).scatter_reduce_(0, self.col2t, G.abs().amax(0), "amax",
-                                                                  include_self=False)
+        return _grad_max(self.col2t, self.T, G)
 
     def __call__(self, W, grad=True):
         """Each target's objective ``[T]`` at ``W`` and (with ``grad``) the gradient, the shape of ``W``: the
@@ -167,6 +176,47 @@ class _Batch:
         if not grad:
             return f, None
         return f, (self.X.T @ Rp)[:, :self.cols] + self.reg * W
+
+
+def _dot(col2t, T: int, A, Bm):
+    """Per-target inner products ``[T]`` of two arrays laid out as ``W``."""
+    return torch.zeros(T, dtype=A.dtype).index_add_(0, col2t, (A * Bm).sum(0))
+
+
+def _grad_max(col2t, T: int, G):
+    """Per-target largest absolute entry ``[T]`` of ``G``."""
+    return torch.zeros(T, dtype=G.dtype).scatter_reduce_(0, col2t, G.abs().amax(0), "amax", include_self=False)
+
+
+class _Joint:
+    """The joint objective of :class:`_Batch` parts side by side: each part's targets are a contiguous run of
+    ``W``'s columns, evaluated on that part's own rows (the same interface as one ``_Batch``)."""
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        edges = np.cumsum([0] + [p.cols for p in parts])
+        self.slices = [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+        self.ks = [k for p in parts for k in p.ks]
+        self.T = len(self.ks)
+        self.col2t = torch.from_numpy(np.repeat(np.arange(self.T), self.ks))
+        self.rows = torch.cat([p.rows for p in parts])
+
+    def __call__(self, W, grad=True):
+        out = [p(W[:, s], grad) for p, s in zip(self.parts, self.slices)]
+        return torch.cat([f for f, _ in out]), (torch.cat([g for _, g in out], 1) if grad else None)
+
+    def refresh(self, W):
+        for p, s in zip(self.parts, self.slices):
+            p.refresh(W[:, s])
+
+    def precondition(self, G):
+        return torch.cat([p.precondition(G[:, s]) for p, s in zip(self.parts, self.slices)], 1)
+
+    def dot(self, A, Bm):
+        return _dot(self.col2t, self.T, A, Bm)
+
+    def grad_max(self, G):
+        return _grad_max(self.col2t, self.T, G)
 
 
 def _refresh_due(steps: int, warm: bool) -> bool:
@@ -231,20 +281,75 @@ def _lbfgs(fn: _Batch, W, max_iter: int, memory: int, gtol: float, shrink: float
     return W, ~(fn.grad_max(G) > gtol * fn.rows), steps
 
 
-def _layout(N: int, masks: list, labels: list, ks: list[int], off: np.ndarray, dtype):
-    """The targets' labels ``Y`` ``[N, columns]`` (a binary target's 0/1 in its column, a multinomial one's one-hot
-    in its ``K``), their row masks ``M`` ``[N, targets]`` and a mask id per target (targets on the same rows share
-    one), all targets at once."""
-    Mn = np.stack([np.asarray(m, bool) for m in masks], 1)
-    r, c = np.nonzero(Mn)
-    lab = np.stack([np.asarray(y) for y in labels], 1)[r, c].astype(np.int64)
-    binary = np.asarray(ks)[c] == 1
-    Y = np.zeros((N, int(off[-1])), dtype=np.float64)
-    Y[r, off[c] + np.where(binary, 0, lab)] = np.where(binary, lab, 1)
+def _mask_ids(Mn: np.ndarray) -> np.ndarray:
+    """A mask id per column of the boolean ``Mn`` ``[N, targets]`` (targets on the same rows share one)."""
     packed = np.packbits(Mn, axis=0)
     ids: dict[bytes, int] = {}
-    mask_id = np.array([ids.setdefault(packed[:, j].tobytes(), len(ids)) for j in range(Mn.shape[1])], dtype=int)
-    return torch.from_numpy(Y).to(dtype), torch.from_numpy(Mn).to(dtype), mask_id
+    return np.array([ids.setdefault(packed[:, j].tobytes(), len(ids)) for j in range(Mn.shape[1])], dtype=int)
+
+
+def _parts(Mn: np.ndarray, mask_id: np.ndarray) -> np.ndarray:
+    """A part per target: 0 for the targets that share the full inputs, ``1, 2, ..`` for those of a mask evaluated
+    on a copy of its rows (a mask on at most ``PART_SHARE`` of the rows, the smallest first, while the copies stay
+    within ``PART_ROWS`` times the rows)."""
+    N = len(Mn)
+    first = {m: int(np.flatnonzero(mask_id == m)[0]) for m in np.unique(mask_id)}
+    rows = {m: int(Mn[:, t].sum()) for m, t in first.items()}
+    part, budget = {}, PART_ROWS * N
+    for m in sorted(rows, key=lambda m: (rows[m], m)):
+        if rows[m] <= PART_SHARE * N and rows[m] <= budget:
+            budget -= rows[m]
+            part[m] = 1 + sum(1 for v in part.values() if v)
+        else:
+            part[m] = 0
+    return np.array([part[m] for m in mask_id], dtype=int)
+
+
+def _layout(Mn: np.ndarray, labels: list, ks: list[int], off: np.ndarray, dtype):
+    """The targets' labels ``Y`` ``[N, columns]`` (a binary target's 0/1 in its column, a multinomial one's one-hot
+    in its ``K``) and their row masks ``M`` ``[N, targets]`` (from the boolean ``Mn``), zero outside the masks."""
+    Y = np.zeros((len(Mn), int(off[-1])), dtype=np.float32 if dtype == torch.float32 else np.float64)
+    binary = [t for t, k in enumerate(ks) if k == 1]
+    if binary:
+        lab = np.stack([np.asarray(labels[t]) for t in binary], 1)
+        Y[:, off[binary]] = np.where(Mn[:, binary], lab, 0)
+    for t in (t for t, k in enumerate(ks) if k > 1):
+        rows = np.flatnonzero(Mn[:, t])
+        Y[rows, off[t] + np.asarray(labels[t])[rows]] = 1
+    return torch.from_numpy(Y).to(dtype), torch.from_numpy(Mn).to(dtype)
+
+
+class _Problem:
+    """The laid-out targets of one :func:`fit_logistic` call (in its order: by part, binary first, then by ``K``),
+    and each part's rows (the full inputs for part 0, else a copy of the part's mask's rows, made once)."""
+
+    def __init__(self, X, Mn, part, ks, Cs, mask_id, dtype):
+        self.X, self.Mn, self.part, self.ks, self.Cs, self.mask_id = X, Mn, part, ks, Cs, mask_id
+        self.off = np.concatenate([[0], np.cumsum(ks)]).astype(int)
+        self.views: dict[int, tuple] = {}
+        self.grams: dict[int, torch.Tensor] = {}  # shared by every batch: a mask's gram is the same on its copy
+
+    def columns(self, todo: list[int]) -> np.ndarray:
+        return np.concatenate([np.arange(self.off[j], self.off[j + 1]) for j in todo])
+
+    def rows_of(self, p: int, Y, M) -> tuple:
+        if p not in self.views:
+            if p == 0:
+                self.views[p] = (self.X, Y, M)
+            else:
+                rows = torch.from_numpy(np.flatnonzero(self.Mn[:, int(np.flatnonzero(self.part == p)[0])]))
+                self.views[p] = (self.X[rows], Y[rows], M[rows])
+        return self.views[p]
+
+    def objective(self, todo: list[int], Y, M):
+        """The joint objective of the targets ``todo`` (indices in this order, ascending): one ``_Batch`` per part."""
+        batches = []
+        for p in dict.fromkeys(int(self.part[j]) for j in todo):
+            sub = [j for j in todo if self.part[j] == p]
+            X, Yp, Mp = self.rows_of(p, Y, M)
+            batches.append(_Batch(X, Yp[:, self.columns(sub)], Mp[:, sub], [self.ks[j] for j in sub],
+                                  [self.Cs[j] for j in sub], self.mask_id[sub], self.grams))
+        return batches[0] if len(batches) == 1 else _Joint(batches)
 
 
 def fit_logistic(x: np.ndarray, labels: list[np.ndarray], masks: list[np.ndarray], n_classes: list[int],
@@ -261,23 +366,26 @@ def fit_logistic(x: np.ndarray, labels: list[np.ndarray], masks: list[np.ndarray
     Cs = [float(C)] * len(n_classes) if np.isscalar(C) else [float(c) for c in C]
     if len(Cs) != len(n_classes) or not all(c > 0 for c in Cs):
         raise ValueError("C must be one positive value or one per target")
-    order = sorted(range(len(n_classes)), key=lambda t: (n_classes[t] != 2, n_classes[t]))  # binary first, then by K
+    Mn = np.stack([np.asarray(m, bool) for m in masks], 1)
+    mask_id = _mask_ids(Mn)
+    part = _parts(Mn, mask_id)
+    # by part, then binary first, then by K
+    order = sorted(range(len(n_classes)), key=lambda t: (part[t], n_classes[t] != 2, n_classes[t]))
     ks = [1 if n_classes[t] == 2 else n_classes[t] for t in order]
     X = torch.from_numpy(np.ascontiguousarray(x)).to(dtype)
     X = torch.cat([X, torch.ones(len(X), 1, dtype=dtype)], 1)
-    off = np.concatenate([[0], np.cumsum(ks)]).astype(int)
-    Y, M, mask_id = _layout(len(X), [masks[t] for t in order], [labels[t] for t in order], ks, off, dtype)
-    C_sorted = [Cs[t] for t in order]
+    prob = _Problem(X, Mn[:, order], part[order], ks, [Cs[t] for t in order], mask_id[order], dtype)
+    off = prob.off
+    Y, M = _layout(Mn[:, order], [labels[t] for t in order], ks, off, dtype)
     W = torch.zeros(X.shape[1], int(off[-1]), dtype=dtype)
     if init is not None:
         for j, t in enumerate(order):
             W[:, off[j]:off[j + 1]] = torch.from_numpy(np.asarray(init[t])).to(dtype)
-    todo, used, grams = list(range(len(ks))), 0, {}
+    todo, used = list(range(len(ks))), 0
     while todo and used < max_iter:
-        cols = np.concatenate([np.arange(off[j], off[j + 1]) for j in todo])
-        fn = _Batch(X, Y[:, cols], M[:, todo], [ks[j] for j in todo], [C_sorted[j] for j in todo], mask_id[todo],
-                    grams)
-        W[:, cols], done, steps = _lbfgs(fn, W[:, cols].clone(), max_iter - used, memory, gtol)
+        cols = prob.columns(todo)
+        W[:, cols], done, steps = _lbfgs(prob.objective(todo, Y, M), W[:, cols].clone(), max_iter - used, memory,
+                                         gtol)
         used += steps + 1
         todo = [j for j, d in zip(todo, done.tolist()) if not d]
     out = [None] * len(ks)

@@ -217,7 +217,7 @@ def _cv_choose(xtr, problems, Cs, method, names, middle) -> tuple[dict[str, floa
         batches.append((members, xtr if whole else xtr[rows],
                         [problems[i][3] if whole else problems[i][3][rows] for i in members],
                         [problems[i][1] if whole else problems[i][1][rows] for i in members]))
-    init, last = None, None
+    init, last, held = None, None, {}
     for c in sorted(Cs):
         now = [None] * len(problems)
         for members, x, labels, masks in batches:
@@ -227,7 +227,11 @@ def _cv_choose(xtr, problems, Cs, method, names, middle) -> tuple[dict[str, floa
                 now[i] = W
         init, last = (now if last is None else [2 * a - b for a, b in zip(now, last)]), now
         for (name, _, val, y, _, _), W in zip(problems, now):
-            tally.setdefault((name, c), []).append(float((_predict(xtr[val], W) == y[val]).mean()))
+            key = np.packbits(val).tobytes()  # the validation rows, gathered once per distinct set
+            xval = held.get(key)
+            if xval is None:
+                xval = held[key] = xtr[val]
+            tally.setdefault((name, c), []).append(float((_predict(xval, W) == y[val]).mean()))
             if method == "fast":  # where the final fit starts
                 solutions.setdefault((name, c), []).append(W)
     chosen, starts = {}, {}

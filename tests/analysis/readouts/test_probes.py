@@ -313,7 +313,40 @@ def test_refreshed_blocks_are_the_hessian_blocks_or_their_mean_field(exact):
             H = w[:, c].sum() / rows.sum() * (x[rows].T @ x[rows])
         ridge = np.full(6, 1 / C)
         ridge[-1] = 1e-6 * (1 + m[:, c].sum() / 4)
-        assert np.allclose(torch.linalg.inv(fn.col_inv[c]).numpy(), H + np.diag(ridge), rtol=1e-8, atol=1e-10)
+        L = fn.col_chol[c]
+        assert np.allclose((L @ L.T).numpy(), H + np.diag(ridge), rtol=1e-8, atol=1e-10)
+        G = rng.normal(size=(6, 4))
+        want = np.linalg.solve(H + np.diag(ridge), G[:, c])
+        assert np.allclose(fn.precondition(torch.from_numpy(G))[:, c].numpy(), want, rtol=1e-8, atol=1e-10)
+
+
+def test_targets_on_few_rows_are_fitted_on_a_copy_of_them_with_the_same_solution():
+    """A mask on at most PART_SHARE of the rows gets a part of its own (the smallest first, within PART_ROWS times
+    the rows); the others share the full inputs; a fit in parts equals the fit in one batch."""
+    import analysis.readouts.logistic as logistic
+
+    n = 100
+    Mn = np.zeros((n, 5), bool)
+    Mn[:, 0] = True  # every row: shares the inputs
+    Mn[:30, 1] = Mn[:30, 2] = True  # 30%, twice (one part)
+    Mn[:85, 3] = True  # 85%: a part while the budget (2 x 100 rows) lasts
+    Mn[10:96, 4] = True  # 86%: but 30 + 85 + 86 rows exceed the budget
+    ids = logistic._mask_ids(Mn)
+    assert list(ids) == [0, 1, 1, 2, 3]
+    assert list(logistic._parts(Mn, ids)) == [0, 1, 1, 2, 0]
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(n, 4))
+    labels = [(x[:, 0] > 0).astype(int), np.digitize(x[:, 1], [-0.5, 0.5]), (x[:, 2] > 0).astype(int),
+              np.digitize(x[:, 3], [-0.5, 0.5]), (x[:, 1] + x[:, 2] > 0).astype(int)]
+    masks, ks = list(Mn.T), [2, 3, 2, 3, 2]
+    parts = logistic.fit_logistic(x, labels, masks, ks, C=1.0, gtol=1e-10, dtype=torch.float64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logistic, "PART_ROWS", 0.0)
+        whole = logistic.fit_logistic(x, labels, masks, ks, C=1.0, gtol=1e-10, dtype=torch.float64)
+    for a, b in zip(parts, whole):
+        a[-1] -= a[-1].mean() if a.shape[1] > 1 else 0
+        b[-1] -= b[-1].mean() if b.shape[1] > 1 else 0
+        assert np.abs(a - b).max() < 1e-6
 
 
 def test_a_warm_start_refreshes_at_once_and_ends_where_a_cold_start_does():
