@@ -42,6 +42,7 @@ class _Batch:
         self.off = np.concatenate([[0], np.cumsum(ks)]).astype(int)
         self.col2t = torch.from_numpy(np.repeat(np.arange(self.T), ks))
         self.rows = M.sum(0)
+        self.every_row = bool(self.rows.min() == len(M)) if len(ks) else True  # no mask to apply
         D = X.shape[1]
         inv_c = torch.tensor([1.0 / c for c in C], dtype=dtype)
         self.reg = inv_c[self.col2t][None].repeat(D, 1)
@@ -110,17 +111,20 @@ class _Batch:
         of most classes) by their mean curvature times the mean ``x x^T`` of the column's rows, so a refresh costs
         about as many multiply-adds as the rows that are still uncertain, not ``width`` objective evaluations."""
         w = self.probabilities(W)
-        w = w.sub_(w * w).mul_(self.M[:, self.col2t])
+        w = w.sub_(w * w)
+        if not self.every_row:
+            w.mul_(self.M[:, self.col2t])
         big = w > SPARSE_CURVATURE
         small = torch.where(big, 0.0, w).sum(0)
         H = self.grams[self.col_gram] * (small / self.rows[self.col2t].clamp(min=1))[:, None, None]
-        bigT, wT = big.T.contiguous(), w.T.contiguous()
-        for c in torch.nonzero(big.any(0))[:, 0].tolist():
-            rows = torch.nonzero(bigT[c])[:, 0]
+        cols = torch.nonzero(big.sum(0))[:, 0]
+        bigT, wT = big[:, cols].T.contiguous(), w[:, cols].T.contiguous()  # only the columns with such rows
+        for i, c in enumerate(cols.tolist()):
+            rows = torch.nonzero(bigT[i])[:, 0]
             every = -(-len(rows) // REFRESH_ROWS)  # a column with many uncertain rows: an evenly spaced sample
             sample = rows[::every]
             xs = self.X[sample]
-            H[c].addmm_(xs.T, xs * wT[c, sample, None], alpha=len(rows) / len(sample))
+            H[c].addmm_(xs.T, xs * wT[i, sample, None], alpha=len(rows) / len(sample))
         ridge = self.reg.T.clone()  # [cols, D]
         ridge[:, -1] += 1e-6 * (1 + self.rows[self.col2t] / 4)
         H += torch.diag_embed(ridge)
