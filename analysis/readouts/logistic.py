@@ -327,32 +327,36 @@ class _Problem:
     """The laid-out targets of one :func:`fit_logistic` call (in its order: by part, binary first, then by ``K``),
     and each part's rows (the full inputs for part 0, else a copy of the part's mask's rows, made once)."""
 
-    def __init__(self, X, Mn, part, ks, Cs, mask_id, dtype):
+    def __init__(self, X, Mn, part, ks, Cs, mask_id):
         self.X, self.Mn, self.part, self.ks, self.Cs, self.mask_id = X, Mn, part, ks, Cs, mask_id
         self.off = np.concatenate([[0], np.cumsum(ks)]).astype(int)
-        self.views: dict[int, tuple] = {}
+        self.inputs: dict[int, tuple] = {}  # part -> (its rows or None for every row, its inputs)
         self.grams: dict[int, torch.Tensor] = {}  # shared by every batch: a mask's gram is the same on its copy
 
     def columns(self, todo: list[int]) -> np.ndarray:
         return np.concatenate([np.arange(self.off[j], self.off[j + 1]) for j in todo])
 
-    def rows_of(self, p: int, Y, M) -> tuple:
-        if p not in self.views:
+    def rows_of(self, p: int) -> tuple:
+        if p not in self.inputs:
             if p == 0:
-                self.views[p] = (self.X, Y, M)
+                self.inputs[p] = (None, self.X)
             else:
                 rows = torch.from_numpy(np.flatnonzero(self.Mn[:, int(np.flatnonzero(self.part == p)[0])]))
-                self.views[p] = (self.X[rows], Y[rows], M[rows])
-        return self.views[p]
+                self.inputs[p] = (rows, self.X[rows])
+        return self.inputs[p]
 
     def objective(self, todo: list[int], Y, M):
-        """The joint objective of the targets ``todo`` (indices in this order, ascending): one ``_Batch`` per part."""
+        """The joint objective of the targets ``todo`` (indices in this order, ascending): one ``_Batch`` per part,
+        each with its targets' labels and masks on its rows."""
         batches = []
         for p in dict.fromkeys(int(self.part[j]) for j in todo):
             sub = [j for j in todo if self.part[j] == p]
-            X, Yp, Mp = self.rows_of(p, Y, M)
-            batches.append(_Batch(X, Yp[:, self.columns(sub)], Mp[:, sub], [self.ks[j] for j in sub],
-                                  [self.Cs[j] for j in sub], self.mask_id[sub], self.grams))
+            rows, X = self.rows_of(p)
+            Yp, Mp = Y[:, self.columns(sub)], M[:, sub]
+            if rows is not None:
+                Yp, Mp = Yp[rows], Mp[rows]
+            batches.append(_Batch(X, Yp, Mp, [self.ks[j] for j in sub], [self.Cs[j] for j in sub],
+                                  self.mask_id[sub], self.grams))
         return batches[0] if len(batches) == 1 else _Joint(batches)
 
 
@@ -378,7 +382,7 @@ def fit_logistic(x: np.ndarray, labels: list[np.ndarray], masks: list[np.ndarray
     ks = [1 if n_classes[t] == 2 else n_classes[t] for t in order]
     X = torch.from_numpy(np.ascontiguousarray(x)).to(dtype)
     X = torch.cat([X, torch.ones(len(X), 1, dtype=dtype)], 1)
-    prob = _Problem(X, Mn[:, order], part[order], ks, [Cs[t] for t in order], mask_id[order], dtype)
+    prob = _Problem(X, Mn[:, order], part[order], ks, [Cs[t] for t in order], mask_id[order])
     off = prob.off
     Y, M = _layout(Mn[:, order], [labels[t] for t in order], ks, off, dtype)
     W = torch.zeros(X.shape[1], int(off[-1]), dtype=dtype)
