@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from fixedid import FixedIdLM
+from fixedid.clitools import ArgumentParser
 from fixedid.train.config import TrainConfig
 from fixedid.train.loop import flops_per_token
 
@@ -121,12 +122,14 @@ def measure(cfg: TrainConfig, steps: int) -> None:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="step_bound.py", description=__doc__.split("\n")[0])  # bad input: one line, exit 2
     p.add_argument("--config", default="tiny")
     p.add_argument("--threads", type=thread_counts, default=[1, 2])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # one thread count, in this process
     args = p.parse_args(argv)
+    if args.steps < 1:
+        p.error("--steps must be at least 1")
     if args.worker:
         torch.set_num_threads(args.worker)
         print(machine_line(), flush=True)
