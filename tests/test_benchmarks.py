@@ -63,7 +63,8 @@ def test_suite_benchmark_sums_durations_per_file():
                                                ("crosscoder", ["--models", "1"], "give --models >= 2"),
                                                ("edges", ["--threads", "0"], "argument --threads: give thread counts"),
                                                ("edges", ["--recipes", "nosuch"], "argument --recipes: give packaged"),
-                                               ("probes", ["--threads", "1,x"], "argument --threads: give thread")])
+                                               ("probes", ["--threads", "1,x"], "argument --threads: give thread"),
+                                               ("step_bound", ["--steps", "0"], "--steps must be at least 1")])
 def test_suite_and_demo_benchmarks_refuse_bad_input_in_one_line(name, argv, match, capsys):
     with pytest.raises(SystemExit) as e:
         bench_module(name).main(argv)
