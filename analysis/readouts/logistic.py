@@ -299,13 +299,13 @@ def _parts(Mn: np.ndarray, mask_id: np.ndarray) -> np.ndarray:
     N = len(Mn)
     first = {m: int(np.flatnonzero(mask_id == m)[0]) for m in np.unique(mask_id)}
     rows = {m: int(Mn[:, t].sum()) for m, t in first.items()}
-    part, budget = {}, PART_ROWS * N
+    part, budget, made = {}, PART_ROWS * N, 0
     for m in sorted(rows, key=lambda m: (rows[m], m)):
+        part[m] = 0
         if rows[m] <= PART_SHARE * N and rows[m] <= budget:
             budget -= rows[m]
-            part[m] = 1 + sum(1 for v in part.values() if v)
-        else:
-            part[m] = 0
+            made += 1
+            part[m] = made
     return np.array([part[m] for m in mask_id], dtype=int)
 
 
