@@ -22,6 +22,7 @@ from analysis.errors import AnalysisError
 from analysis.engine import names as hooknames
 
 DTYPES = {"float32": np.float32, "float16": np.float16}
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 N_FREQ_BUCKETS = 5
 
 
@@ -108,6 +109,9 @@ def collect(model, data=None, *, hooks=None, tokens: int = DEFAULT_TOKENS, out=N
         for i in tqdm(range(0, n, max_batch), desc="activations", unit="batch", disable=not progress, leave=False):
             chunk = x[i:i + max_batch].to(device)
             rows = slice(i * T, (i + chunk.shape[0]) * T)
+            if not acts and tmp is None and chunk.shape[0] == n:  # one batch, in memory: no copy at all
+                acts = _own_batch(model, chunk, hooks, TORCH_DTYPES[dtype])
+                continue
             if not acts:  # the first batch: its cache sizes the outputs, which it is then copied into
                 acts = _first_batch(model, chunk, hooks, n * T, DTYPES[dtype], tmp)
                 outs = {h: torch.from_numpy(acts[h]) for h in hooks}
@@ -140,6 +144,22 @@ def _first_batch(model, chunk, hooks, n_rows: int, dtype, tmp) -> dict:
         acts[h] = np.empty((n_rows, widths[h]), dtype=dtype) if tmp is None else \
             np.lib.format.open_memmap(tmp / f"{j:02d}.npy", mode="w+", dtype=dtype, shape=(n_rows, widths[h]))
         torch.from_numpy(acts[h])[:chunk.numel()] = cache[h].reshape(-1, widths[h])
+    return acts
+
+
+def _own_batch(model, chunk, hooks, dtype) -> dict:
+    """The outputs of a corpus that is one batch: the forward's own activations as ``[rows, width]`` arrays, not
+    copies (no hook point of the model is written in place after it is read, and none is a parameter's view),
+    converted only where ``dtype`` or the device asks; a tensor read at two hook points is copied for the second."""
+    cache = _run(model, chunk, hooks)
+    widths = _widths(cache, hooks, tuple(chunk.shape))
+    acts, seen = {}, set()
+    for h in hooks:
+        a = cache[h].reshape(-1, widths[h]).to("cpu", dtype).contiguous()
+        if a.untyped_storage().data_ptr() in seen:  # two hook points of one tensor (hook_embed, blocks.0's input)
+            a = a.clone()
+        seen.add(a.untyped_storage().data_ptr())
+        acts[h] = a.numpy()
     return acts
 
 

@@ -46,6 +46,14 @@ def test_store_round_trip_and_no_partial_directory(tmp_path_factory, tokenizer, 
     batched = collect(m, x, max_batch=4)  # batches after the first: the hooks write straight into the outputs
     for h in mem.hooks:
         np.testing.assert_allclose(batched.acts[h], mem.acts[h], rtol=0, atol=1e-6)
+    # one batch in memory keeps the forward's own activations: their own memory, none a parameter's or buffer's
+    held = [t.detach().numpy() for t in (*m.parameters(), *m.buffers())]
+    assert not any(np.shares_memory(mem.acts[h], p) for h in mem.hooks for p in held)
+    assert not any(np.shares_memory(mem.acts[a], mem.acts[b]) for a in mem.hooks for b in mem.hooks if a != b)
+    assert all(mem.acts[h].flags.c_contiguous and mem.acts[h].dtype == np.float32 for h in mem.hooks)
+    twice = collect(m, x, hooks=["hook_embed", "blocks.0.hook_resid_pre"])  # one tensor at two hook points
+    assert not np.shares_memory(*twice.acts.values())
+    np.testing.assert_array_equal(*twice.acts.values())
     assert disk.hooks == mem.hooks == ["hook_embed", "blocks.1.hook_resid_pre", "ln_final.hook_normalized"]
     for h in mem.hooks:
         assert isinstance(disk.acts[h], np.memmap) and disk.acts[h].dtype == np.float16
