@@ -84,13 +84,19 @@ def _writes(model, cache, writers_first: bool = False) -> torch.Tensor:
     return torch.cat(parts, w)
 
 
-def _pair_runs(model, clean, corrupt, names, fn, answer, wrong):
+def _logits(model, final, suffix: bool):
+    """The logits from the residual stream after the last block: at the final position only with ``suffix`` (the
+    built-in metrics read nothing else), so the unembedding of the other positions is never computed."""
+    return model.unembed(model.ln_final(final[:, -1:] if suffix else final))
+
+
+def _pair_runs(model, clean, corrupt, names, fn, answer, wrong, suffix: bool = False):
     """One forward of the clean and corrupted prompts together: ``(clean cache, corrupted cache, clean metric,
-    corrupted metric)``, the caches holding the hook points ``names``."""
+    corrupted metric)``, the caches holding the hook points ``names`` (``suffix``: as in :func:`_logits`)."""
     n = len(clean)
     with torch.no_grad():
-        logits, cache = engine.cache_run(model, torch.cat([clean, corrupt]), names)
-        m = fn(logits, answer.repeat(2), wrong.repeat(2)).float()
+        final, cache = engine.cache_run(model, torch.cat([clean, corrupt]), names, stop_at_layer=model.cfg.n_layers)
+        m = fn(_logits(model, final, suffix), answer.repeat(2), wrong.repeat(2)).float()
     halves = ({k: v[:n] for k, v in cache.items()}, {k: v[n:] for k, v in cache.items()})
     return (*halves, m[:n], m[n:])
 
@@ -123,12 +129,21 @@ def _through_norm(factors, g):
     return g
 
 
-def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=()) -> tuple[torch.Tensor, dict,
-                                                                                       torch.Tensor]:
+def _source_run(model, tokens, names, fn, answer, wrong, suffix: bool) -> tuple[dict, torch.Tensor]:
+    """One inference forward of ``tokens``: its activations at the hook points ``names`` and its metric per row
+    (``suffix``: as in :func:`_logits`)."""
+    with torch.no_grad():
+        final, cache = engine.cache_run(model, tokens, names, stop_at_layer=model.cfg.n_layers)
+        return cache, fn(_logits(model, final, suffix), answer, wrong).float()
+
+
+def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=(), suffix: bool = False) -> tuple[
+        torch.Tensor, dict, torch.Tensor]:
     """One forward of ``base_tokens`` (the hook points in ``overrides`` replaced by their given values, the
     derivative still flowing through the component that computed them) and one backward of the summed metric;
     returns every reader's input gradient ``[readers, rows, pos, d_model]`` (:func:`_readers_from_stream`), the run's
-    activations at the hook points ``record`` (detached) and its metric per row."""
+    activations at the hook points ``record`` (detached) and its metric per row (``suffix``: as in :func:`_logits`;
+    the logits' reader then has a gradient at the final position only, as the metric reads no other)."""
     cfg = model.cfg
     L = cfg.n_layers
     mods, kept, handles, cache = model.mod_dict, {}, [], {}
@@ -163,8 +178,7 @@ def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=()) -
             handles.append(model.blocks[i].ln2.register_forward_hook(keep(f"{i}.ln2")))
         handles.append(model.ln_final.register_forward_hook(keep("final")))
         with torch.enable_grad():
-            logits = model(base_tokens)
-            m = fn(logits, answer, wrong)
+            m = fn(_logits(model, model(base_tokens, stop_at_layer=L), suffix), answer, wrong)
             names = [f"{i}.{c}" for i in range(L) for c in "qkv"] + [f"{i}.ln2" for i in range(L)] + ["final"]
             grads = dict(zip(names, torch.autograd.grad(m.sum(), [kept[n][1] for n in names], allow_unused=True)))
     finally:
@@ -180,12 +194,14 @@ def _readers_from_stream(model, kept, grads) -> torch.Tensor:
     the projections' outputs and the norms' outputs (``grads``) and the norms' inputs (``kept``). Each reader is
     made in place in one buffer, readers first, so every step reads and writes contiguous memory."""
     cfg = model.cfg
-    x = kept["final"][0]
-    rows, pos, d = x.shape
+    x = kept["final"][0]  # [rows, pos or 1, d]: the final norm's input, at every position or the final one
+    rows, pos, d = kept["0.ln1"][0].shape
     heads = cfg.n_heads + 2 * cfg.kv_heads
     out = torch.empty(cfg.n_layers * (heads + 1) + 1, rows, pos, d, dtype=x.dtype, device=x.device)
     norms = [n for b in model.blocks for n in (b.ln1, b.ln2)] + [model.ln_final]
-    factors = _norm_factors(norms, [kept[f"{i}.{n}"][0] for i in range(cfg.n_layers) for n in ("ln1", "ln2")] + [x])
+    inputs = [kept[f"{i}.{n}"][0] for i in range(cfg.n_layers) for n in ("ln1", "ln2")]
+    factors = _norm_factors(norms, inputs + [x]) if x.shape[1] == pos else \
+        _norm_factors(norms[:-1], inputs) + _norm_factors(norms[-1:], [x])
     for i, block in enumerate(model.blocks):
         attn, gs, Ws = block.attn, [], []
         for c, n in (("q", cfg.n_heads), ("k", cfg.kv_heads), ("v", cfg.kv_heads)):
@@ -199,8 +215,10 @@ def _readers_from_stream(model, kept, grads) -> torch.Tensor:
         _through_norm(factors[2 * i], qkv)
         out[col + heads] = grads[f"{i}.ln2"]
         _through_norm(factors[2 * i + 1], out[col + heads:col + heads + 1])
-    out[-1] = grads["final"]
-    _through_norm(factors[-1], out[-1:])
+    first = pos - x.shape[1]  # the first position the logits are read at
+    out[-1, :, :first] = 0.0
+    out[-1, :, first:] = grads["final"]
+    _through_norm(factors[-1], out[-1:, :, first:])
     return out
 
 
@@ -243,6 +261,7 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric=DEFAULT_METRIC,
     pairs) and ``n``."""
     _check_arguments(model, mode, method, interpolate, steps, max_batch)
     metric_name, fn, norm_metric = resolve(metric)
+    suffix = not callable(metric)  # the built-in metrics read the final position only
     batch = make_pairs(model, pairs)
     writers, readers = graph(model)
     n, T, L = len(batch), batch.n_pos, model.cfg.n_layers
@@ -264,14 +283,11 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric=DEFAULT_METRIC,
             src_tokens, base_tokens = base_tokens, src_tokens
         src_m, base_m = (clean_m, corrupt_m) if mode == "denoise" else (corrupt_m, clean_m)
         if method == "eap":  # the source's writes from a forward of its own; the base's from the gradient run
-            with torch.no_grad():
-                logits, src = engine.cache_run(model, src_tokens, written)
-                src_m[rows] = fn(logits, answer, wrong).float()
-                del logits
-            grads, base, base_m[rows] = _reader_grads(model, base_tokens, fn, answer, wrong, {}, written)
+            src, src_m[rows] = _source_run(model, src_tokens, written, fn, answer, wrong, suffix)
+            grads, base, base_m[rows] = _reader_grads(model, base_tokens, fn, answer, wrong, {}, written, suffix)
         else:
             cc, kc, clean_m[rows], corrupt_m[rows] = _pair_runs(model, batch.clean[rows], batch.corrupt[rows],
-                                                                names, fn, answer, wrong)
+                                                                names, fn, answer, wrong, suffix)
             src, base = (cc, kc) if mode == "denoise" else (kc, cc)
         with torch.no_grad():  # [rows, writers, pos, d]: writes are linear in the cached activations
             delta = _writes(model, {k: src[k] - base[k] for k in written}, writers_first=True)
@@ -279,7 +295,7 @@ def edge_attribution(model, pairs, mode: str = "denoise", metric=DEFAULT_METRIC,
             if alpha:  # EAP-IG: a gradient run at this point of the path (EAP's, at the base, ran above)
                 moved = ["hook_embed"] if interpolate == "inputs" else [k for k in names if not k.endswith("hook_z")]
                 overrides = {k: base[k] + alpha * (src[k] - base[k]) for k in moved}
-                grads, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides)
+                grads, _, _ = _reader_grads(model, base_tokens, fn, answer, wrong, overrides, suffix=suffix)
             # one contraction of every reader's input gradient with every writer's delta (the pairs of a writer
             # that does not reach a reader are computed too, and left out of the table)
             scores[rows] += _contract(delta, grads, per_position).double()
@@ -317,7 +333,7 @@ def _frame(model, batch, writers, readers, scores, clean_m, corrupt_m, mode, met
     mean, lo, hi = t_intervals(flat.T)
     values = pd.DataFrame({"score": mean, "score_lo": lo, "score_hi": hi, "n": np.full(len(mean), n)},
                           index=labels.index)
-    out = pd.concat([labels, values], axis=1, copy=False)  # the cached label columns are shared (copy-on-write)
+    out = pd.concat([labels, values], axis=1)  # the cached label columns are shared (copy-on-write)
     raw_clean, raw_corrupt = float(clean.mean()), float(corrupt.mean())
     out.attrs.update(method=method, steps=steps, interpolate=interpolate, mode=mode, metric=metric_name,
                      convention=CONVENTION, raw_clean=raw_clean, raw_corrupt=raw_corrupt,

@@ -87,15 +87,17 @@ def anchors(model, batch, rounds: int) -> None:
 
 def floor_run(model, batch):
     """What any EAP must run, and nothing else: a forward of the source prompts, and a forward of the base prompts
-    with a backward of their logit difference to the residual stream entering each block (no weight gradients)."""
+    with a backward of their logit difference to the residual stream entering each block (no weight gradients);
+    the logits at the final position only, all the metric reads."""
+    L = model.cfg.n_layers
     with torch.no_grad():
-        model(batch.clean)
+        model.unembed(model.ln_final(model(batch.clean, stop_at_layer=L)[:, -1:]))
     mods, kept = model.mod_dict, []
     handles = [mods[names.EMBED].register_forward_hook(lambda m, i, o: o.detach().requires_grad_(True))]
     handles += [mods[names.resid_pre(i)].register_forward_hook(lambda m, i, o: kept.append(o))
                 for i in range(model.cfg.n_layers)]
     try:
-        last = model(batch.corrupt)[:, -1]
+        last = model.unembed(model.ln_final(model(batch.corrupt, stop_at_layer=L)[:, -1:]))[:, -1]
         metric = last.gather(1, batch.answer[:, None]) - last.gather(1, batch.wrong[:, None])
         torch.autograd.grad(metric.sum(), kept)
     finally:

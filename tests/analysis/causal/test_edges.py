@@ -58,6 +58,27 @@ def test_equals_transformer_lens_attribution_patch_per_position(model, batch):
     assert np.allclose(summed.set_index(["sender", "receiver"]).score.loc[per.index], per, atol=1e-6, rtol=0)
 
 
+def test_a_callable_metric_gets_every_position_and_the_same_scores(model, batch):
+    # the built-in metrics read the final position, so their runs unembed only it; a callable may read any position,
+    # so its runs unembed all of them. The same metric as a callable: the same scores, and the clean-corrupt gap
+    def same_as_logit_diff(logits, answer, wrong):
+        last = logits[:, -1]
+        return last.gather(1, answer[:, None])[:, 0] - last.gather(1, wrong[:, None])[:, 0]
+
+    for method in ("eap", "eap-ig"):
+        named = edge_attribution(model, batch, metric="logit_diff", method=method, steps=2)
+        own = edge_attribution(model, batch, metric=same_as_logit_diff, method=method, steps=2)
+        assert np.allclose(own.score, named.score, atol=1e-7, rtol=1e-5)
+        assert own.attrs["raw_clean"] == pytest.approx(named.attrs["raw_clean"], abs=1e-5)
+    # one that reads the position before the last is scored from it: edges into the logits' reader move
+    def one_before(logits, answer, wrong):
+        return same_as_logit_diff(logits[:, :-1], answer, wrong)
+
+    early = edge_attribution(model, batch, metric=one_before).set_index(["sender", "receiver"]).score
+    final = edge_attribution(model, batch, metric="logit_diff").set_index(["sender", "receiver"]).score
+    assert not np.allclose(early.xs("logits", level="receiver"), final.xs("logits", level="receiver"), atol=1e-4)
+
+
 def test_a_memory_budget_below_one_chunk_splits_it_into_single_pairs(model, batch, monkeypatch):
     import analysis.causal.edges as edges
 
