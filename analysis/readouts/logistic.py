@@ -147,6 +147,11 @@ class _Batch:
     def grad_max(self, G):
         return _grad_max(self.col2t, self.T, G)
 
+    def update(self, W, grad, which, f, G):
+        """The objective (and gradient) at ``W`` where any target of ``which`` ``[T]`` moved, else ``f`` and ``G``
+        as given (one batch: all or nothing; see :meth:`_Joint.update`)."""
+        return self(W, grad) if bool(which.any()) else (f, G)
+
     def __call__(self, W, grad=True):
         """Each target's objective ``[T]`` at ``W`` and (with ``grad``) the gradient, the shape of ``W``: the
         residuals ``mask x (p - y)`` are formed block by block and enter one ``X^T R``."""
@@ -202,12 +207,25 @@ class _Joint:
         self.slices = [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
         self.ks = [k for p in parts for k in p.ks]
         self.T = len(self.ks)
+        ends = np.cumsum([0] + [p.T for p in parts])
+        self.targets = [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])]
         self.col2t = torch.from_numpy(np.repeat(np.arange(self.T), self.ks))
         self.rows = torch.cat([p.rows for p in parts])
 
     def __call__(self, W, grad=True):
         out = [p(W[:, s], grad) for p, s in zip(self.parts, self.slices)]
         return torch.cat([f for f, _ in out]), (torch.cat([g for _, g in out], 1) if grad else None)
+
+    def update(self, W, grad, which, f, G):
+        """``f`` and ``G`` (the objective and gradient at a point that differs from ``W`` only in the columns of the
+        targets ``which`` ``[T]``) made exact at ``W``: only the parts that hold such a target are evaluated (a step
+        backtracked for one target costs its part, not every part), in place."""
+        for p, s, t in zip(self.parts, self.slices, self.targets):
+            if bool(which[t].any()):
+                f[t], Gp = p(W[:, s], grad)
+                if grad:
+                    G[:, s] = Gp
+        return f, G
 
     def refresh(self, W):
         for p, s in zip(self.parts, self.slices):
@@ -261,17 +279,17 @@ def _lbfgs(fn: _Batch, W, max_iter: int, memory: int, gtol: float, shrink: float
         slope = dot(G, d)
         step = torch.ones(fn.T, dtype=W.dtype)
         Wn = W + d
-        fn_, Gn = fn(Wn)
+        fn_, Gn = fn.update(Wn, True, active, f.clone(), G.clone())  # a part whose targets all stopped: not moved
         worse = (fn_ > f + 1e-4 * step * slope) & active
-        if worse.any():  # Armijo backtracking, per target
+        if worse.any():  # Armijo backtracking, per target: only the parts of the targets that moved are evaluated
             for _ in range(40):
                 step = torch.where(worse, step / 2, step)
                 Wn = W + d * step[col2t]
-                fn_, _ = fn(Wn, grad=False)
+                fn_, _ = fn.update(Wn, False, worse, fn_, None)
                 worse = (fn_ > f + 1e-4 * step * slope) & active
                 if not worse.any():
                     break
-            fn_, Gn = fn(Wn)
+            fn_, Gn = fn.update(Wn, True, step < 1, fn_, Gn)
         s, y = Wn - W, Gn - G
         sy = dot(s, y)
         ok = sy > 1e-10 * (dot(y, y) * dot(s, s)).sqrt()  # a target failing the curvature test keeps no pair

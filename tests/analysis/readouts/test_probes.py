@@ -357,6 +357,40 @@ def test_targets_on_few_rows_are_fitted_on_a_copy_of_them_with_the_same_solution
         assert np.abs(a - b).max() < 1e-6
 
 
+def test_the_joint_objective_evaluates_only_the_parts_whose_targets_moved():
+    """A backtracked step, or a step where some targets have stopped, evaluates only the parts holding targets that
+    moved; the others keep their values, which equal a fresh evaluation to the bit (their columns did not move)."""
+    import analysis.readouts.logistic as logistic
+
+    n, rng = 120, np.random.default_rng(7)
+    Mn = np.zeros((n, 3), bool)
+    Mn[:, 0], Mn[:40, 1], Mn[50:100, 2] = True, True, True  # the full inputs, and two parts of their own
+    ks = [1, 3, 1]
+    x = torch.from_numpy(np.hstack([rng.normal(size=(n, 4)), np.ones((n, 1))]))
+    prob = logistic._Problem(x, Mn, logistic._parts(Mn, logistic._mask_ids(Mn)), ks, [1.0, 2.0, 0.5],
+                             logistic._mask_ids(Mn))
+    Y, M = logistic._layout(Mn, [rng.integers(0, 2, n), rng.integers(0, 3, n), rng.integers(0, 2, n)], ks, prob.off,
+                            torch.float64)
+    fn = prob.objective([0, 1, 2], Y, M)
+    assert isinstance(fn, logistic._Joint) and [p.T for p in fn.parts] == [1, 1, 1]
+    W = torch.from_numpy(rng.normal(size=(5, 5)))
+    f, G = fn(W)
+    moved = W.clone()
+    moved[:, 1:4] += 0.3  # the columns of the second target only
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        call = logistic._Batch.__call__
+        mp.setattr(logistic._Batch, "__call__",
+                    lambda self, W, grad=True: (calls.append(self.T), call(self, W, grad))[1])
+        which = torch.tensor([False, True, False])
+        fu, Gu = fn.update(moved, True, which, f.clone(), G.clone())
+        assert len(calls) == 1  # one part of three evaluated
+        fo, _ = fn.update(moved, False, which, f.clone(), None)
+    fresh, Gf = fn(moved)
+    assert torch.equal(fu, fresh) and torch.equal(Gu, Gf) and torch.equal(fo, fresh)
+    assert not torch.equal(fu[1], f[1]) and torch.equal(fu[[0, 2]], f[[0, 2]])
+
+
 def test_a_warm_start_refreshes_at_once_and_ends_where_a_cold_start_does():
     """A fit started at a neighbouring C's solution (the cross-validation's path) refreshes its preconditioner at its
     first step and reaches the cold start's solution."""
