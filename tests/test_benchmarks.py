@@ -70,3 +70,16 @@ def test_suite_and_demo_benchmarks_refuse_bad_input_in_one_line(name, argv, matc
         bench_module(name).main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and match in err[0]
+
+
+def test_side_by_side_rounds_alternate_their_order():
+    # what one callable leaves behind (caches, freed memory the next must fault in) falls on each alike
+    timing = bench_module("_timing")
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    ratio, medians = timing.median_ratio(fns, "a", "b", rounds=4, warmup=1)
+    assert calls == list("abc") + list("abc") + list("cba") + list("abc") + list("cba")
+    assert ratio > 0 and set(medians) == set("abc")
+    calls.clear()
+    timing.compare(fns, rounds=2, warmup=0)
+    assert calls == list("abc") + list("cba")

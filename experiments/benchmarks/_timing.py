@@ -13,7 +13,8 @@ def time_once(fn) -> float:
 
 
 def compare(fns: dict, *, rounds: int = 7, warmup: int = 2) -> dict[str, float]:
-    """Run each callable once per round, interleaved, so machine noise hits all of them alike.
+    """Run each callable once per round, interleaved, so machine noise hits all of them alike, in alternating order
+    (see :func:`round_order`).
 
     Returns the median seconds per call for each name.
     """
@@ -21,20 +22,29 @@ def compare(fns: dict, *, rounds: int = 7, warmup: int = 2) -> dict[str, float]:
         for fn in fns.values():
             fn()
     times = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    for r in range(rounds):
+        for name, fn in round_order(fns, r):
             times[name].append(time_once(fn))
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def round_order(fns: dict, r: int) -> list:
+    """Round ``r``'s order of the callables: as given on even rounds, reversed on odd ones, so none always runs right
+    after the same other one (what one leaves behind - caches, freed memory the next must fault in again - then falls
+    on each alike)."""
+    items = list(fns.items())
+    return items if r % 2 == 0 else items[::-1]
+
+
 def median_ratio(fns: dict, num: str, den: str, *, rounds: int = 7, warmup: int = 2) -> tuple[float, dict]:
-    """Median over rounds of time[num]/time[den] measured back to back, with the per-name medians."""
+    """Median over rounds of time[num]/time[den] measured back to back (in alternating order, :func:`round_order`), with
+    the per-name medians."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     ratios, times = [], {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    for r in range(rounds):
+        for name, fn in round_order(fns, r):
             times[name].append(time_once(fn))
         ratios.append(times[num][-1] / times[den][-1])
     return statistics.median(ratios), {n: statistics.median(t) for n, t in times.items()}

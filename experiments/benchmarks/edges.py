@@ -32,7 +32,7 @@ from transformer_lens.tools.analysis.attribution_patching import EdgeAttribution
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
-from _timing import machine_line, median_ratio, thread_counts, time_once  # noqa: E402
+from _timing import machine_line, median_ratio, round_order, thread_counts, time_once  # noqa: E402
 
 from analysis.causal.edges import edge_attribution, exact_agreement, exact_edge_effects  # noqa: E402
 from analysis.engine import names  # noqa: E402
@@ -116,7 +116,7 @@ def forwards_per_pair(model, batch, rounds: int) -> tuple[float, list[float], fl
             fn()
     ratios, floors = [], []
     for _ in range(rounds):
-        t = {name: time_once(fn) for name, fn in fns.items()}
+        t = {name: time_once(fn) for name, fn in round_order(fns, len(ratios))}  # alternating order
         ratios.append(t["eap"] / t["forward"])
         floors.append(t["floor"] / t["forward"])
     return statistics.median(ratios), ratios, statistics.median(floors)
