@@ -384,7 +384,9 @@ def test_the_collection_speed_numbers_are_the_committed_results():
             v[("tiny" if "tiny" in m.group(1) else "small", th)] = m.group(2)
     assert (f"tiny shape {v[('tiny', '1')]}x and {v[('tiny', '2')]}x at 1 and 2 threads, small "
             f"{v[('small', '1')]}x and {v[('small', '2')]}x") in page
-    assert min(float(v[("small", t)]) for t in "12") < 1 and "missed there" in page
+    raw = BENCHMARKS.read_text()
+    said = raw[raw.index("Collection (`hook_embed`"):].split("\n\n")[0]  # the paragraph: a miss is named as one
+    assert ("missed" in said) == (min(float(x) for x in v.values()) < 1)
 
 
 def test_the_sae_numbers_are_the_committed_results():
