@@ -90,13 +90,19 @@ def _logits(model, final, suffix: bool):
     return model.unembed(model.ln_final(final[:, -1:] if suffix else final))
 
 
+def _source_run(model, tokens, names, fn, answer, wrong, suffix: bool) -> tuple[dict, torch.Tensor]:
+    """One inference forward of ``tokens``: its activations at the hook points ``names`` and its metric per row
+    (``suffix``: as in :func:`_logits`)."""
+    with torch.no_grad():
+        final, cache = engine.cache_run(model, tokens, names, stop_at_layer=model.cfg.n_layers)
+        return cache, fn(_logits(model, final, suffix), answer, wrong).float()
+
+
 def _pair_runs(model, clean, corrupt, names, fn, answer, wrong, suffix: bool = False):
     """One forward of the clean and corrupted prompts together: ``(clean cache, corrupted cache, clean metric,
     corrupted metric)``, the caches holding the hook points ``names`` (``suffix``: as in :func:`_logits`)."""
     n = len(clean)
-    with torch.no_grad():
-        final, cache = engine.cache_run(model, torch.cat([clean, corrupt]), names, stop_at_layer=model.cfg.n_layers)
-        m = fn(_logits(model, final, suffix), answer.repeat(2), wrong.repeat(2)).float()
+    cache, m = _source_run(model, torch.cat([clean, corrupt]), names, fn, answer.repeat(2), wrong.repeat(2), suffix)
     halves = ({k: v[:n] for k, v in cache.items()}, {k: v[n:] for k, v in cache.items()})
     return (*halves, m[:n], m[n:])
 
@@ -127,14 +133,6 @@ def _through_norm(factors, g):
     if centred:
         g.sub_(g.mean(-1, keepdim=True))
     return g
-
-
-def _source_run(model, tokens, names, fn, answer, wrong, suffix: bool) -> tuple[dict, torch.Tensor]:
-    """One inference forward of ``tokens``: its activations at the hook points ``names`` and its metric per row
-    (``suffix``: as in :func:`_logits`)."""
-    with torch.no_grad():
-        final, cache = engine.cache_run(model, tokens, names, stop_at_layer=model.cfg.n_layers)
-        return cache, fn(_logits(model, final, suffix), answer, wrong).float()
 
 
 def _reader_grads(model, base_tokens, fn, answer, wrong, overrides, record=(), suffix: bool = False) -> tuple[
@@ -200,8 +198,7 @@ def _readers_from_stream(model, kept, grads) -> torch.Tensor:
     out = torch.empty(cfg.n_layers * (heads + 1) + 1, rows, pos, d, dtype=x.dtype, device=x.device)
     norms = [n for b in model.blocks for n in (b.ln1, b.ln2)] + [model.ln_final]
     inputs = [kept[f"{i}.{n}"][0] for i in range(cfg.n_layers) for n in ("ln1", "ln2")]
-    factors = _norm_factors(norms, inputs + [x]) if x.shape[1] == pos else \
-        _norm_factors(norms[:-1], inputs) + _norm_factors(norms[-1:], [x])
+    factors = _norm_factors(norms[:-1], inputs) + _norm_factors(norms[-1:], [x])  # x may be the final position only
     for i, block in enumerate(model.blocks):
         attn, gs, Ws = block.attn, [], []
         for c, n in (("q", cfg.n_heads), ("k", cfg.kv_heads), ("v", cfg.kv_heads)):

@@ -12,12 +12,9 @@ def time_once(fn) -> float:
     return time.perf_counter() - t0
 
 
-def compare(fns: dict, *, rounds: int = 7, warmup: int = 2) -> dict[str, float]:
-    """Run each callable once per round, interleaved, so machine noise hits all of them alike, in alternating order
-    (see :func:`round_order`).
-
-    Returns the median seconds per call for each name.
-    """
+def per_round(fns: dict, *, rounds: int = 7, warmup: int = 2) -> dict[str, list[float]]:
+    """Each callable's seconds per round: ``warmup`` untimed calls each, then one timed call each per round,
+    interleaved so machine noise hits all of them alike, in alternating order (see :func:`round_order`)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
@@ -25,7 +22,12 @@ def compare(fns: dict, *, rounds: int = 7, warmup: int = 2) -> dict[str, float]:
     for r in range(rounds):
         for name, fn in round_order(fns, r):
             times[name].append(time_once(fn))
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    return times
+
+
+def compare(fns: dict, *, rounds: int = 7, warmup: int = 2) -> dict[str, float]:
+    """The median seconds per call of each callable, timed by :func:`per_round`."""
+    return {name: statistics.median(ts) for name, ts in per_round(fns, rounds=rounds, warmup=warmup).items()}
 
 
 def round_order(fns: dict, r: int) -> list:
@@ -37,16 +39,10 @@ def round_order(fns: dict, r: int) -> list:
 
 
 def median_ratio(fns: dict, num: str, den: str, *, rounds: int = 7, warmup: int = 2) -> tuple[float, dict]:
-    """Median over rounds of time[num]/time[den] measured back to back (in alternating order, :func:`round_order`), with
-    the per-name medians."""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    ratios, times = [], {name: [] for name in fns}
-    for r in range(rounds):
-        for name, fn in round_order(fns, r):
-            times[name].append(time_once(fn))
-        ratios.append(times[num][-1] / times[den][-1])
+    """Median over rounds of time[num]/time[den] measured back to back (:func:`per_round`), with the per-name
+    medians."""
+    times = per_round(fns, rounds=rounds, warmup=warmup)
+    ratios = [a / b for a, b in zip(times[num], times[den])]
     return statistics.median(ratios), {n: statistics.median(t) for n, t in times.items()}
 
 

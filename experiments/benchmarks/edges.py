@@ -32,7 +32,7 @@ from transformer_lens.tools.analysis.attribution_patching import EdgeAttribution
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _models import untrained_tiny  # noqa: E402
-from _timing import machine_line, median_ratio, round_order, thread_counts, time_once  # noqa: E402
+from _timing import machine_line, median_ratio, per_round, thread_counts  # noqa: E402
 
 from analysis.causal.edges import edge_attribution, exact_agreement, exact_edge_effects  # noqa: E402
 from analysis.engine import names  # noqa: E402
@@ -111,15 +111,9 @@ def forwards_per_pair(model, batch, rounds: int) -> tuple[float, list[float], fl
     both = torch.cat([batch.clean, batch.corrupt])
     fns = {"eap": lambda: edge_attribution(model, batch, metric="logit_diff"), "forward": lambda: forward(model, both),
            "floor": lambda: floor_run(model, batch)}
-    for _ in range(3):
-        for fn in fns.values():
-            fn()
-    ratios, floors = [], []
-    for _ in range(rounds):
-        t = {name: time_once(fn) for name, fn in round_order(fns, len(ratios))}  # alternating order
-        ratios.append(t["eap"] / t["forward"])
-        floors.append(t["floor"] / t["forward"])
-    return statistics.median(ratios), ratios, statistics.median(floors)
+    t = per_round(fns, rounds=rounds, warmup=3)
+    ratios = [e / f for e, f in zip(t["eap"], t["forward"])]
+    return statistics.median(ratios), ratios, statistics.median([a / f for a, f in zip(t["floor"], t["forward"])])
 
 
 def recipes(text: str) -> list[str]:
